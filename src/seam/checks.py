@@ -1,0 +1,99 @@
+"""Input validation shared by every public op: each check raises before any launch.
+
+Errors name the argument, what it is and what was expected (``TypeError`` for a wrong
+Python type or dtype, ``ValueError`` for shapes, devices, strides, alignment, ranges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from seam import runtime
+
+
+def tensor(
+    name: str,
+    t: object,
+    *,
+    dtype: torch.dtype | Sequence[torch.dtype] | None = None,
+    shape: Sequence[int] | None = None,
+    device: torch.device | None = None,
+    contiguous: bool = True,
+    align: int = 0,
+) -> torch.Tensor:
+    """Check one tensor argument and return it.
+
+    Args:
+        name: argument name used in the message.
+        dtype: allowed dtype(s).
+        shape: expected shape; -1 entries match any size.
+        device: device it must share with the op's other tensors.
+        contiguous: require ``t.is_contiguous()``.
+        align: required byte alignment of ``data_ptr()`` (0: none).
+
+    Raises:
+        TypeError: not a tensor, or wrong dtype.
+        ValueError: wrong shape, device, strides or alignment.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dtype is not None:
+        allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
+        if t.dtype not in allowed:
+            want = " or ".join(str(d) for d in allowed)
+            raise TypeError(f"{name} must have dtype {want}, got {t.dtype}")
+    if shape is not None:
+        if t.dim() != len(shape) or any(w != -1 and s != w for s, w in zip(t.shape, shape)):
+            want = "[" + ", ".join("*" if w == -1 else str(w) for w in shape) + "]"
+            raise ValueError(f"{name} must have shape {want}, got {list(t.shape)}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (strides {t.stride()} for shape {list(t.shape)})")
+    if align and t.data_ptr() % align:
+        raise ValueError(f"{name} must be {align}-byte aligned (data_ptr % {align} = {t.data_ptr() % align})")
+    return t
+
+
+def kernel_device(name: str, t: torch.Tensor) -> torch.device:
+    """Raise unless seam's kernels can run on ``t``'s device; return that device."""
+    runtime.check_kernel_device(name, t)
+    return t.device
+
+
+def multiple_of(name: str, value: int, k: int) -> None:
+    """Raise ValueError unless ``value`` is a positive multiple of ``k``."""
+    if value <= 0 or value % k:
+        raise ValueError(f"{name} must be a positive multiple of {k}, got {value}")
+
+
+def in_range(name: str, value: int, lo: int, hi: int) -> None:
+    """Raise ValueError unless ``lo <= value <= hi``."""
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={value} is outside [{lo}, {hi}]")
+
+
+def finite_float(name: str, value: object, *, positive: bool = False) -> float:
+    """A Python float argument (eps, scales); raise TypeError/ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    v = float(value)
+    if v != v or v in (float("inf"), float("-inf")) or (positive and v <= 0):
+        raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float, got {v}")
+    return v
+
+
+def no_overlap(*named: tuple[str, torch.Tensor]) -> None:
+    """Raise ValueError if two output buffers share storage bytes."""
+    spans = []
+    for name, t in named:
+        if t is None or t.numel() == 0:
+            continue
+        start = t.data_ptr()
+        spans.append((start, start + t.numel() * t.element_size(), name))
+    spans.sort()
+    for (s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
+        if s1 < e0:
+            raise ValueError(f"{n0} and {n1} overlap in memory; pass separate buffers")

@@ -1,0 +1,207 @@
+"""MXFP8: E4M3 values with one UE8M0 scale byte per 32 consecutive elements of a row.
+
+Pure PyTorch, runnable on any device: the reference quantizer (step by step from
+``shared/spec/mxfp8.md``, FlashInfer's rule), the dequantizer, and the two scale
+layouts (row-major ``[M, K/32]`` and the 128x4-swizzled flat layout that
+cuBLAS/CUTLASS block-scaled GEMMs read). The Triton quantizer in
+``seam.kernels.mxfp8_quant`` must match :func:`mxfp8_quantize_ref` byte for byte.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+
+MXFP8_BLOCK = 32  # elements per UE8M0 scale
+E4M3_MAX = 448.0
+_INV_448 = torch.tensor(0x3B124925, dtype=torch.int32).view(torch.float32)  # f32(1/448)
+
+
+class ScaleLayout(str, enum.Enum):
+    """Where scale byte (row r, block column c) lives."""
+
+    ROW_MAJOR = "row_major"  #: uint8 [M, K/32]
+    SWIZZLED = "swizzled"  #: flat uint8 [mxfp8_scale_numel(M, K)], 128x4 atoms, padding zero
+
+    @classmethod
+    def parse(cls, value: "ScaleLayout | str", name: str = "scale_layout") -> "ScaleLayout":
+        """Accept the enum or its string value; raise ValueError naming ``name`` otherwise.
+
+        ``"swizzled_128x4"`` (the name ``shared/spec/integration.md`` uses) is accepted too.
+        """
+        if isinstance(value, cls):
+            return value
+        if value == "swizzled_128x4":
+            return cls.SWIZZLED
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(
+                f"{name} must be 'swizzled' or 'row_major', got {value!r}"
+            ) from None
+
+
+def scale_cols(hidden_size: int) -> int:
+    """Scale bytes per row: ``hidden_size // 32`` (hidden_size must be a multiple of 32)."""
+    if hidden_size <= 0 or hidden_size % MXFP8_BLOCK:
+        raise ValueError(f"K (hidden size) must be a positive multiple of 32, got {hidden_size}")
+    return hidden_size // MXFP8_BLOCK
+
+
+def padded_scale_shape(num_tokens: int, hidden_size: int) -> tuple[int, int]:
+    """(M_pad, P): rows padded to a multiple of 128, scale columns to a multiple of 4."""
+    cols = scale_cols(hidden_size)
+    return -(-num_tokens // 128) * 128, -(-cols // 4) * 4
+
+
+def mxfp8_scale_numel(num_tokens: int, hidden_size: int) -> int:
+    """Bytes of the 128x4-swizzled UE8M0 scales of ``num_tokens`` rows of ``hidden_size``.
+
+    ``M_pad * P`` with ``M_pad = ceil(M/128)*128`` and ``P = ceil((K/32)/4)*4``.
+
+    Raises:
+        ValueError: ``num_tokens`` negative, or ``hidden_size`` not a positive multiple of 32.
+    """
+    if num_tokens < 0:
+        raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+    m_pad, p = padded_scale_shape(num_tokens, hidden_size)
+    return m_pad * p
+
+
+def scale_numel(num_tokens: int, hidden_size: int, layout: ScaleLayout | str) -> int:
+    """Scale bytes for either layout."""
+    layout = ScaleLayout.parse(layout)
+    if layout is ScaleLayout.SWIZZLED:
+        return mxfp8_scale_numel(num_tokens, hidden_size)
+    return num_tokens * scale_cols(hidden_size)
+
+
+def swizzled_offsets(num_tokens: int, cols: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """int64 [num_tokens, cols]: flat swizzled offset of scale (r, c), the spec's formula."""
+    p = -(-cols // 4) * 4
+    r = torch.arange(num_tokens, device=device, dtype=torch.int64)[:, None]
+    c = torch.arange(cols, device=device, dtype=torch.int64)[None, :]
+    return (r // 128) * 128 * p + (c // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
+
+
+def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
+    """Row-major uint8 [M, cols] -> flat 128x4-swizzled uint8, padding bytes zero."""
+    if scales.dim() != 2 or scales.dtype != torch.uint8:
+        raise ValueError(f"scales must be uint8 [M, cols], got {scales.dtype} {tuple(scales.shape)}")
+    m, cols = scales.shape
+    out = torch.zeros(mxfp8_scale_numel(m, cols * MXFP8_BLOCK), dtype=torch.uint8, device=scales.device)
+    out[swizzled_offsets(m, cols, scales.device).flatten()] = scales.flatten()
+    return out
+
+
+def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) -> torch.Tensor:
+    """Flat 128x4-swizzled uint8 -> row-major uint8 [num_tokens, hidden_size // 32]."""
+    numel = mxfp8_scale_numel(num_tokens, hidden_size)
+    if scales.dim() != 1 or scales.numel() != numel or scales.dtype != torch.uint8:
+        raise ValueError(
+            f"scales must be flat uint8 of {numel} bytes, got {scales.dtype} {tuple(scales.shape)}"
+        )
+    cols = scale_cols(hidden_size)
+    return scales[swizzled_offsets(num_tokens, cols, scales.device)]
+
+
+def ue8m0_from_amax_ref(amax: torch.Tensor) -> torch.Tensor:
+    """Scale bytes (int32) from fp32 block amaxes: spec steps 2-3."""
+    n = amax.float() * _INV_448.to(amax.device)
+    bits = n.view(torch.int32)
+    e = (bits >> 23) & 0xFF
+    f = bits & 0x7FFFFF
+    bump = (f != 0) & ~((e == 0) & (f <= 0x400000))
+    s = torch.clamp(e + bump.to(torch.int32), max=254)
+    return torch.where(n > 0, s, torch.zeros_like(s))
+
+
+def ue8m0_inverse_ref(s: torch.Tensor) -> torch.Tensor:
+    """fp32 2^(127 - s) from bits, 0 where s == 0: spec step 4."""
+    inv = ((254 - s.to(torch.int32)) << 23).view(torch.float32)
+    return torch.where(s == 0, torch.zeros_like(inv), inv)
+
+
+def ue8m0_to_float(s: torch.Tensor) -> torch.Tensor:
+    """fp32 2^(s - 127) of scale bytes (s == 0: 2^-127, s == 255: NaN)."""
+    s32 = s.to(torch.int32) & 0xFF
+    v = torch.where(s32 == 0, torch.full_like(s32, 0x400000), s32 << 23).view(torch.float32)
+    return torch.where(s32 == 255, torch.full_like(v, float("nan")), v)
+
+
+def e4m3_saturate_ref(q: torch.Tensor) -> torch.Tensor:
+    """fp32 -> float8_e4m3fn: NaN -> +448, clamp to +-448, round to nearest even.
+
+    The clamp comes first because some PyTorch builds map |x| >= 480 to NaN.
+    """
+    q = torch.where(torch.isnan(q), torch.full_like(q, E4M3_MAX), q)
+    return q.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def mxfp8_quantize_ref(
+    x: torch.Tensor, *, scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference MXFP8 quantizer (``shared/spec/mxfp8.md``), pure PyTorch.
+
+    Args:
+        x: BF16/FP16/FP32 [M, K], K a multiple of 32.
+        scale_layout: ``"swizzled"`` (flat ``[mxfp8_scale_numel(M, K)]``, padding zero)
+            or ``"row_major"`` (``[M, K // 32]``).
+
+    Returns:
+        (values float8_e4m3fn [M, K], scales uint8).
+    """
+    layout = ScaleLayout.parse(scale_layout)
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D [M, K], got shape {tuple(x.shape)}")
+    m, k = x.shape
+    cols = scale_cols(k)
+    blocks = x.float().reshape(m, cols, MXFP8_BLOCK)
+    mag = torch.where(torch.isnan(blocks), torch.zeros_like(blocks), blocks.abs())
+    s = ue8m0_from_amax_ref(mag.amax(dim=-1) if m else mag.sum(dim=-1))
+    q = blocks * ue8m0_inverse_ref(s)[..., None]
+    values = e4m3_saturate_ref(q).reshape(m, k)
+    scales = s.to(torch.uint8)
+    if layout is ScaleLayout.SWIZZLED:
+        scales = swizzle_scales(scales)
+    return values, scales
+
+
+def mxfp8_dequantize(
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    *,
+    scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
+    dtype: torch.dtype = torch.bfloat16,
+) -> torch.Tensor:
+    """``f32(e4m3) * 2^(s - 127)`` per element, cast to ``dtype``. Pure PyTorch, any device.
+
+    Args:
+        values: float8_e4m3fn (or its uint8 bytes) [M, K], K a multiple of 32.
+        scales: uint8 (or float8_e8m0fnu) in ``scale_layout``.
+        scale_layout: layout of ``scales``.
+        dtype: output dtype (fp32 is exact; bf16/fp16 round once).
+
+    Raises:
+        ValueError: shapes or dtypes that do not fit the layout.
+    """
+    layout = ScaleLayout.parse(scale_layout)
+    if values.dtype == torch.uint8:
+        values = values.view(torch.float8_e4m3fn)
+    if values.dtype != torch.float8_e4m3fn or values.dim() != 2:
+        raise ValueError(f"values must be float8_e4m3fn [M, K], got {values.dtype} {tuple(values.shape)}")
+    if scales.dtype != torch.uint8:
+        if scales.element_size() != 1:
+            raise ValueError(f"scales must be uint8 bytes, got {scales.dtype}")
+        scales = scales.view(torch.uint8)
+    m, k = values.shape
+    cols = scale_cols(k)
+    if layout is ScaleLayout.SWIZZLED:
+        rows = unswizzle_scales(scales.reshape(-1), m, k)
+    else:
+        if tuple(scales.shape) != (m, cols):
+            raise ValueError(f"row-major scales must be [{m}, {cols}], got {tuple(scales.shape)}")
+        rows = scales
+    scale = ue8m0_to_float(rows).repeat_interleave(MXFP8_BLOCK, dim=1)
+    return (values.float() * scale).to(dtype)

@@ -1,0 +1,1 @@
+"""Triton kernels and their launchers. Launchers assume validated inputs (see ``seam.ops``)."""

@@ -1,0 +1,171 @@
+"""Exact rounding helpers shared by every seam kernel (``@triton.jit`` device functions).
+
+Every fp32 -> BF16 and fp32 -> E4M3 rounding in seam goes through this module, and so
+does the MXFP8 block rule of ``shared/spec/mxfp8.md``. On a GPU the hardware
+conversions are already round-to-nearest-even (``cvt.rn.bf16.f32``,
+``cvt.rn.satfinite.e4m3x2.f32``), so the native casts are used. Under the Triton
+interpreter they are not (fp32 -> bf16 truncates, fp8 rounding is approximate:
+``shared/platform.md``), so the same results are built from integer bit arithmetic,
+which the interpreter executes exactly. ``tests/test_numerics.py`` checks both paths
+against torch's conversions over every BF16 pattern and every E4M3 rounding boundary.
+
+Only exact operations appear here (integer ops, compares, fp32 multiply by powers of
+two): nothing depends on the approximate ``/``, ``rsqrt`` or ``exp`` of either target.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from seam import runtime
+
+# Static switch read inside jit functions: bit-level conversions under the interpreter.
+EMULATE_CONVERSIONS = tl.constexpr(runtime.INTERPRET)
+
+# fp32 bits of 1/448 (0x3B124925): the one multiplier the MXFP8 rule allows.
+_INV_448_BITS = tl.constexpr(0x3B124925)
+E4M3_MAX = tl.constexpr(448.0)
+
+
+@triton.jit
+def f32_bits(x):
+    """The IEEE bits of an fp32 tensor as uint32."""
+    return x.to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def bits_f32(b):
+    """An fp32 tensor from uint32 bits."""
+    return b.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def to_bf16_rne(x):
+    """fp32 -> BF16, round to nearest even (NaN -> a quiet NaN, as torch does)."""
+    if EMULATE_CONVERSIONS:
+        b = f32_bits(x)
+        is_nan = (b & 0x7FFFFFFF) > 0x7F800000
+        rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+        rounded = tl.where(is_nan, 0x7FC0, rounded)
+        return rounded.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        return x.to(tl.bfloat16, fp_downcast_rounding="rtne")
+
+
+@triton.jit
+def round_bf16(x):
+    """fp32 -> fp32 holding the nearest-even BF16 value (a rounding point kept in fp32)."""
+    return to_bf16_rne(x).to(tl.float32)
+
+
+@triton.jit
+def e4m3_rne_bits(q):
+    """E4M3 (float8_e4m3fn) bits of fp32 values already in [-448, 448] (no NaN).
+
+    Round to nearest even. -0.0 gives 0x80.
+    """
+    if EMULATE_CONVERSIONS:
+        b = f32_bits(q)
+        sign = (b >> 24) & 0x80
+        mag_bits = b & 0x7FFFFFFF
+        mag = bits_f32(mag_bits)
+        # Subnormal range (< 2^-6): steps of 2^-9. mag * 512 is exact; adding and
+        # subtracting 2^23 rounds it to an integer, ties to even (IEEE add).
+        sub = (mag * 512.0 + 8388608.0) - 8388608.0
+        sub_code = sub.to(tl.uint32)  # 0..8; 8 is the smallest normal, code 0x08
+        # Normal range: keep 3 mantissa bits with RNE on the fp32 bits, then rebias
+        # the exponent from 127 to 7 ((127 - 7) << 3 = 960).
+        nrm = (mag_bits + 0x7FFFF + ((mag_bits >> 20) & 1)) >> 20
+        nrm_code = nrm - 960
+        code = tl.where(mag < 0.015625, sub_code, nrm_code)
+        return (code | sign).to(tl.uint8)
+    else:
+        return q.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+
+
+@triton.jit
+def e4m3_saturate_bits(x):
+    """E4M3 bits of any fp32: NaN -> +448, clamp to [-448, 448], round to nearest even."""
+    q = tl.where(x != x, E4M3_MAX, x)
+    q = tl.minimum(tl.maximum(q, -E4M3_MAX), E4M3_MAX)
+    return e4m3_rne_bits(q)
+
+
+@triton.jit
+def e4m3_bits_to_f32(code):
+    """Exact fp32 value of E4M3 bits (uint8 or wider integer). 0x7F/0xFF decode to NaN."""
+    c = code.to(tl.uint32) & 0xFF
+    sign = (c & 0x80) << 24
+    exp = (c >> 3) & 0xF
+    man = c & 0x7
+    # normal: (exp - 7 + 127) << 23 | man << 20; subnormal: man * 2^-9 (exact in fp32)
+    normal = bits_f32(((exp + 120) << 23) | (man << 20))
+    subnormal = man.to(tl.float32) * 0.001953125
+    mag = tl.where(exp == 0, subnormal, normal)
+    mag = tl.where((c & 0x7F) == 0x7F, float("nan"), mag)
+    return bits_f32(f32_bits(mag) | sign)
+
+
+@triton.jit
+def ue8m0_from_amax(amax):
+    """UE8M0 scale byte (int32 in [0, 254]) of a 32-element block from its fp32 amax.
+
+    ``shared/spec/mxfp8.md`` steps 2-3: n = amax * f32(1/448); exponent of n rounded
+    up when its mantissa is non-zero, except fp32 subnormals at or below 2^-127.
+    """
+    n = amax * bits_f32(tl.full(amax.shape, _INV_448_BITS, tl.uint32))
+    nb = f32_bits(n)
+    e = ((nb >> 23) & 0xFF).to(tl.int32)
+    f = nb & 0x7FFFFF
+    bump = (f != 0) & ~((e == 0) & (f <= 0x400000))
+    s = tl.minimum(e + bump.to(tl.int32), 254)
+    return tl.where(n > 0.0, s, 0)
+
+
+@triton.jit
+def ue8m0_inverse(s):
+    """fp32 2^(127 - s) for a scale byte s, built from bits; 0 when s == 0 (spec step 4)."""
+    inv = bits_f32(((254 - s) << 23).to(tl.uint32))
+    return tl.where(s == 0, 0.0, inv)
+
+
+@triton.jit
+def ue8m0_to_f32(s):
+    """fp32 2^(s - 127) for a scale byte s (s == 0 is the subnormal 2^-127, 255 is NaN)."""
+    s32 = s.to(tl.uint32) & 0xFF
+    v = tl.where(s32 == 0, bits_f32(tl.full(s32.shape, 0x400000, tl.uint32)), bits_f32(s32 << 23))
+    return tl.where(s32 == 255, float("nan"), v)
+
+
+@triton.jit
+def mxfp8_quantize_tile(x, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """MXFP8-quantize an fp32 tile [ROWS, COLS] (COLS a multiple of 32) row by row.
+
+    Returns (values as E4M3 bits uint8 [ROWS, COLS], scale bytes uint8 [ROWS, COLS // 32]).
+    The block amax ignores NaN; ``shared/spec/mxfp8.md`` steps 1-5.
+    """
+    blocks = tl.reshape(x, (ROWS, COLS // 32, 32))
+    mag = tl.abs(blocks)
+    mag = tl.where(blocks != blocks, 0.0, mag)
+    amax = tl.max(mag, axis=2)
+    s = ue8m0_from_amax(amax)
+    inv = ue8m0_inverse(s)
+    q = blocks * inv[:, :, None]
+    values = tl.reshape(e4m3_saturate_bits(q), (ROWS, COLS))
+    return values, s.to(tl.uint8)
+
+
+@triton.jit
+def swizzled_scale_offset(r, c, padded_cols):
+    """Byte offset of scale (row r, block column c) in the 128x4 swizzled layout.
+
+    ``padded_cols`` is P = ceil(cols / 4) * 4 (``shared/spec/mxfp8.md``).
+    """
+    return (
+        (r // 128) * (128 * padded_cols)
+        + (c // 4) * 512
+        + (r % 32) * 16
+        + ((r % 128) // 32) * 4
+        + c % 4
+    )

@@ -1,0 +1,1 @@
+"""Public ops: docstring, input checks, output allocation, launch, ``torch.library`` registration."""

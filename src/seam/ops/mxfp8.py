@@ -1,0 +1,93 @@
+"""Public MXFP8 quantizer: validation, output allocation, launch (``shared/spec/mxfp8.md``)."""
+
+from __future__ import annotations
+
+import torch
+
+from seam import checks
+from seam.formats.mxfp8 import ScaleLayout, scale_cols, scale_numel
+from seam.kernels.mxfp8_quant import launch_mxfp8_quant
+from seam.ops.registry import register
+
+FLOAT_INPUTS = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _launch(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, swizzled: bool) -> None:
+    launch_mxfp8_quant(x, values, scales, swizzled)
+
+
+_quantize = register("mxfp8_quantize", ("values", "scales"), _launch)
+
+
+def check_mxfp8_out(
+    out: tuple[torch.Tensor, torch.Tensor] | None,
+    m: int,
+    k: int,
+    layout: ScaleLayout,
+    device: torch.device,
+    name: str = "out",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate (or allocate) MXFP8 output buffers (values [M, K] E4M3, scales uint8).
+
+    Buffers must be contiguous and 16-byte aligned (``shared/spec/mxfp8.md``).
+    """
+    numel = scale_numel(m, k, layout)
+    if out is None:
+        values = torch.empty((m, k), dtype=torch.float8_e4m3fn, device=device)
+        scales = torch.empty(numel, dtype=torch.uint8, device=device)
+        if layout is ScaleLayout.ROW_MAJOR:
+            scales = scales.view(m, scale_cols(k))
+        return values, scales
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"{name} must be a (values, scales) pair")
+    values, scales = out
+    checks.tensor(f"{name}[0] (values)", values, dtype=torch.float8_e4m3fn, shape=(m, k), device=device, align=16)
+    checks.tensor(f"{name}[1] (scales)", scales, dtype=torch.uint8, device=device, align=16)
+    if scales.numel() != numel:
+        raise ValueError(
+            f"{name}[1] (scales) must hold {numel} bytes for {layout.value} scales of [{m}, {k}], "
+            f"got {scales.numel()}"
+        )
+    checks.no_overlap((f"{name}[0] (values)", values), (f"{name}[1] (scales)", scales))
+    return values, scales
+
+
+def mxfp8_quantize(
+    x: torch.Tensor,
+    *,
+    scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize rows to MXFP8: E4M3 values and one UE8M0 scale per 32 elements.
+
+    ``s = ceil-exponent(amax / 448)`` per block (FlashInfer's rule, ``shared/spec/mxfp8.md``),
+    ``values = e4m3(x * 2^(127 - s))`` saturating, NaN -> +448. One Triton launch;
+    bit-identical to :func:`seam.ref.mxfp8_quantize_ref`.
+
+    Args:
+        x: BF16, FP16 or FP32 [M, K] with K a multiple of 32; rows contiguous (row stride
+            may exceed K).
+        scale_layout: ``"swizzled"`` (default): flat uint8 ``[mxfp8_scale_numel(M, K)]`` in
+            the 128x4 layout, padding bytes written as 0; ``"row_major"``: uint8 [M, K // 32].
+        out: optional (values, scales) buffers of those shapes, written in place.
+
+    Returns:
+        (values float8_e4m3fn [M, K], scales uint8).
+
+    Raises:
+        TypeError: x not a tensor or not BF16/FP16/FP32.
+        ValueError: x not 2-D, K not a multiple of 32, non-unit column stride, device
+            without kernels, or out buffers of the wrong dtype/size/alignment.
+    """
+    layout = ScaleLayout.parse(scale_layout)
+    checks.tensor("x", x, dtype=FLOAT_INPUTS, contiguous=False)
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
+    if x.stride(1) != 1 and x.shape[1] > 1:
+        raise ValueError(f"x must have unit column stride, got strides {x.stride()}")
+    m, k = x.shape
+    checks.multiple_of("K (x.shape[1])", k, 32)
+    device = checks.kernel_device("x", x)
+    values, scales = check_mxfp8_out(out, m, k, layout, device)
+    _quantize(x, values, scales, layout is ScaleLayout.SWIZZLED)
+    return values, scales

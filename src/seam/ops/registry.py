@@ -1,0 +1,39 @@
+"""How seam's public ops reach their kernels: ``torch.library`` ops for tracing, direct launches in eager.
+
+Every op is registered as a ``torch.library.custom_op`` that writes into caller-visible
+output buffers (``mutates_args``), with a fake implementation, so ``torch.compile``
+traces it as one opaque node and CUDA-graph capture records its launch. In eager
+mode the dispatcher adds Python overhead comparable to a decode-size kernel
+(``shared/style.md`` habit 4), so the public function calls the launcher directly
+unless it is being traced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None]):
+    """Register ``launcher`` (annotated, returning None) as ``torch.ops.seam.<name>``.
+
+    Returns a callable with the launcher's signature that goes through the dispatcher
+    while ``torch.compile`` traces and calls ``launcher`` directly otherwise.
+    """
+    op = torch.library.custom_op(f"seam::{name}", mutates_args=mutates)(launcher)
+    op.register_fake(_no_output)
+
+    def call(*args):
+        if torch.compiler.is_compiling():
+            op(*args)
+        else:
+            launcher(*args)
+
+    call.op = op
+    return call
+
+
+def _no_output(*args) -> None:
+    # Outputs are caller-allocated buffers; shapes need no inference.
+    return None

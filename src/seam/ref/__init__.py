@@ -1,0 +1,5 @@
+"""Pure-PyTorch references of every seam op, step by step from ``shared/spec`` (same rounding points)."""
+
+from seam.formats.mxfp8 import mxfp8_dequantize, mxfp8_quantize_ref
+
+__all__ = ["mxfp8_dequantize", "mxfp8_quantize_ref"]

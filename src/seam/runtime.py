@@ -1,0 +1,66 @@
+"""Where seam's kernels run: native Triton on a GPU, or the Triton interpreter on CPU.
+
+Triton decides between compiling and interpreting when a kernel is decorated, i.e.
+when ``seam.kernels`` is imported. A machine without CUDA gets ``TRITON_INTERPRET=1``
+set here, before any kernel module is imported, so that ``seam`` works on CPU tensors
+out of the box (slowly: this mode exists for tests and for checking a CPU machine).
+
+``INTERPRET`` also selects the conversion helpers of ``seam.kernels.numerics``: the
+interpreter's float conversions are not round-to-nearest-even (``shared/platform.md``),
+so under it every fp32 -> BF16/E4M3 rounding is done with integer bit arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+#: True when Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``).
+INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+# Never use NVLink multicast (project rule): set before any symmetric-memory or NCCL use.
+for _var, _val in (
+    ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+    ("NCCL_NVLS_ENABLE", "0"),
+    ("NVSHMEM_DISABLE_NVLS", "1"),
+):
+    os.environ.setdefault(_var, _val)
+
+
+def kernel_device() -> torch.device:
+    """The device seam's kernels run on here: ``cuda`` when present, else ``cpu``."""
+    if torch.cuda.is_available() and not INTERPRET:
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def supports_pdl(device: torch.device) -> bool:
+    """Whether programmatic dependent launch (``launch_pdl=True``) is available.
+
+    PDL needs sm_90 or newer; under the interpreter kernels run one at a time, so
+    there is nothing to overlap.
+    """
+    if INTERPRET or device.type != "cuda":
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def check_kernel_device(name: str, t: torch.Tensor) -> None:
+    """Raise ValueError if ``t`` lives where seam's kernels cannot run."""
+    if t.device.type == "cuda" and not INTERPRET:
+        return
+    if t.device.type == "cpu" and INTERPRET:
+        return
+    if t.device.type == "cpu":
+        raise ValueError(
+            f"{name} is on the CPU, but Triton kernels run natively here; "
+            "pass CUDA tensors, or set TRITON_INTERPRET=1 before importing seam"
+        )
+    raise ValueError(
+        f"{name} is on {t.device}; seam runs on CUDA tensors (or CPU tensors under "
+        "TRITON_INTERPRET=1)"
+    )
