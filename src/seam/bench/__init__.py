@@ -1,0 +1,1 @@
+"""Benchmarks (GPU): timing helpers and one script per op behind ``seam bench``."""

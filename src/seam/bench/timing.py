@@ -1,0 +1,48 @@
+"""GPU timing: CUDA-graph replay of back-to-back launches, median of repeats (``shared/style.md`` habit 5)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import torch
+
+
+def graph_time_us(fn: Callable[[], object], *, iters: int = 200, reps: int = 20) -> float:
+    """Median microseconds per call of ``fn`` replayed ``iters`` times inside one CUDA graph.
+
+    ``fn`` is run once eagerly first (compiles kernels, allocates), then captured
+    ``iters`` times back to back on a side stream; each of ``reps`` replays is timed
+    with CUDA events and divided by ``iters``.
+    """
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(iters):
+                fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / iters)
+    return statistics.median(times)
+
+
+def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:
+    """Device copy bandwidth in GB/s (bytes read + written per second), the memory ceiling."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    us = graph_time_us(lambda: dst.copy_(src), iters=10, reps=10)
+    return nbytes / (us * 1e-6) / 1e9
