@@ -1,0 +1,71 @@
+"""Command line: ``seam info``, ``seam verify``, ``seam bench <name>`` (also ``python -m seam``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import platform
+import sys
+
+
+def _info() -> int:
+    import torch
+    import triton
+
+    import seam
+    from seam import runtime
+
+    print(f"seam {seam.__version__}")
+    print(f"python {platform.python_version()}  torch {torch.__version__}  triton {triton.__version__}")
+    if torch.cuda.is_available():
+        dev = torch.cuda.current_device()
+        cap = torch.cuda.get_device_capability(dev)
+        props = torch.cuda.get_device_properties(dev)
+        print(f"device cuda:{dev} {props.name}, sm_{cap[0]}{cap[1]}, {props.multi_processor_count} SMs")
+    else:
+        print("device: no CUDA device")
+    mode = "Triton interpreter (CPU, exact bit-level conversions)" if runtime.INTERPRET else "native Triton"
+    print(f"kernels: {mode}")
+    print(f"PDL: {'yes' if runtime.supports_pdl(runtime.kernel_device()) else 'no'}")
+    return 0
+
+
+def _bench_names() -> list[str]:
+    import seam.bench
+
+    return sorted(m.name for m in pkgutil.iter_modules(seam.bench.__path__) if m.name != "timing")
+
+
+def _bench(name: str) -> int:
+    from rich.console import Console
+
+    if name not in _bench_names():
+        print(f"unknown benchmark {name!r}; choose from {', '.join(_bench_names())}", file=sys.stderr)
+        return 2
+    importlib.import_module(f"seam.bench.{name}").run(Console())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="seam", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("info", help="versions, device, native or interpreted kernels")
+    verify = sub.add_parser("verify", help="every fused op against its reference on this device")
+    verify.add_argument("--json", metavar="PATH", help="also save the results as JSON")
+    verify.add_argument("--only", metavar="NAME", help="only case modules whose name contains NAME")
+    verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
+    bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
+    bench.add_argument("name", help="benchmark name (e.g. norm, swiglu, lamport, mhc, qkv, step)")
+    args = parser.parse_args(argv)
+    if args.cmd == "info":
+        return _info()
+    if args.cmd == "verify":
+        from seam.verify.runner import main as verify_main
+
+        return verify_main(args.json, args.only, timing=not args.no_timing)
+    return _bench(args.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

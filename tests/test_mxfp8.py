@@ -1,0 +1,270 @@
+"""MXFP8 quantizer (shared/spec/mxfp8.md): Triton kernel vs reference bytes, spec edge cases,
+torchao's RCEIL as an independent oracle, layouts, round trips and bad input."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import seam
+from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzled_offsets, ue8m0_to_float
+from seam.verify.core import bytes_equal
+
+LAYOUTS = ["swizzled", "row_major"]
+
+
+def _check_kernel_matches_ref(x, layout):
+    v, s = seam.mxfp8_quantize(x, scale_layout=layout)
+    rv, rs = mxfp8_quantize_ref(x.cpu(), scale_layout=layout)
+    assert bytes_equal(v.cpu(), rv), "E4M3 values differ from the reference"
+    assert bytes_equal(s.cpu(), rs), "UE8M0 scales differ from the reference"
+    return v.cpu(), s.cpu()
+
+
+def _edge_blocks() -> torch.Tensor:
+    """One 32-element block per row, each a case from the spec's edge-case list (fp32)."""
+    g = torch.Generator().manual_seed(0)
+    rnd = lambda: torch.randn(32, generator=g)  # noqa: E731
+    rows = {
+        "all_zero": torch.zeros(32),
+        "tiny_1e-38": torch.full((32,), 1e-38) * torch.sign(rnd()),
+        "tiny_1e-40": torch.full((32,), 1e-40),
+        "one_subnormal_in_normal": torch.cat([torch.tensor([1e-40]), rnd()[1:]]),
+        "amax_448": torch.cat([torch.tensor([448.0]), rnd()[1:]]),
+        "amax_448x2^-3": torch.cat([torch.tensor([56.0]), rnd()[1:] * 0.1]),
+        "amax_448_plus_ulp": torch.cat([torch.nextafter(torch.tensor([448.0]), torch.tensor([1e9])), rnd()[1:]]),
+        "amax_448x2^-130": torch.full((32,), 448.0 * 2.0**-130),
+        "amax_448x2^-127": torch.full((32,), 448.0 * 2.0**-127),
+        "dominated": torch.cat([torch.tensor([1000.0]), torch.full((31,), 1e-3)]),
+        "ties": torch.tensor([1.0625, 1.1875, 0.0029296875, -1.0625, 17.0, 19.0, 0.01953125 * 3 / 2] + [1.0] * 25),
+        "plus_inf": torch.cat([torch.tensor([float("inf")]), rnd()[1:]]),
+        "minus_inf": torch.cat([torch.tensor([-float("inf")]), -rnd()[1:].abs()]),
+        "nan": torch.cat([torch.tensor([float("nan")]), rnd()[1:]]),
+        "all_nan": torch.full((32,), float("nan")),
+        "neg_zero": torch.full((32,), -0.0),
+        "mixed_zero": torch.tensor([0.0, -0.0] * 16) + torch.tensor([0.0] * 31 + [3.0]),
+        "huge": torch.full((32,), 3.0e38),
+        "partly_zero": torch.cat([torch.zeros(16), rnd()[16:]]),
+    }
+    return list(rows), torch.stack(list(rows.values()))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_edge_blocks_match_reference(device, layout, dtype):
+    _names, x = _edge_blocks()
+    x = x.to(dtype)
+    # 4 blocks per row: the edge block in each position of a scale group of 4
+    x = torch.cat([x, x.roll(1, 0), x.roll(2, 0), x.roll(3, 0)], dim=1)
+    _check_kernel_matches_ref(x.to(device), layout)
+
+
+def test_edge_block_semantics():
+    names, x = _edge_blocks()
+    v, s = mxfp8_quantize_ref(x, scale_layout="row_major")
+    s = dict(zip(names, s[:, 0].tolist()))
+    vb = dict(zip(names, v.view(torch.uint8)))
+    assert s["all_zero"] == 0 and vb["all_zero"].eq(0).all()
+    assert s["tiny_1e-40"] == 0 and vb["tiny_1e-40"].eq(0).all()  # amax <= 448*2^-127 -> zeros
+    assert s["amax_448x2^-127"] == 0 and vb["amax_448x2^-127"].eq(0).all()
+    assert s["amax_448"] == 127 and vb["amax_448"][0] == 0x7E  # exact power of two: no bump
+    assert s["amax_448_plus_ulp"] == 128  # one ulp above: bump
+    assert s["amax_448x2^-3"] == 124
+    assert s["plus_inf"] == 254 and vb["plus_inf"][0] == 0x7E
+    assert s["minus_inf"] == 254 and vb["minus_inf"][0] == 0x7E  # -inf * 0 = NaN -> +448
+    assert vb["minus_inf"][1:].eq(0x80).all()  # finite negatives * +0 = -0
+    assert vb["nan"][0] == 0x7E  # NaN ignored by amax, quantizes to +448
+    assert s["all_nan"] == 0 and vb["all_nan"].eq(0x7E).all()
+    assert vb["neg_zero"].eq(0x80).all() and s["neg_zero"] == 0
+    assert s["huge"] == 247  # 3e38 / 448 = 1.3 * 2^119: exponent 246, bumped
+    assert vb["dominated"][1:].eq(0).all()  # 1e-3 * 2^-1 underflows E4M3
+
+
+@pytest.mark.parametrize("m", [1, 127, 128, 129])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_rows_around_swizzle_tile(device, m, layout):
+    g = torch.Generator().manual_seed(m)
+    x = (torch.randn(m, 96, generator=g) * torch.logspace(-3, 3, 96)).bfloat16()  # 3 scale cols
+    v, s = _check_kernel_matches_ref(x.to(device), layout)
+    if layout == "swizzled":
+        assert s.numel() == seam.mxfp8_scale_numel(m, 96) == math.ceil(m / 128) * 128 * 4
+        used = torch.zeros(s.numel(), dtype=torch.bool)
+        used[swizzled_offsets(m, 3).flatten()] = True
+        assert s[~used].eq(0).all(), "padding scale bytes must be zero"
+
+
+def test_padding_bytes_overwritten(device):
+    """Preexisting garbage in a caller's scale buffer must be replaced by zeros in the padding."""
+    x = torch.randn(3, 160).bfloat16().to(device)  # 5 cols -> P = 8
+    numel = seam.mxfp8_scale_numel(3, 160)
+    values = torch.empty(3, 160, dtype=torch.float8_e4m3fn, device=device)
+    scales = torch.full((numel,), 0xAB, dtype=torch.uint8, device=device)
+    seam.mxfp8_quantize(x, out=(values, scales))
+    _rv, rs = mxfp8_quantize_ref(x.cpu())
+    assert bytes_equal(scales.cpu(), rs)
+
+
+def test_strided_rows(device):
+    base = torch.randn(6, 128).bfloat16().to(device)
+    x = base[:, :64]  # row stride 128, unit column stride
+    v, s = seam.mxfp8_quantize(x)
+    rv, rs = mxfp8_quantize_ref(x.cpu().contiguous())
+    assert bytes_equal(v.cpu(), rv) and bytes_equal(s.cpu(), rs)
+
+
+def test_torchao_rceil_agrees_where_spec_says(device):
+    """torchao to_mx(RCEIL) + to_blocked is an independent implementation of the same rule.
+
+    They differ only for scale byte 0 (torchao keeps the values) and inf/NaN blocks (255).
+    """
+    pytest.importorskip("torchao")
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.mx_tensor import to_mx
+    from torchao.prototype.mx_formats.utils import to_blocked
+
+    g = torch.Generator().manual_seed(3)
+    m, k = 130, 256
+    x = (torch.randn(m, k, generator=g) * torch.logspace(-20, 20, k).repeat_interleave(1)).bfloat16()
+    x[5, :32] = 448.0
+    x[6, 32:64] = 0.0
+    x[7, 64:96] = torch.tensor(448.0 * 2**-60).bfloat16()
+    scale, data = to_mx(x, torch.float8_e4m3fn, 32, ScaleCalculationMode.RCEIL)
+    v, s = seam.mxfp8_quantize(x.to(device), scale_layout="row_major")
+    s = s.cpu()
+    keep = (s != 0).repeat_interleave(32, dim=1)
+    assert torch.equal(s[s != 0], scale.view(torch.uint8).reshape(m, k // 32)[s != 0])
+    assert torch.equal(v.cpu().view(torch.uint8)[keep], data.view(torch.uint8)[keep])
+    blocked = to_blocked(scale.view(torch.uint8).reshape(m, k // 32)).flatten()
+    _v, s_sw = seam.mxfp8_quantize(x.to(device))
+    mask = s_sw.cpu() != 0
+    assert torch.equal(s_sw.cpu()[mask], blocked[mask])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 300),
+    cols=st.integers(1, 9),
+)
+def test_swizzle_unswizzle_inverse(m, cols):
+    g = torch.Generator().manual_seed(m * 10 + cols)
+    rows = torch.randint(0, 256, (m, cols), generator=g, dtype=torch.int32).to(torch.uint8)
+    flat = seam.swizzle_scales(rows)
+    assert flat.numel() == seam.mxfp8_scale_numel(m, cols * 32)
+    assert torch.equal(seam.unswizzle_scales(flat, m, cols * 32), rows)
+    offs = swizzled_offsets(m, cols).flatten()
+    assert offs.unique().numel() == offs.numel()  # a bijection onto its image
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    cols=st.integers(1, 6),
+    log_scale=st.floats(-30, 30),
+    seed=st.integers(0, 2**16),
+)
+def test_round_trip_error_bound(m, cols, log_scale, seed):
+    """|dequant(quant(x)) - x| <= half an E4M3 step of the block: 2^(s-127) * 2^-4 * 2^e,
+    checked as <= 2^-4 * |x| for normal E4M3 results and <= 2^(s-127-10) absolute below."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(m, cols * 32, generator=g) * 2.0**log_scale).float()
+    v, s = mxfp8_quantize_ref(x, scale_layout="row_major")
+    y = seam.mxfp8_dequantize(v, s, scale_layout="row_major", dtype=torch.float32)
+    scale = ue8m0_to_float(s).repeat_interleave(32, dim=1)
+    bound = torch.maximum(x.abs() * 2.0**-4, scale * 2.0**-10)
+    ok = (y - x).abs() <= bound
+    underflow = s.repeat_interleave(32, dim=1) == 0  # whole block flushed to zero by rule
+    assert bool((ok | underflow).all())
+
+
+def test_kernel_random_property(device):
+    for seed in range(4):
+        g = torch.Generator().manual_seed(seed)
+        m = int(torch.randint(1, 200, (1,), generator=g))
+        k = 32 * int(torch.randint(1, 20, (1,), generator=g))
+        x = (torch.randn(m, k, generator=g) * 10.0 ** float(torch.randint(-8, 8, (1,), generator=g))).bfloat16()
+        for layout in LAYOUTS:
+            _check_kernel_matches_ref(x.to(device), layout)
+
+
+# ---- bad input: clear errors, nothing written ------------------------------------------
+
+
+def test_rejects_bad_input(device):
+    x = torch.randn(4, 64).bfloat16().to(device)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        seam.mxfp8_quantize(torch.randn(4, 48).bfloat16().to(device))
+    with pytest.raises(TypeError, match="dtype"):
+        seam.mxfp8_quantize(torch.randn(4, 64).double().to(device))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        seam.mxfp8_quantize([1.0] * 64)
+    with pytest.raises(ValueError, match="2-D"):
+        seam.mxfp8_quantize(torch.randn(2, 4, 64).bfloat16().to(device))
+    with pytest.raises(ValueError, match="column stride"):
+        seam.mxfp8_quantize(torch.randn(64, 4).bfloat16().to(device).t())
+    with pytest.raises(ValueError, match="scale_layout"):
+        seam.mxfp8_quantize(x, scale_layout="blocked")
+    values = torch.full((4, 64), 1.0, device=device).to(torch.float8_e4m3fn)
+    small = torch.full((7,), 9, dtype=torch.uint8, device=device)
+    with pytest.raises(ValueError, match="scales.*must hold 512 bytes"):
+        seam.mxfp8_quantize(x, out=(values, small))
+    assert values.view(torch.uint8).eq(0x38).all() and small.eq(9).all()  # untouched
+    with pytest.raises(TypeError, match=r"out\[0\].*float8_e4m3fn"):
+        seam.mxfp8_quantize(x, out=(values.view(torch.uint8), small))
+    with pytest.raises(ValueError, match="multiple of 32"):
+        seam.mxfp8_scale_numel(4, 100)
+    with pytest.raises(ValueError, match="unswizzle|bytes"):
+        seam.unswizzle_scales(small, 4, 64)
+
+
+def test_empty_input(device):
+    v, s = seam.mxfp8_quantize(torch.empty(0, 64, dtype=torch.bfloat16, device=device))
+    assert v.shape == (0, 64) and s.numel() == 0
+
+
+def test_quantized_activation_record(device):
+    x = torch.randn(3, 64).bfloat16().to(device)
+    v, s = seam.mxfp8_quantize(x)
+    qa = seam.QuantizedActivation(v, s, torch.bfloat16, (3, 64), "swizzled")
+    qa.require_layout("swizzled")
+    with pytest.raises(ValueError, match="row_major"):
+        qa.require_layout("row_major")
+    with pytest.raises(ValueError, match="scales must be uint8"):
+        seam.QuantizedActivation(v, s[:10], torch.bfloat16, (3, 64), "swizzled")
+
+
+def test_torch_compile(device):
+    def f(x):
+        v, s = seam.mxfp8_quantize(x * 2)
+        return v, s
+
+    x = torch.randn(5, 64).bfloat16().to(device)
+    backend = "inductor" if device.type == "cuda" else "aot_eager"
+    v, s = torch.compile(f, backend=backend, fullgraph=True)(x)
+    rv, rs = mxfp8_quantize_ref((x * 2).cpu())
+    assert bytes_equal(v.cpu(), rv) and bytes_equal(s.cpu(), rs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 8, 192, 2048, 8193])
+def test_gpu_full_shapes(m):
+    x = (torch.randn(m, 6144, device="cuda") * 3).bfloat16()
+    for layout in LAYOUTS:
+        _check_kernel_matches_ref(x, layout)
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_replay():
+    x = torch.randn(64, 6144, device="cuda").bfloat16()
+    values = torch.empty(64, 6144, dtype=torch.float8_e4m3fn, device="cuda")
+    scales = torch.empty(seam.mxfp8_scale_numel(64, 6144), dtype=torch.uint8, device="cuda")
+    seam.mxfp8_quantize(x, out=(values, scales))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        seam.mxfp8_quantize(x, out=(values, scales))
+    for i in range(50):
+        x.copy_(torch.randn(64, 6144, device="cuda") * (i + 1))
+        g.replay()
+        rv, rs = mxfp8_quantize_ref(x.cpu())
+        assert bytes_equal(values.cpu(), rv) and bytes_equal(scales.cpu(), rs)
