@@ -14,15 +14,36 @@ from seam.formats.mxfp8 import (
     unswizzle_scales,
 )
 from seam.ops.mxfp8 import mxfp8_quantize
+from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.ops.linear import mxfp8_linear
+from seam.ops.qkv import qkv_index_fused_epilogue, qkv_warmup
+from seam.ops.norm import (
+    fused_add_rms_norm_mxfp8,
+    gemma_fused_add_rms_norm,
+    gemma_fused_add_rms_norm_mxfp8,
+    gemma_rms_norm,
+)
+from seam.ops.swiglu import GateUpLayout, swiglu_oai, swiglu_oai_mxfp8
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MXFP8Weight",
+    "mxfp8_linear",
+    "qkv_index_fused_epilogue",
+    "qkv_warmup",
+    "GateUpLayout",
     "QuantizedActivation",
     "ScaleLayout",
+    "fused_add_rms_norm_mxfp8",
+    "gemma_fused_add_rms_norm",
+    "gemma_fused_add_rms_norm_mxfp8",
+    "gemma_rms_norm",
     "mxfp8_dequantize",
     "mxfp8_quantize",
     "mxfp8_scale_numel",
     "swizzle_scales",
+    "swiglu_oai",
+    "swiglu_oai_mxfp8",
     "unswizzle_scales",
 ]

@@ -10,12 +10,15 @@ cuBLAS/CUTLASS block-scaled GEMMs read). The Triton quantizer in
 from __future__ import annotations
 
 import enum
+import struct
 
 import torch
 
 MXFP8_BLOCK = 32  # elements per UE8M0 scale
 E4M3_MAX = 448.0
-_INV_448 = torch.tensor(0x3B124925, dtype=torch.int32).view(torch.float32)  # f32(1/448)
+# f32(1/448) (bits 0x3B124925) as the Python float of the same value: torch multiplies an fp32
+# tensor by a Python scalar in fp32, so this is the one fp32 multiply the spec prescribes.
+_INV_448 = struct.unpack("<f", struct.pack("<I", 0x3B124925))[0]
 
 
 class ScaleLayout(str, enum.Enum):
@@ -108,7 +111,7 @@ def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) ->
 
 def ue8m0_from_amax_ref(amax: torch.Tensor) -> torch.Tensor:
     """Scale bytes (int32) from fp32 block amaxes: spec steps 2-3."""
-    n = amax.float() * _INV_448.to(amax.device)
+    n = amax.float() * _INV_448
     bits = n.view(torch.int32)
     e = (bits >> 23) & 0xFF
     f = bits & 0x7FFFFF

@@ -61,19 +61,22 @@ def run_check(ctx: Context, check: Check, timing: bool) -> Row:
     try:
         outcome = check.run()
     except Exception as exc:  # a crash is a failed check, reported with its cause
-        detail = f"error: {type(exc).__name__}: {exc}"
         traceback.print_exc()
-        return Row(check.op, check.m, check.shape, False, detail)
+        return Row(check.op, check.m, check.shape, False, f"error: {type(exc).__name__}: {exc}")
     row = Row(check.op, check.m, check.shape, outcome.exact, outcome.detail)
     if timing and ctx.device.type == "cuda":
         from seam.bench.timing import graph_time_us
 
-        if outcome.fused is not None:
-            row.fused_us = graph_time_us(outcome.fused)
-            if outcome.bytes_moved:
-                row.gbps = outcome.bytes_moved / (row.fused_us * 1e-6) / 1e9
-        if outcome.unfused is not None:
-            row.unfused_us = graph_time_us(outcome.unfused)
+        try:
+            if outcome.fused is not None:
+                row.fused_us = graph_time_us(outcome.fused)
+                if outcome.bytes_moved:
+                    row.gbps = outcome.bytes_moved / (row.fused_us * 1e-6) / 1e9
+            if outcome.unfused is not None:
+                row.unfused_us = graph_time_us(outcome.unfused)
+        except Exception as exc:  # timing trouble is reported, not a failed check
+            traceback.print_exc()
+            row.detail += f" (timing failed: {type(exc).__name__})"
     return row
 
 
