@@ -268,3 +268,13 @@ def test_gpu_cuda_graph_replay():
         g.replay()
         rv, rs = mxfp8_quantize_ref(x.cpu())
         assert bytes_equal(values.cpu(), rv) and bytes_equal(scales.cpu(), rs)
+
+
+def test_bf16_subnormal_inputs(device):
+    """BF16 subnormals must widen exactly (the interpreter's own cast flushes them)."""
+    x = torch.full((2, 64), 2.0**-127, dtype=torch.bfloat16)
+    x[0, 0] = 2.0**-110
+    x[1, 32:] = torch.tensor(9e-41).bfloat16()
+    x[1, 40] = 1e-38
+    for layout in LAYOUTS:
+        _check_kernel_matches_ref(x.to(device), layout)

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seam.kernels.numerics import mxfp8_quantize_tile, swizzled_scale_offset
+from seam.kernels.numerics import mxfp8_quantize_tile, swizzled_scale_offset, to_f32
 
 
 @triton.jit
@@ -45,7 +45,7 @@ def mxfp8_quant_kernel(
     if pid_m * BLOCK_M < M:
         mask = (rows[:, None] < M) & (cols[None, :] < K)
         x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0)
-        values, scales = mxfp8_quantize_tile(x.to(tl.float32), BLOCK_M, BLOCK_K)
+        values, scales = mxfp8_quantize_tile(to_f32(x), BLOCK_M, BLOCK_K)
         tl.store(values_ptr + rows[:, None] * K + cols[None, :], values, mask=mask)
         tl.store(scales_ptr + s_offs, scales, mask=s_mask)
     else:

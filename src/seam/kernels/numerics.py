@@ -41,6 +41,25 @@ def bits_f32(b):
 
 
 @triton.jit
+def bf16_to_f32(x):
+    """Exact BF16 -> fp32. The interpreter's cast mangles BF16 subnormals (1e-38 -> 8.3e-39,
+    9e-41 -> 0), so there the fp32 bits are built as ``bits << 16``; native casts are exact."""
+    if EMULATE_CONVERSIONS:
+        return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return x.to(tl.float32)
+
+
+@triton.jit
+def to_f32(x):
+    """Exact widening of a BF16, FP16 or FP32 tensor to fp32 (BF16 through :func:`bf16_to_f32`)."""
+    if x.dtype == tl.bfloat16:
+        return bf16_to_f32(x)
+    else:
+        return x.to(tl.float32)
+
+
+@triton.jit
 def to_bf16_rne(x):
     """fp32 -> BF16, round to nearest even (NaN -> a quiet NaN, as torch does)."""
     if EMULATE_CONVERSIONS:
@@ -56,7 +75,7 @@ def to_bf16_rne(x):
 @triton.jit
 def round_bf16(x):
     """fp32 -> fp32 holding the nearest-even BF16 value (a rounding point kept in fp32)."""
-    return to_bf16_rne(x).to(tl.float32)
+    return bf16_to_f32(to_bf16_rne(x))
 
 
 @triton.jit

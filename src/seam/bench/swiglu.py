@@ -1,0 +1,68 @@
+"""Benchmark: SwiGLU-OAI + MXFP8 at MiniMax-M3.1 TP4 (shared-expert I 768, gate_up [M, 1536]).
+
+CUDA-graph replay of 200 launches (``timing.graph_time_us``), us per call, for: fused
+(one launch, fp32 act quantized directly), seam's two-launch chain (``swiglu_oai`` then the
+standalone quantizer), the eager PyTorch chain (reference activation, BF16, reference
+quantizer) and ``torch.compile`` of it (``dynamic=False``, compiled afresh per M). GB/s
+from an explicit byte count against the device copy bandwidth.
+Targets (issue 2): fused <= torch.compile at every M; >= 85% of copy bandwidth at M = 8192.
+"""
+
+from __future__ import annotations
+
+import torch
+from rich.table import Table
+
+import seam
+from seam.bench.norm import time_us
+from seam.bench.timing import copy_bandwidth_gbs, graph_time_us
+from seam.formats.mxfp8 import mxfp8_quantize_ref
+from seam.ref.swiglu import swiglu_oai_ref
+
+INTER = 768
+MS = (1, 8, 16, 32, 64, 128, 192, 256, 512, 2048, 8192)
+
+
+def bytes_moved(m: int, inter: int) -> int:
+    """HBM bytes of the fused op: gate_up read (BF16 [M, 2I]), E4M3 values and scales written."""
+    return 4 * m * inter + m * inter + seam.mxfp8_scale_numel(m, inter)
+
+
+def _chain(gate_up):
+    return mxfp8_quantize_ref(swiglu_oai_ref(gate_up))
+
+
+def run(console) -> list[dict]:
+    dev = torch.device("cuda")
+    copy_gbs = copy_bandwidth_gbs()
+    g = torch.Generator(device="cpu").manual_seed(0)
+    rows = []
+    for m in MS:
+        x = (torch.randn(m, 2 * INTER, generator=g) * 8).bfloat16().to(dev)
+        out = seam.swiglu_oai_mxfp8(x)
+        act = torch.empty(m, INTER, dtype=torch.bfloat16, device=dev)
+        q = (torch.empty_like(out[0]), torch.empty_like(out[1]))
+        torch._dynamo.reset()  # a fresh static-shape compile per M (no recompile-limit fallback)
+        compiled = torch.compile(_chain, dynamic=False)
+        t = {
+            "fused": graph_time_us(lambda: seam.swiglu_oai_mxfp8(x, out=out)),
+            "seam 2 launches": graph_time_us(lambda: seam.mxfp8_quantize(seam.swiglu_oai(x, out=act), out=q)),
+            "eager": time_us(lambda: _chain(x)),
+            "compile": time_us(lambda: compiled(x)),
+        }
+        gbs = bytes_moved(m, INTER) / (t["fused"] * 1e-6) / 1e9
+        rows.append({
+            "op": "swiglu_oai_mxfp8", "M": m, "I": INTER,
+            **{f"{k} us": v for k, v in t.items()},
+            "fused/compile": t["fused"] / t["compile"],
+            "GB/s": gbs, "% copy": 100 * gbs / copy_gbs,
+        })
+    table = Table(title=f"SwiGLU-OAI + MXFP8, I {INTER} (us per call; copy {copy_gbs:.0f} GB/s)")
+    cols = ["M", "fused us", "seam 2 launches us", "eager us", "compile us", "fused/compile", "GB/s", "% copy"]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[c]) if c == "M" else f"{row[c]:.0f}" if c in ("GB/s", "% copy") else f"{row[c]:.2f}"
+                        for c in cols))
+    console.print(table)
+    return rows

@@ -1,0 +1,180 @@
+"""Fused residual add + (Gemma) RMSNorm, optionally + MXFP8 (``shared/spec/norm_act.md``).
+
+Bytes moved per row of H (fused add + norm + MXFP8 + BF16 normed): 2H (x) + 2H (residual)
+read, 2H (residual_out) + H + H/32 (E4M3 values, scales) + 2H (normed, optional) written;
+the weight (2H) is read once per program and stays in L2.
+
+One program owns ``ROWS`` whole rows (``ROWS = 1`` at model sizes) held in registers as a
+single masked ``BLOCK_H = next_pow2(H)`` tile: the row is read once, reduced, normalized
+and quantized without a second pass over memory. For H = 6144 the tile is 8192 wide; the
+25% masked lanes cost registers, not bandwidth, which is the scarce resource here.
+
+Swizzled scales cover ``M_pad = ceil(M/128)*128`` rows. The padding rows [M, M_pad) are
+zeroed by up to four extra programs of ``PAD_ROWS`` rows each (not one program per padding
+row), so M = 1 pays for 4 tiny stores instead of 127 row programs. Padding columns
+[cols, P) of real rows are written as zero by the row programs themselves: their tile is
+at least 128 wide (``BLOCK_H // 32 >= P``) and masked lanes give all-zero blocks.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from seam import runtime
+from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, swizzled_scale_offset, to_bf16_rne
+
+PAD_ROWS = 32  # swizzle padding rows zeroed per padding program (M_pad - M < 128: <= 4 programs)
+
+
+@triton.jit
+def fused_add_rms_norm_kernel(
+    # pointers
+    x_ptr,  # [M, H] bf16, row stride stride_xm
+    residual_ptr,  # [M, H] bf16, row stride stride_rm (unused without HAS_RESIDUAL)
+    weight_ptr,  # [H] bf16
+    residual_out_ptr,  # [M, H] bf16 contiguous: bf16(x + residual)
+    normed_ptr,  # [M, H] bf16 contiguous (written with WRITE_NORMED)
+    values_ptr,  # [M, H] uint8 view of E4M3 (written with QUANT)
+    scales_ptr,  # uint8: swizzled flat, or row-major [M, H/32] (written with QUANT)
+    # sizes and strides
+    M,
+    H,
+    stride_xm,
+    stride_rm,
+    eps,
+    # variants
+    HAS_RESIDUAL: tl.constexpr,  # s = x + residual (else s = x and no residual_out)
+    GEMMA: tl.constexpr,  # weight factor 1 + w (Gemma) or w (plain RMSNorm)
+    WRITE_NORMED: tl.constexpr,  # store the BF16 normed rows
+    QUANT: tl.constexpr,  # store MXFP8 values/scales of the BF16 normed rows
+    SWIZZLED: tl.constexpr,  # 128x4 swizzled scales (padding written as zero)
+    USE_PDL: tl.constexpr,
+    # tiling
+    ROWS: tl.constexpr,  # rows per program
+    BLOCK_H: tl.constexpr,  # power of two >= max(H, 128)
+    PAD_ROWS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_row_programs = (M + ROWS - 1) // ROWS
+    SCOLS: tl.constexpr = BLOCK_H // 32
+    num_scols = H // 32
+    padded_scols = (num_scols + 3) // 4 * 4
+    scols = tl.arange(0, SCOLS)
+
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+
+    if pid < num_row_programs:
+        rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+        cols = tl.arange(0, BLOCK_H)
+        row_ok = rows < M
+        mask = row_ok[:, None] & (cols[None, :] < H)
+        x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0)
+        s = bf16_to_f32(x)
+        if HAS_RESIDUAL:
+            r = tl.load(residual_ptr + rows[:, None] * stride_rm + cols[None, :], mask=mask, other=0.0)
+            s = s + bf16_to_f32(r)
+        w = bf16_to_f32(tl.load(weight_ptr + cols, mask=cols < H, other=0.0))
+        if USE_PDL:
+            # Every global read is done: the next kernel may start its prologue.
+            tl.extra.cuda.gdc_launch_dependents()
+        if GEMMA:
+            w = 1.0 + w
+        out_offs = rows[:, None] * H + cols[None, :]
+        if HAS_RESIDUAL:
+            tl.store(residual_out_ptr + out_offs, to_bf16_rne(s), mask=mask)
+        # mean of squares from the unrounded fp32 s; 1/sqrt with correct rounding (the
+        # reference does the same) so that only the reduction order differs from it.
+        sum_sq = tl.sum(s * s, axis=1)
+        mean_sq = tl.math.div_rn(sum_sq, tl.zeros_like(sum_sq) + H)
+        rstd = tl.math.div_rn(tl.full((ROWS,), 1.0, tl.float32), tl.math.sqrt_rn(mean_sq + eps))
+        y = s * rstd[:, None] * w[None, :]
+        if WRITE_NORMED:
+            tl.store(normed_ptr + out_offs, to_bf16_rne(y), mask=mask)
+        if QUANT:
+            # Quantize exactly the BF16 normed row (spec: bit-identical to mxfp8_quantize(normed)).
+            values, scales = mxfp8_quantize_tile(bf16_to_f32(to_bf16_rne(y)), ROWS, BLOCK_H)
+            tl.store(values_ptr + out_offs, values, mask=mask)
+            if SWIZZLED:
+                s_offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols)
+                s_mask = row_ok[:, None] & (scols[None, :] < padded_scols)
+            else:
+                s_offs = rows[:, None] * num_scols + scols[None, :]
+                s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
+            tl.store(scales_ptr + s_offs, scales, mask=s_mask)
+    else:
+        # Swizzle padding rows [M, M_pad): zero scale bytes, nothing to read.
+        pad_rows = (M + (pid - num_row_programs) * PAD_ROWS + tl.arange(0, PAD_ROWS)).to(tl.int64)
+        m_pad = (M + 127) // 128 * 128
+        pad_offs = swizzled_scale_offset(pad_rows[:, None], scols[None, :], padded_scols)
+        pad_mask = (pad_rows[:, None] < m_pad) & (scols[None, :] < padded_scols)
+        tl.store(scales_ptr + pad_offs, tl.zeros((PAD_ROWS, SCOLS), tl.uint8), mask=pad_mask)
+
+
+def norm_config(m: int, hidden: int) -> tuple[int, int, int]:
+    """(ROWS, BLOCK_H, num_warps) for a row of ``hidden``.
+
+    The whole row sits in one tile (one read of x and residual). About 8K elements per
+    program: one row with 16 warps for H in (4096, 8192] (16 fp32 per thread per
+    tensor), several rows per program for small H; ROWS never exceeds next_pow2(M).
+    """
+    block_h = max(128, triton.next_power_of_2(hidden))
+    rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
+    elems = rows * block_h
+    num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 else 16
+    return rows, block_h, num_warps
+
+
+def launch_fused_add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor,
+    eps: float,
+    *,
+    gemma: bool,
+    residual_out: torch.Tensor | None = None,
+    normed: torch.Tensor | None = None,
+    values: torch.Tensor | None = None,
+    scales: torch.Tensor | None = None,
+    swizzled: bool = False,
+) -> None:
+    """One launch over validated buffers; each ``None`` output is not written.
+
+    ``residual`` and ``residual_out`` go together; ``values`` and ``scales`` go together.
+    """
+    m, hidden = x.shape
+    quant = values is not None
+    rows, block_h, num_warps = norm_config(m, hidden)
+    num_row_programs = triton.cdiv(m, rows)
+    pad_rows = (-(-m // 128) * 128 - m) if (quant and swizzled) else 0
+    grid = (num_row_programs + triton.cdiv(pad_rows, PAD_ROWS),)
+    if grid[0] == 0:
+        return
+    use_pdl = runtime.supports_pdl(x.device)
+    fused_add_rms_norm_kernel[grid](
+        x,
+        residual if residual is not None else x,
+        weight,
+        residual_out if residual_out is not None else x,
+        normed if normed is not None else x,
+        values.view(torch.uint8) if quant else x,
+        scales if quant else x,
+        m,
+        hidden,
+        x.stride(0),
+        residual.stride(0) if residual is not None else 0,
+        eps,
+        HAS_RESIDUAL=residual is not None,
+        GEMMA=gemma,
+        WRITE_NORMED=normed is not None,
+        QUANT=quant,
+        SWIZZLED=swizzled,
+        USE_PDL=use_pdl,
+        ROWS=rows,
+        BLOCK_H=block_h,
+        PAD_ROWS=PAD_ROWS,
+        num_warps=num_warps,
+        launch_pdl=use_pdl,
+    )

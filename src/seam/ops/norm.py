@@ -1,0 +1,326 @@
+"""Public (Gemma) RMSNorm ops: plain, fused residual add, and fused add + MXFP8 output.
+
+All of them are one launch of ``seam.kernels.norm_quant`` (``shared/spec/norm_act.md``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from seam import checks
+from seam.formats.mxfp8 import ScaleLayout
+from seam.kernels.norm_quant import launch_fused_add_rms_norm
+from seam.ops.mxfp8 import check_mxfp8_out
+from seam.ops.registry import register
+
+MAX_HIDDEN = 16384  #: widest row one program holds in registers
+
+
+def _launch_norm(x: torch.Tensor, weight: torch.Tensor, normed: torch.Tensor, eps: float, gemma: bool) -> None:
+    launch_fused_add_rms_norm(x, None, weight, eps, gemma=gemma, normed=normed)
+
+
+def _launch_add_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    normed: torch.Tensor,
+    residual_out: torch.Tensor,
+    eps: float,
+    gemma: bool,
+) -> None:
+    launch_fused_add_rms_norm(x, residual, weight, eps, gemma=gemma, residual_out=residual_out, normed=normed)
+
+
+def _launch_add_norm_mxfp8(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    residual_out: torch.Tensor,
+    eps: float,
+    gemma: bool,
+    swizzled: bool,
+) -> None:
+    launch_fused_add_rms_norm(
+        x, residual, weight, eps, gemma=gemma, residual_out=residual_out,
+        values=values, scales=scales, swizzled=swizzled,
+    )
+
+
+def _launch_add_norm_mxfp8_bf16(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    normed: torch.Tensor,
+    residual_out: torch.Tensor,
+    eps: float,
+    gemma: bool,
+    swizzled: bool,
+) -> None:
+    launch_fused_add_rms_norm(
+        x, residual, weight, eps, gemma=gemma, residual_out=residual_out, normed=normed,
+        values=values, scales=scales, swizzled=swizzled,
+    )
+
+
+_norm = register("rms_norm", ("normed",), _launch_norm)
+_add_norm = register("fused_add_rms_norm", ("normed", "residual_out"), _launch_add_norm)
+_add_norm_mxfp8 = register(
+    "fused_add_rms_norm_mxfp8", ("values", "scales", "residual_out"), _launch_add_norm_mxfp8
+)
+_add_norm_mxfp8_bf16 = register(
+    "fused_add_rms_norm_mxfp8_bf16", ("values", "scales", "normed", "residual_out"), _launch_add_norm_mxfp8_bf16
+)
+
+
+def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: torch.device | None) -> torch.Tensor:
+    """A BF16 [M, hidden] input whose rows are contiguous (row stride may exceed hidden)."""
+    checks.tensor(name, t, dtype=torch.bfloat16, contiguous=False)
+    if t.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [M, hidden], got shape {list(t.shape)}")
+    if shape is not None and tuple(t.shape) != shape:
+        raise ValueError(f"{name} must have shape {list(shape)} like x, got {list(t.shape)}")
+    if t.shape[1] > 1 and t.stride(1) != 1:
+        raise ValueError(f"{name} must have unit column stride, got strides {t.stride()}")
+    if t.shape[0] > 1 and t.stride(0) < t.shape[1]:
+        raise ValueError(f"{name} rows overlap (row stride {t.stride(0)} < hidden {t.shape[1]})")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} is on {t.device}, expected {device} like x")
+    return t
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    if t.numel() == 0:
+        return 0, 0
+    extent = sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1
+    return t.data_ptr(), t.data_ptr() + extent * t.element_size()
+
+
+def check_outputs_apart(outputs: list[tuple[str, torch.Tensor]], inputs: list[tuple[str, torch.Tensor]]) -> None:
+    """Outputs must not overlap each other nor any input (rows are read and written by
+    different programs' timing, so an alias would race). Skipped while torch.compile
+    traces: fake tensors have no addresses."""
+    if torch.compiler.is_compiling():
+        return
+    checks.no_overlap(*outputs)
+    for on, o in outputs:
+        o0, o1 = _span(o)
+        for iname, i in inputs:
+            i0, i1 = _span(i)
+            if o0 < i1 and i0 < o1:
+                raise ValueError(f"{on} overlaps input {iname} in memory; pass a separate buffer")
+
+
+def _check_common(x, weight, eps, residual=None):
+    _check_rows("x", x, None, None)
+    m, hidden = x.shape
+    # One program holds a whole row in registers (kernels/norm_quant.py).
+    checks.in_range("hidden (x.shape[1])", hidden, 1, MAX_HIDDEN)
+    device = checks.kernel_device("x", x)
+    if residual is not None:
+        _check_rows("residual", residual, (m, hidden), device)
+    checks.tensor("weight", weight, dtype=torch.bfloat16, shape=(hidden,), device=device)
+    eps = checks.finite_float("eps", eps)
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    return m, hidden, device, eps
+
+
+def _bf16_out(name: str, t: object, m: int, hidden: int, device: torch.device) -> torch.Tensor:
+    return checks.tensor(name, t, dtype=torch.bfloat16, shape=(m, hidden), device=device)
+
+
+def gemma_rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Gemma RMSNorm: ``bf16( f32(x) * rsqrt(mean(f32(x)^2) + eps) * (1 + f32(w)) )`` per row.
+
+    Spec: ``shared/spec/norm_act.md`` (Gemma RMSNorm). One launch. Within 1 BF16 ulp of
+    :func:`seam.ref.norm.gemma_rms_norm_ref` (reduction order differs).
+
+    Args:
+        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous (row stride may exceed
+            hidden). Read only.
+        weight: BF16 [hidden], contiguous. Read only.
+        eps: finite float >= 0, added inside the rsqrt.
+        out: optional BF16 [M, hidden] contiguous buffer for the result, written in place.
+
+    Returns:
+        normed: BF16 [M, hidden] (``out`` when given).
+
+    Raises:
+        TypeError: a tensor of the wrong dtype, or eps not a float.
+        ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps < 0 or
+            not finite, or ``out`` overlapping an input.
+    """
+    m, hidden, device, eps = _check_common(x, weight, eps)
+    normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device) if out is None else out
+    _bf16_out("out", normed, m, hidden, device)
+    check_outputs_apart([("out", normed)], [("x", x), ("weight", weight)])
+    _norm(x, weight, normed, eps, True)
+    return normed
+
+
+def gemma_fused_add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    *,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused residual add + Gemma RMSNorm (FlashInfer/vLLM ``gemma_fused_add_rmsnorm``).
+
+    ``s = f32(x) + f32(residual)``; ``residual_out = bf16(s)`` (bit-identical);
+    ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * (1 + f32(w)) )`` from the
+    unrounded fp32 ``s`` (within 1 BF16 ulp of the reference). Spec:
+    ``shared/spec/norm_act.md`` (Fused residual add + Gemma RMSNorm). One launch.
+
+    Args:
+        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous. Read only.
+        residual: BF16 [M, hidden], rows contiguous. Read only (not updated in place).
+        weight: BF16 [hidden], contiguous.
+        eps: finite float >= 0.
+        out: optional (normed, residual_out) BF16 [M, hidden] contiguous buffers,
+            written in place; they must not overlap each other or the inputs.
+
+    Returns:
+        (normed, residual_out): BF16 [M, hidden] each.
+
+    Raises:
+        TypeError: wrong dtypes, eps not a float, or ``out`` not a pair.
+        ValueError: wrong shapes, strides or devices, eps out of range, overlapping buffers.
+    """
+    m, hidden, device, eps = _check_common(x, weight, eps, residual)
+    if out is None:
+        normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
+        residual_out = torch.empty_like(normed)
+    else:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError("out must be a (normed, residual_out) pair")
+        normed, residual_out = out
+        _bf16_out("out[0] (normed)", normed, m, hidden, device)
+        _bf16_out("out[1] (residual_out)", residual_out, m, hidden, device)
+    check_outputs_apart(
+        [("out[0] (normed)", normed), ("out[1] (residual_out)", residual_out)],
+        [("x", x), ("residual", residual), ("weight", weight)],
+    )
+    _add_norm(x, residual, weight, normed, residual_out, eps, True)
+    return normed, residual_out
+
+
+def fused_add_rms_norm_mxfp8(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    *,
+    gemma: bool = False,
+    also_bf16: bool = False,
+    scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
+    out: tuple[torch.Tensor, ...] | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Fused residual add + RMSNorm + MXFP8 quantization of the normed rows, one launch.
+
+    ``s = f32(x) + f32(residual)``, ``residual_out = bf16(s)``,
+    ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * w' )`` with ``w' = f32(w)``
+    (plain RMSNorm, DeepSeek; the default here) or ``1 + f32(w)`` (``gemma=True``), then
+    ``(values, scales) = mxfp8_quantize(normed)`` of that same BF16 ``normed``, bit for
+    bit, with or without ``also_bf16``. Spec: ``shared/spec/norm_act.md`` (... + MXFP8
+    output) and ``shared/spec/mxfp8.md``.
+
+    Args:
+        x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read only.
+        residual: BF16 [M, hidden], rows contiguous. Read only.
+        weight: BF16 [hidden], contiguous.
+        eps: finite float >= 0.
+        gemma: weight factor ``1 + f32(w)`` instead of ``f32(w)``.
+        also_bf16: also return the BF16 normed rows.
+        scale_layout: ``"swizzled"`` (flat uint8 ``[mxfp8_scale_numel(M, hidden)]``, 128x4
+            layout, padding rows/columns written as 0 by the kernel) or ``"row_major"``
+            (uint8 [M, hidden // 32]).
+        out: optional caller buffers written in place, in return order: (values, scales,
+            residual_out), or (values, scales, normed, residual_out) with ``also_bf16``.
+            values float8_e4m3fn [M, hidden]; scales uint8 of the layout's size; normed and
+            residual_out BF16 [M, hidden]; all contiguous, 16-byte aligned values/scales,
+            no overlaps.
+
+    Returns:
+        (values, scales, residual_out), or (values, scales, normed, residual_out).
+
+    Raises:
+        TypeError: wrong dtypes, eps/flags of the wrong type, ``out`` of the wrong arity.
+        ValueError: hidden not a multiple of 32, wrong shapes/strides/devices/sizes/
+            alignment, eps out of range, unknown scale_layout, overlapping buffers.
+    """
+    layout = ScaleLayout.parse(scale_layout)
+    for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{flag_name} must be a bool, got {type(flag).__name__}")
+    m, hidden, device, eps = _check_common(x, weight, eps, residual)
+    checks.multiple_of("hidden (x.shape[1])", hidden, 32)
+    n_out = 4 if also_bf16 else 3
+    if out is None:
+        values, scales = check_mxfp8_out(None, m, hidden, layout, device)
+        normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device) if also_bf16 else None
+        residual_out = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
+    else:
+        if not isinstance(out, (tuple, list)) or len(out) != n_out:
+            want = "(values, scales, normed, residual_out)" if also_bf16 else "(values, scales, residual_out)"
+            raise TypeError(f"out must be a tuple {want}")
+        values, scales = check_mxfp8_out(tuple(out[:2]), m, hidden, layout, device)
+        normed = _bf16_out("out[2] (normed)", out[2], m, hidden, device) if also_bf16 else None
+        residual_out = _bf16_out(f"out[{n_out - 1}] (residual_out)", out[n_out - 1], m, hidden, device)
+    outputs = [("values", values), ("scales", scales), ("residual_out", residual_out)]
+    if normed is not None:
+        outputs.append(("normed", normed))
+    check_outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)])
+    swizzled = layout is ScaleLayout.SWIZZLED
+    if also_bf16:
+        _add_norm_mxfp8_bf16(x, residual, weight, values, scales, normed, residual_out, eps, gemma, swizzled)
+        return values, scales, normed, residual_out
+    _add_norm_mxfp8(x, residual, weight, values, scales, residual_out, eps, gemma, swizzled)
+    return values, scales, residual_out
+
+
+def gemma_fused_add_rms_norm_mxfp8(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    *,
+    also_bf16: bool = False,
+    scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
+    out: tuple[torch.Tensor, ...] | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Fused residual add + Gemma RMSNorm + MXFP8, one launch (:func:`fused_add_rms_norm_mxfp8`
+    with ``gemma=True``).
+
+    ``residual_out = bf16(f32(x) + f32(residual))`` (bit-identical);
+    ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * (1 + f32(w)) )``;
+    ``(values, scales) == mxfp8_quantize(normed)`` bit for bit for the same call's normed.
+    Spec: ``shared/spec/norm_act.md`` (... + MXFP8 output), ``shared/spec/mxfp8.md``.
+
+    Args:
+        x, residual: BF16 [M, hidden], hidden a multiple of 32, rows contiguous. Read only.
+        weight: BF16 [hidden].
+        eps: finite float >= 0.
+        also_bf16: also return the BF16 normed rows (router and routed experts need them).
+        scale_layout: ``"swizzled"`` (default, padding written as 0) or ``"row_major"``.
+        out: optional buffers in return order, written in place (see
+            :func:`fused_add_rms_norm_mxfp8`).
+
+    Returns:
+        (values float8_e4m3fn [M, hidden], scales uint8, residual_out BF16 [M, hidden]), or
+        with ``also_bf16`` (values, scales, normed BF16 [M, hidden], residual_out).
+
+    Raises:
+        TypeError, ValueError: as :func:`fused_add_rms_norm_mxfp8`.
+    """
+    return fused_add_rms_norm_mxfp8(
+        x, residual, weight, eps, gemma=True, also_bf16=also_bf16, scale_layout=scale_layout, out=out
+    )

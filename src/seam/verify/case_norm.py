@@ -1,0 +1,81 @@
+"""verify: fused add + Gemma RMSNorm (+ MXFP8) vs the reference (``shared/spec/norm_act.md``).
+
+residual_out bytes equal; normed within 1 BF16 ulp (equal fraction reported); MXFP8 bytes
+equal to ``mxfp8_quantize`` of the same call's normed, with and without ``also_bf16``.
+The unfused chain timed against the fused op is seam's own two launches (add + norm, then
+the standalone quantizer), i.e. what the fusion removes.
+"""
+
+from __future__ import annotations
+
+import seam
+from seam.ref.norm import gemma_fused_add_rms_norm_ref
+from seam.verify.core import Check, Context, Outcome, bytes_equal, ulp_summary
+
+EPS = 1e-6
+
+
+def _inputs(ctx: Context, m: int, hidden: int):
+    x = ctx.randn(m, hidden, seed=m, scale=3.0)
+    r = ctx.randn(m, hidden, seed=m + 1)
+    w = ctx.randn(hidden, seed=7, scale=0.1)
+    return x, r, w
+
+
+def _run_mxfp8(ctx: Context, m: int, hidden: int, layout: str) -> Outcome:
+    x, r, w = _inputs(ctx, m, hidden)
+    out = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True, scale_layout=layout)
+    values, scales, normed, residual_out = out
+    v2, s2, ro2 = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, scale_layout=layout)
+    ref_n, ref_ro = gemma_fused_add_rms_norm_ref(x, r, w, EPS)
+    qv, qs = seam.mxfp8_quantize(normed, scale_layout=layout)
+    within, summary = ulp_summary(normed, ref_n)
+    res_ok = bytes_equal(residual_out, ref_ro) and bytes_equal(ro2, ref_ro)
+    quant_ok = bytes_equal(values, qv) and bytes_equal(scales, qs)
+    same_without_bf16 = bytes_equal(v2, values) and bytes_equal(s2, scales)
+    ok = within and res_ok and quant_ok and same_without_bf16
+    detail = f"normed {summary}; residual_out {'bytes equal' if res_ok else 'DIFFERS'}; " + (
+        "mxfp8 == quantize(normed)" if quant_ok and same_without_bf16 else "mxfp8 DIFFERS"
+    )
+    n_norm = (normed, residual_out)
+    return Outcome(
+        exact=ok,
+        detail=detail,
+        fused=lambda: seam.gemma_fused_add_rms_norm_mxfp8(
+            x, r, w, EPS, also_bf16=True, scale_layout=layout, out=out
+        ),
+        unfused=lambda: seam.mxfp8_quantize(
+            seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=n_norm)[0], scale_layout=layout, out=(qv, qs)
+        ),
+        bytes_moved=x.numel() * 2 * 4 + w.numel() * 2 + values.numel() + scales.numel(),
+    )
+
+
+def _run_add_norm(ctx: Context, m: int, hidden: int) -> Outcome:
+    x, r, w = _inputs(ctx, m, hidden)
+    out = seam.gemma_fused_add_rms_norm(x, r, w, EPS)
+    ref_n, ref_ro = gemma_fused_add_rms_norm_ref(x, r, w, EPS)
+    within, summary = ulp_summary(out[0], ref_n)
+    res_ok = bytes_equal(out[1], ref_ro)
+    return Outcome(
+        exact=within and res_ok,
+        detail=f"normed {summary}; residual_out {'bytes equal' if res_ok else 'DIFFERS'}",
+        fused=lambda: seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=out),
+        unfused=lambda: gemma_fused_add_rms_norm_ref(x, r, w, EPS),
+        bytes_moved=x.numel() * 2 * 4 + w.numel() * 2,
+    )
+
+
+def checks(ctx: Context) -> list[Check]:
+    hidden = ctx.pick(6144, 96)
+    ms = ctx.pick([1, 8, 16, 32, 64, 128, 192, 256, 2048], [1, 8, 129])
+    shape = f"hidden={hidden}"
+    out = []
+    for m in ms:
+        out.append(Check("gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]", m, shape,
+                         lambda m=m: _run_mxfp8(ctx, m, hidden, "swizzled")))
+    for m in ctx.pick([1, 64, 2048], [1, 129]):
+        out.append(Check("gemma_fused_add_rms_norm_mxfp8[+bf16,row_major]", m, shape,
+                         lambda m=m: _run_mxfp8(ctx, m, hidden, "row_major")))
+        out.append(Check("gemma_fused_add_rms_norm", m, shape, lambda m=m: _run_add_norm(ctx, m, hidden)))
+    return out

@@ -1,0 +1,304 @@
+"""Fused add + (Gemma) RMSNorm (+ MXFP8), shared/spec/norm_act.md: residual_out bit-identical,
+normed within 1 BF16 ulp of the reference, MXFP8 bytes identical to mxfp8_quantize of the
+same call's normed row (with and without also_bf16), edge rows, out= buffers, bad input,
+torch.compile."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import seam
+from seam.ref import norm as ref
+from seam.verify.core import bytes_equal, ulp_summary
+
+EPS = 1e-6
+LAYOUTS = ["swizzled", "row_major"]
+
+
+def _inputs(m, hidden, device, seed=0, x_scale=3.0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(m, hidden, generator=g) * x_scale).bfloat16()
+    r = torch.randn(m, hidden, generator=g).bfloat16()
+    w = (torch.randn(hidden, generator=g) * 0.1).bfloat16()
+    return x.to(device), r.to(device), w.to(device)
+
+
+def _bits_equal_nan(a, b):
+    """Bytes equal except that NaN positions only need to match: the NaN payload of a
+    BF16 rounding differs between targets (torch keeps it, the GPU writes 0x7FFF)."""
+    a, b = a.cpu(), b.cpu()
+    nan = torch.isnan(a)
+    if not torch.equal(nan, torch.isnan(b)):
+        return False
+    return bytes_equal(torch.where(nan, 0, a), torch.where(nan, 0, b))
+
+
+def _edge_rows(hidden):
+    """(x, residual) BF16 rows, one per edge case of the spec (all-zero, tiny, inf/NaN, -0.0,
+    one dominating element), each followed by random columns so that blocks differ."""
+    g = torch.Generator().manual_seed(1)
+    rnd = torch.randn(hidden, generator=g)
+    zero = torch.zeros(hidden)
+    dominating = torch.full((hidden,), 1e-3)
+    dominating[5] = 3.0e4
+    half_nan = rnd.clone()
+    half_nan[: hidden // 2] = float("nan")
+    rows = {
+        "all_zero": (zero, zero),
+        "neg_zero": (torch.full((hidden,), -0.0), torch.full((hidden,), -0.0)),
+        "cancel_to_zero": (rnd, -rnd),
+        "tiny": (torch.full((hidden,), 1e-38), torch.full((hidden,), 1e-40)),
+        "tiny_mixed": (rnd * 1e-30, rnd * 1e-39),
+        "dominating": (dominating, zero),
+        "inf": (torch.where(torch.arange(hidden) == 3, float("inf"), rnd), zero),
+        "neg_inf": (torch.where(torch.arange(hidden) == 40, -float("inf"), rnd), rnd),
+        "nan": (torch.where(torch.arange(hidden) == 7, float("nan"), rnd), rnd),
+        "half_nan": (half_nan, zero),
+        "random": (rnd * 5, rnd),
+    }
+    x = torch.stack([v[0] for v in rows.values()]).bfloat16()
+    r = torch.stack([v[1] for v in rows.values()]).bfloat16()
+    return list(rows), x, r
+
+
+def _check_fused(x, r, w, layout, gemma=True):
+    """Run the fused op both ways and check every output against the spec's rules."""
+    v, s, n, ro = seam.fused_add_rms_norm_mxfp8(x, r, w, EPS, gemma=gemma, also_bf16=True, scale_layout=layout)
+    v2, s2, ro2 = seam.fused_add_rms_norm_mxfp8(x, r, w, EPS, gemma=gemma, scale_layout=layout)
+    ref_n, ref_ro = ref.fused_add_rms_norm_ref(x.cpu(), r.cpu(), w.cpu(), EPS, gemma=gemma)
+    assert bytes_equal(ro.cpu(), ref_ro), "residual_out is not bit-identical"
+    assert bytes_equal(ro2.cpu(), ref_ro), "residual_out (no also_bf16) is not bit-identical"
+    ok, summary = ulp_summary(n.cpu(), ref_n)
+    assert ok, f"normed beyond 1 BF16 ulp: {summary}"
+    qv, qs = seam.mxfp8_quantize(n, scale_layout=layout)
+    rv, rs = seam.ref.mxfp8_quantize_ref(n.cpu(), scale_layout=layout)
+    assert bytes_equal(v.cpu(), rv) and bytes_equal(s.cpu(), rs), "MXFP8 != reference quantizer of the same normed"
+    assert bytes_equal(v, qv) and bytes_equal(s, qs), "MXFP8 != mxfp8_quantize(normed) of the same call"
+    assert bytes_equal(v2, v) and bytes_equal(s2, s), "also_bf16=False changed the MXFP8 bytes"
+    return summary
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m", [1, 127, 128, 129])
+def test_gemma_add_norm_mxfp8_rows(device, m, layout):
+    x, r, w = _inputs(m, 96, device, seed=m)  # hidden 96: 3 scale columns, 1 padding column
+    summary = _check_fused(x, r, w, layout)
+    print(f"M={m} {layout}: normed {summary}")
+
+
+@pytest.mark.parametrize("gemma", [True, False])
+@pytest.mark.parametrize("hidden", [32, 256, 800])
+def test_plain_and_gemma_weight(device, hidden, gemma):
+    x, r, w = _inputs(5, hidden, device, seed=hidden)
+    _check_fused(x, r, w, "swizzled", gemma=gemma)
+
+
+def test_model_hidden_6144(device):
+    # The model width (not a power of two: masked 8192-wide tile).
+    x, r, w = _inputs(2, 6144, device)
+    print("H=6144 normed", _check_fused(x, r, w, "swizzled"))
+
+
+def test_gemma_wrapper_equals_gemma_flag(device):
+    x, r, w = _inputs(3, 64, device)
+    a = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True)
+    b = seam.fused_add_rms_norm_mxfp8(x, r, w, EPS, gemma=True, also_bf16=True)
+    assert all(bytes_equal(p, q) for p, q in zip(a, b))
+    assert len(seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS)) == 3
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_edge_rows(device, layout):
+    names, x, r = _edge_rows(96)
+    w = (torch.randn(96, generator=torch.Generator().manual_seed(2)) * 0.1).bfloat16()
+    v, s, n, ro = seam.gemma_fused_add_rms_norm_mxfp8(
+        x.to(device), r.to(device), w.to(device), EPS, also_bf16=True, scale_layout=layout
+    )
+    ref_n, ref_ro = ref.gemma_fused_add_rms_norm_ref(x, r, w, EPS)
+    assert _bits_equal_nan(ro, ref_ro)
+    for i, name in enumerate(names):
+        ok, summary = ulp_summary(n[i].cpu(), ref_n[i])
+        assert ok, f"{name}: {summary}"
+    qv, qs = seam.mxfp8_quantize(n, scale_layout=layout)
+    assert bytes_equal(v, qv) and bytes_equal(s, qs)
+    # -0.0 + -0.0 stays -0.0 in residual_out
+    assert (ro[names.index("neg_zero")].cpu().view(torch.int16) == -32768).all()
+
+
+def test_zero_eps_zero_row(device):
+    # eps = 0 on an all-zero row: rsqrt(0) = inf, 0 * inf = NaN in kernel and reference alike.
+    x = torch.zeros(2, 64, dtype=torch.bfloat16, device=device)
+    w = torch.zeros(64, dtype=torch.bfloat16, device=device)
+    n, ro = seam.gemma_fused_add_rms_norm(x, x.clone(), w, 0.0)
+    assert torch.isnan(n).all() and bytes_equal(ro, x)
+
+
+def test_gemma_rms_norm_and_add_norm(device):
+    x, r, w = _inputs(9, 160, device)
+    ok, summary = ulp_summary(seam.gemma_rms_norm(x, w, EPS).cpu(), ref.gemma_rms_norm_ref(x.cpu(), w.cpu(), EPS))
+    assert ok, summary
+    n, ro = seam.gemma_fused_add_rms_norm(x, r, w, EPS)
+    rn, rro = ref.gemma_fused_add_rms_norm_ref(x.cpu(), r.cpu(), w.cpu(), EPS)
+    assert bytes_equal(ro.cpu(), rro)
+    ok, summary = ulp_summary(n.cpu(), rn)
+    assert ok, summary
+
+
+def test_hidden_not_multiple_of_32_for_plain_norm(device):
+    # The BF16-only norms take any hidden; only the MXFP8 output needs multiples of 32.
+    x, r, w = _inputs(3, 50, device)
+    ok, _ = ulp_summary(seam.gemma_rms_norm(x, w, EPS).cpu(), ref.gemma_rms_norm_ref(x.cpu(), w.cpu(), EPS))
+    assert ok
+
+
+def test_strided_rows(device):
+    # x and residual may be row slices of wider buffers (row stride > hidden).
+    big_x, big_r, _ = _inputs(4, 192, device)
+    _, _, w = _inputs(4, 64, device)
+    x, r = big_x[:, 64:128], big_r[:, :64]
+    v, s, n, ro = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True)
+    rn, rro = ref.gemma_fused_add_rms_norm_ref(x.cpu(), r.cpu(), w.cpu(), EPS)
+    assert bytes_equal(ro.cpu(), rro) and ulp_summary(n.cpu(), rn)[0]
+    qv, qs = seam.mxfp8_quantize(n)
+    assert bytes_equal(v, qv) and bytes_equal(s, qs)
+
+
+@pytest.mark.parametrize("also_bf16", [False, True])
+def test_out_buffers(device, also_bf16):
+    x, r, w = _inputs(3, 64, device)
+    m, h = x.shape
+    values = torch.empty(m, h, dtype=torch.float8_e4m3fn, device=device)
+    scales = torch.full((seam.mxfp8_scale_numel(m, h),), 0xAB, dtype=torch.uint8, device=device)
+    normed = torch.empty(m, h, dtype=torch.bfloat16, device=device)
+    res = torch.empty(m, h, dtype=torch.bfloat16, device=device)
+    out = (values, scales, normed, res) if also_bf16 else (values, scales, res)
+    got = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=also_bf16, out=out)
+    assert all(a is b for a, b in zip(got, out))
+    want = ref.gemma_fused_add_rms_norm_mxfp8_ref(x.cpu(), r.cpu(), w.cpu(), EPS, also_bf16=also_bf16)
+    assert bytes_equal(got[-1].cpu(), want[-1])
+    # the same call's normed rows quantize to the same bytes; padding bytes (0xAB before) are zero
+    same_normed = normed if also_bf16 else seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True)[2]
+    qv, qs = seam.mxfp8_quantize(same_normed)
+    assert bytes_equal(values, qv) and bytes_equal(scales, qs)
+    assert int((scales.cpu() == 0xAB).sum()) == 0
+    n_out = torch.empty(m, h, dtype=torch.bfloat16, device=device)
+    assert seam.gemma_rms_norm(x, w, EPS, out=n_out) is n_out
+    pair = (torch.empty_like(n_out), torch.empty_like(n_out))
+    got = seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=pair)
+    assert got[0] is pair[0] and got[1] is pair[1]
+
+
+def _bad_cases(device):
+    x, r, w = _inputs(4, 64, device)
+    m, h = x.shape
+    f8 = lambda *s: torch.empty(*s, dtype=torch.float8_e4m3fn, device=device)  # noqa: E731
+    u8 = lambda *s: torch.empty(*s, dtype=torch.uint8, device=device)  # noqa: E731
+    bf = lambda *s: torch.empty(*s, dtype=torch.bfloat16, device=device)  # noqa: E731
+    n_sc = seam.mxfp8_scale_numel(m, h)
+    x_odd, r_odd, w_odd = _inputs(4, 48, device)
+    meta = torch.empty(m, h, dtype=torch.bfloat16, device="meta")
+    return [
+        (TypeError, "x must have dtype", dict(x=x.float())),
+        (TypeError, "x must be a torch.Tensor", dict(x=x.tolist())),
+        (TypeError, "residual must have dtype", dict(residual=r.half())),
+        (TypeError, "weight must have dtype", dict(weight=w.float())),
+        (ValueError, "x must be 2-D", dict(x=x[None])),
+        (ValueError, "residual must have shape", dict(residual=r[:2])),
+        (ValueError, "weight must have shape", dict(weight=w[:32])),
+        (ValueError, "unit column stride", dict(x=x.t().contiguous().t())),
+        (ValueError, "hidden .* multiple of 32", dict(x=x_odd, residual=r_odd, weight=w_odd)),
+        (ValueError, "eps must be >= 0", dict(eps=-1e-6)),
+        (ValueError, r"hidden \(x.shape\[1\]\)=32768 is outside", dict(x=bf(m, 32768), residual=bf(m, 32768))),
+        (ValueError, "eps must be a finite", dict(eps=float("nan"))),
+        (TypeError, "eps must be a float", dict(eps="1e-6")),
+        (ValueError, "scale_layout must be", dict(scale_layout="columns")),
+        (TypeError, "also_bf16 must be a bool", dict(also_bf16=1)),
+        (ValueError, "residual is on meta", dict(residual=meta)),
+        (TypeError, "out must be a tuple", dict(out=(f8(m, h), u8(n_sc)))),
+        (TypeError, r"out\[0\] \(values\) must have dtype", dict(out=(bf(m, h), u8(n_sc), bf(m, h)))),
+        (ValueError, r"out\[1\] \(scales\) must hold", dict(out=(f8(m, h), u8(n_sc - 4), bf(m, h)))),
+        (ValueError, r"out\[2\] \(residual_out\) must have shape", dict(out=(f8(m, h), u8(n_sc), bf(m, h + 32)))),
+        (ValueError, "residual_out overlaps input residual", dict(out=(f8(m, h), u8(n_sc), r))),
+    ], (x, r, w)
+
+
+def test_bad_input_rejected_and_buffers_untouched(device):
+    cases, (x, r, w) = _bad_cases(device)
+    before = [t.clone() for t in (x, r, w)]
+    for exc, match, kw in cases:
+        args = dict(x=x, residual=r, weight=w, eps=EPS)
+        args.update(kw)
+        outs = [o.clone() for o in kw.get("out", ())]
+        with pytest.raises(exc, match=match):
+            seam.gemma_fused_add_rms_norm_mxfp8(
+                args.pop("x"), args.pop("residual"), args.pop("weight"), args.pop("eps"), **args
+            )
+        assert all(bytes_equal(p, q) for p, q in zip(before, (x, r, w))), f"an input changed on {match}"
+        for snap, buf in zip(outs, kw.get("out", ())):
+            assert bytes_equal(snap, buf), f"out buffer written on {match}"
+
+
+def test_bad_out_for_bf16_norms(device):
+    x, r, w = _inputs(4, 64, device)
+    with pytest.raises(ValueError, match="out must have shape"):
+        seam.gemma_rms_norm(x, w, EPS, out=torch.empty(4, 32, dtype=torch.bfloat16, device=device))
+    with pytest.raises(ValueError, match="overlaps input x"):
+        seam.gemma_rms_norm(x, w, EPS, out=x)
+    with pytest.raises(TypeError, match="pair"):
+        seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=x)
+    n = torch.empty_like(x)
+    with pytest.raises(ValueError, match="overlap"):
+        seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=(n, n))
+
+
+def test_torch_compile(device):
+    x, r, w = _inputs(3, 64, device)
+
+    def layer(x, r, w):
+        v, s, n, ro = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True)
+        n2, ro2 = seam.gemma_fused_add_rms_norm(x, r, w, EPS)
+        return v, s, n, ro, seam.gemma_rms_norm(x, w, EPS), n2, ro2
+
+    backend = "aot_eager" if device.type == "cpu" else "inductor"
+    got = torch.compile(layer, backend=backend, fullgraph=True)(x, r, w)
+    want = layer(x, r, w)
+    assert all(bytes_equal(a, b) for a, b in zip(got, want))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    cols=st.integers(1, 9),
+    scale=st.sampled_from([1e-30, 1e-3, 1.0, 300.0, 3e4]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_random_shapes(m, cols, scale, seed):
+    device = seam.runtime.kernel_device()
+    x, r, w = _inputs(m, cols * 32, device, seed=seed, x_scale=scale)
+    _check_fused(x, r, w, "swizzled")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m", [1, 8, 16, 64, 128, 192, 2048, 8192])
+def test_gpu_full_shapes(device, m, layout):
+    x, r, w = _inputs(m, 6144, device, seed=m)
+    summary = _check_fused(x, r, w, layout)
+    print(f"GPU M={m} {layout}: normed {summary}")
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_replay(device):
+    x, r, w = _inputs(64, 6144, device)
+    out = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True)
+    want = [t.clone() for t in out]
+    for t in out:
+        t.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(10):
+            seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True, out=out)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert all(bytes_equal(a, b) for a, b in zip(out, want))
