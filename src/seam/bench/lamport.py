@@ -1,0 +1,113 @@
+"""Benchmark: Lamport finalize + all-reduce + Gemma RMSNorm + MXFP8, simulated TP on one GPU.
+
+On one GPU only kernel time means anything (no NVLink traffic, no waiting on peers):
+one simulated call = TP publishes (MoE finalize, stores into TP mailboxes) + TP consumers
+(collect, re-arm, norm, quantize), CUDA-graph replayed (``timing.graph_time_us``). It is
+compared with the unfused chain for the same TP ranks on one device: TP torch finalizes
+(``seam.ref.lamport.moe_finalize_ref``), the fp32 rank sum, and TP launches of
+``seam.gemma_fused_add_rms_norm_mxfp8``. Both are reported per call (all ranks) and per
+rank (/TP). hidden 6144, top_k 4, M in {1, 8, 32, 128, 256}, TP in {2, 4, 8}.
+Cross-GPU latency comes with the multi-GPU issue (``python -m seam.comm.selftest``).
+"""
+
+from __future__ import annotations
+
+import torch
+from rich.table import Table
+
+import seam
+from seam.bench.timing import graph_time_us
+from seam.comm import SimulatedGroup
+from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
+from seam.ref.lamport import lamport_sum_ref, moe_finalize_ref
+
+HIDDEN = 6144
+TOP_K = 4
+EPS = 1e-6
+MS = (1, 8, 32, 128, 256)
+TPS = (2, 4, 8)
+
+
+def _moe(m: int, seed: int, dev: torch.device) -> MoEOutput:
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    rows = m * TOP_K
+    # Every expert on this rank: the finalize reads all top_k rows (worst case).
+    idx = torch.randperm(rows, generator=g).to(torch.int32).view(m, TOP_K).to(dev)
+    w = (torch.rand(m, TOP_K, generator=g) * 0.5).to(dev)
+    gemm2 = torch.randn(rows, HIDDEN, generator=g).bfloat16().to(dev)
+    shared = torch.randn(m, HIDDEN, generator=g).bfloat16().to(dev)
+    return MoEOutput(UnfinalizedMoEOutput(gemm2, w, idx), shared)
+
+
+def _eager_us(fn, iters: int = 200) -> float:
+    """Median of 5 runs of ``iters`` back-to-back eager calls (for chains a graph cannot capture)."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / iters)
+    return sorted(times)[2]
+
+
+def _time(fn) -> float:
+    try:
+        return graph_time_us(fn)
+    except RuntimeError:
+        return _eager_us(fn)
+
+
+def run(console) -> list[dict]:
+    dev = torch.device("cuda")
+    weight = (torch.randn(HIDDEN, generator=torch.Generator().manual_seed(1)) * 0.1).bfloat16().to(dev)
+    rows = []
+    for tp in TPS:
+        op = FinalizeAllReduceGemmaRMSNormMxfp8(
+            hidden_size=HIDDEN, max_num_tokens=max(MS), top_k=TOP_K, fp32_weights=True,
+            group=SimulatedGroup(tp, dev),
+        )
+        for m in MS:
+            moes = [_moe(m, 100 * r + m, dev) for r in range(tp)]
+            residual = torch.randn(m, HIDDEN, generator=torch.Generator().manual_seed(m)).bfloat16().to(dev)
+
+            def publish_all():
+                for r, moe in enumerate(moes):
+                    op.publish(moe, rank=r)
+
+            def fused():
+                publish_all()
+                for r in range(tp):
+                    op.collect(residual, weight, EPS, rank=r)
+
+            def unfused():
+                contributions = [
+                    moe_finalize_ref(x.routed.gemm2_permuted, x.routed.expert_weights,
+                                     x.routed.expanded_idx_to_permuted_idx, x.shared_output)
+                    for x in moes
+                ]
+                total = lamport_sum_ref(contributions).to(torch.bfloat16)
+                for _ in range(tp):
+                    seam.gemma_fused_add_rms_norm_mxfp8(total, residual, weight, EPS)
+
+            fused_us = _time(fused)
+            unfused_us = _time(unfused)
+            rows.append({
+                "op": "lamport_finalize_gemma_rms_norm_mxfp8", "TP": tp, "M": m, "hidden": HIDDEN,
+                "fused us": fused_us, "fused us/rank": fused_us / tp,
+                "unfused us": unfused_us, "unfused us/rank": unfused_us / tp,
+                "speedup": unfused_us / fused_us,
+            })
+    table = Table(title=f"Lamport finalize + all-reduce + Gemma RMSNorm + MXFP8, simulated TP on one GPU, "
+                        f"hidden {HIDDEN}, top_k {TOP_K} (us per call)")
+    cols = ["TP", "M", "fused us", "fused us/rank", "unfused us", "unfused us/rank", "speedup"]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[c]) if c in ("TP", "M") else f"{row[c]:.2f}" for c in cols))
+    console.print(table)
+    return rows

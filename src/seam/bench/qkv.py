@@ -1,0 +1,137 @@
+"""Benchmark: MXFP8 QKV+indexer GEMM with fused norm / RoPE / NVFP4-KV epilogue (issue 5).
+
+MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
+{1, 8, 64, 256, 2048}. CUDA-graph replay (``timing.graph_time_us``), us per call, of:
+- ``fused``: ``seam.qkv_index_fused_epilogue`` (one launch);
+- ``unfused``: ``seam.mxfp8_linear`` (BF16 qkv to memory) + the Triton epilogue on it;
+- ``bf16+epi``: cuBLAS BF16 GEMM (``x @ w.T``) + the same Triton epilogue;
+- ``fp8+epi``: cuBLAS FP8 with tensor-wise scales (``torch._scaled_mm``) + the epilogue
+  (skipped where this torch build rejects the shape).
+The weights are rotated over enough copies to exceed the 60 MiB L2, so every call
+streams them from HBM. Weight-stream GB/s = (N*K + N*K/32 scale bytes) / time, against
+the device copy bandwidth; TFLOP/s = 2*M*N*K / time, against the ~790 TFLOP/s BF16
+dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
+(cuBLAS FP8/BF16 + epilogue).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from rich.table import Table
+
+import seam
+from seam.bench.timing import copy_bandwidth_gbs, graph_time_us
+from seam.formats import nvfp4
+from seam.ops.qkv import qkv_epilogue
+
+K = 6144
+SHAPES = (("TP4", 1), ("TP2", 2))  # (name, nkv)
+MS = (1, 8, 64, 256, 2048)
+BLOCK_SIZE = 64
+EPS = 1e-6
+BF16_PEAK_TFLOPS = 790.0
+L2_BYTES = 60 * 2**20
+
+
+def _rotating(make, nbytes: int):
+    """A callable cycling over enough copies (made by ``make``) that together exceed 2x L2."""
+    copies = [make() for _ in range(max(2, -(-2 * L2_BYTES // nbytes)))]
+    it = itertools.cycle(copies)
+    return lambda: next(it)
+
+
+def _fp8_tensorwise(w: torch.Tensor):
+    """(fp8 weight [N, K], fp32 scale) for torch._scaled_mm."""
+    scale = w.float().abs().amax().clamp(min=1e-12) / 448.0
+    return (w.float() / scale).to(torch.float8_e4m3fn), scale.reshape(())
+
+
+def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dict:
+    n = (19 * nkv + 1) * 128
+    w_bf16 = (torch.randn(n, K, generator=g) * K**-0.5).to(torch.bfloat16).to(dev)
+    weight = seam.MXFP8Weight.from_bf16(w_bf16)
+    x = torch.randn(m, K, generator=g).to(torch.bfloat16).to(dev)
+    xq, xsf = seam.mxfp8_quantize(x)
+    num_blocks = -(-m // BLOCK_SIZE) + 1
+    slots = torch.randperm(num_blocks * BLOCK_SIZE, generator=g)[:m].to(dev)
+    islots = torch.randperm(num_blocks * BLOCK_SIZE, generator=g)[:m].to(dev)
+    pos = torch.randint(0, 4096, (m,), generator=g).to(dev)
+    cs = torch.randn(4096, 64, generator=g).to(torch.bfloat16).to(dev)
+    ws = tuple((torch.randn(128, generator=g) * 0.2).to(torch.bfloat16).to(dev) for _ in range(4))
+    args = (pos, cs, *ws, EPS)
+    outs = dict(
+        kv_cache=nvfp4.empty_kv_cache(num_blocks, nkv, BLOCK_SIZE, dev),
+        index_cache=nvfp4.empty_index_cache(num_blocks, BLOCK_SIZE, dev),
+        index_q_out=torch.empty(m, nkv * 128, dtype=torch.float8_e4m3fn, device=dev),
+        q_out=torch.empty(m, 16 * nkv * 128, dtype=torch.bfloat16, device=dev),
+        slot_mapping=slots,
+        index_slot_mapping=islots,
+    )
+    qkv = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
+    weight_bytes = n * K + weight.scales.numel()
+    mx = _rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
+    bf = _rotating(lambda: w_bf16.clone(), 2 * n * K)
+    act = seam.QuantizedActivation(xq, xsf, torch.bfloat16, (m, K))
+
+    def fused():
+        w = mx()
+        seam.qkv_index_fused_epilogue(xq, xsf, w.values, w.scales, *args, **outs)
+
+    def unfused():
+        seam.mxfp8_linear(act, mx(), out=qkv)
+        qkv_epilogue(qkv, *args, **outs)
+
+    def bf16_epi():
+        torch.matmul(x, bf().t(), out=qkv)
+        qkv_epilogue(qkv, *args, **outs)
+
+    t = {"fused": graph_time_us(fused), "unfused": graph_time_us(unfused), "bf16+epi": graph_time_us(bf16_epi)}
+    try:
+        w8, sw = _fp8_tensorwise(w_bf16)
+        x8, sx = _fp8_tensorwise(x)
+        f8 = _rotating(lambda: w8.clone(), n * K)
+
+        def fp8_epi():
+            torch._scaled_mm(x8, f8().t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16, out=qkv)
+            qkv_epilogue(qkv, *args, **outs)
+
+        t["fp8+epi"] = graph_time_us(fp8_epi)
+    except (RuntimeError, TypeError):
+        t["fp8+epi"] = float("nan")
+    best_cublas = min(v for k, v in t.items() if k in ("bf16+epi", "fp8+epi") and v == v)
+    return {
+        "n": n,
+        **{f"{k} us": v for k, v in t.items()},
+        "fused/cuBLAS+epi": t["fused"] / best_cublas,
+        "weight GB/s": weight_bytes / (t["fused"] * 1e-6) / 1e9,
+        "TFLOP/s": 2 * m * n * K / (t["fused"] * 1e-6) / 1e12,
+    }
+
+
+def run(console) -> list[dict]:
+    dev = torch.device("cuda")
+    copy_gbs = copy_bandwidth_gbs()
+    g = torch.Generator(device="cpu").manual_seed(0)
+    for _, nkv in SHAPES:
+        seam.qkv_warmup(nkv, hidden_size=K, device=dev)
+    rows = []
+    for name, nkv in SHAPES:
+        for m in MS:
+            r = _bench_shape(nkv, m, dev, g)
+            rows.append({
+                "op": "qkv_index_fused_epilogue", "shape": name, "nkv": nkv, "M": m, "K": K, **r,
+                "% copy": 100 * r["weight GB/s"] / copy_gbs,
+                "% bf16 peak": 100 * r["TFLOP/s"] / BF16_PEAK_TFLOPS,
+            })
+    table = Table(title=f"QKV+indexer MXFP8 GEMM + fused epilogue, K {K} (us per call; copy {copy_gbs:.0f} GB/s)")
+    cols = ["shape", "M", "fused us", "unfused us", "bf16+epi us", "fp8+epi us", "fused/cuBLAS+epi",
+            "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[c]) if c in ("shape", "M") else f"{row[c]:.0f}" if c in ("weight GB/s",) else
+                        f"{row[c]:.2f}" for c in cols))
+    console.print(table)
+    return rows
