@@ -24,10 +24,39 @@ from seam.ops.norm import (
     gemma_rms_norm,
 )
 from seam.ops.swiglu import GateUpLayout, swiglu_oai, swiglu_oai_mxfp8
+from seam.ops.mhc import mhc_post_collapse_rms_norm
+from seam.ops.allreduce_mhc import AllReduceMHC
+from seam.comm import DistGroup, SimulatedGroup
+from seam.ops.allreduce import (
+    FinalizeAllReduceGemmaRMSNormMxfp8,
+    LamportAllReduce,
+    MoEOutput,
+    UnfinalizedMoEOutput,
+    all_reduce,
+    all_reduce_gemma_rms_norm_mxfp8,
+    all_reduce_rms_norm,
+    finalize_allreduce_gemma_rms_norm_mxfp8,
+    init_fused_moe_finalize,
+    supports_fused_moe_finalize,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllReduceMHC",
+    "mhc_post_collapse_rms_norm",
+    "DistGroup",
+    "FinalizeAllReduceGemmaRMSNormMxfp8",
+    "LamportAllReduce",
+    "MoEOutput",
+    "SimulatedGroup",
+    "UnfinalizedMoEOutput",
+    "all_reduce",
+    "all_reduce_gemma_rms_norm_mxfp8",
+    "all_reduce_rms_norm",
+    "finalize_allreduce_gemma_rms_norm_mxfp8",
+    "init_fused_moe_finalize",
+    "supports_fused_moe_finalize",
     "MXFP8Weight",
     "mxfp8_linear",
     "qkv_index_fused_epilogue",
