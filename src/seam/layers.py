@@ -1,0 +1,85 @@
+"""Linear layers that consume seam's quantized activations (``shared/spec/integration.md``).
+
+:class:`MXFP8Linear` is the MXFP8 linear an engine's MLP or MoE shared expert calls. It
+takes BF16 input (quantized inside) or a :class:`seam.QuantizedActivation` (used as is),
+and supports the pre-quantized hand-off: a producer that already wrote the MXFP8 rows of
+the layer's input (the fused add+norm+quant, the fused all-reduce consumer) registers
+them with :meth:`MXFP8Linear.set_prequant`; the next forward whose BF16 input is that
+same tensor (same ``data_ptr`` and shape) uses them once instead of quantizing again.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from seam.formats.activation import QuantizedActivation
+from seam.formats.mxfp8 import ScaleLayout
+from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.ops.linear import mxfp8_linear
+
+
+class MXFP8Linear(torch.nn.Module):
+    """``y = x @ W^T`` with MXFP8 weight W [N, K] and MXFP8 activations, BF16 output.
+
+    Args:
+        weight: :class:`seam.MXFP8Weight` [N, K] (e.g. ``MXFP8Weight.from_bf16(w)``).
+
+    The module holds no autograd state: it is an inference layer.
+    """
+
+    def __init__(self, weight: MXFP8Weight) -> None:
+        super().__init__()
+        if not isinstance(weight, MXFP8Weight):
+            raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+        self.weight = weight
+        self._prequant: tuple[int, tuple[int, ...], QuantizedActivation] | None = None
+
+    @classmethod
+    def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
+        """Quantize a BF16 weight [N, K] (K a multiple of 32) and wrap it."""
+        return cls(MXFP8Weight.from_bf16(w))
+
+    @property
+    def in_features(self) -> int:
+        return self.weight.shape[1]
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[0]
+
+    def set_prequant(self, x: torch.Tensor, qa: QuantizedActivation) -> None:
+        """Hand the next forward the MXFP8 rows ``qa`` of ``x``, to be used once.
+
+        Args:
+            x: the BF16 tensor [M, K] the next forward will be called with.
+            qa: its MXFP8 rows (swizzled scales), e.g. from
+                ``seam.gemma_fused_add_rms_norm_mxfp8``.
+
+        Raises:
+            TypeError: x not a tensor or qa not a QuantizedActivation.
+            ValueError: qa's shape differs from x's, or qa has row-major scales.
+        """
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if not isinstance(qa, QuantizedActivation):
+            raise TypeError(f"qa must be a seam.QuantizedActivation, got {type(qa).__name__}")
+        if tuple(qa.shape) != tuple(x.shape):
+            raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
+        qa.require_layout(ScaleLayout.SWIZZLED, "qa")
+        self._prequant = (x.data_ptr(), tuple(x.shape), qa)
+
+    def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
+        """The registered rows if ``x`` is the registered tensor; clears the registration."""
+        pending, self._prequant = self._prequant, None
+        if pending is None:
+            return None
+        ptr, shape, qa = pending
+        if x.data_ptr() == ptr and tuple(x.shape) == shape:
+            return qa
+        return None
+
+    def forward(self, x: torch.Tensor | QuantizedActivation, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation (see :func:`seam.mxfp8_linear`)."""
+        if isinstance(x, torch.Tensor):
+            x = self.take_prequant(x) or x
+        return mxfp8_linear(x, self.weight, out=out)

@@ -1,0 +1,71 @@
+"""The all-reduce + add + Gemma RMSNorm + MXFP8 dispatch an engine calls at a layer boundary.
+
+``shared/spec/integration.md`` ("allreduce + norm + quant dispatch"), seed 004's
+``allreduce_gemma_rms_norm_mxfp8``: one entry point that picks the cheapest exact path
+for the group it is given, so a model's code does not branch on TP or peer access.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from seam.formats.activation import QuantizedActivation
+from seam.formats.mxfp8 import ScaleLayout
+from seam.ops.allreduce import LamportAllReduce
+from seam.ops.norm import gemma_fused_add_rms_norm_mxfp8
+
+
+def allreduce_gemma_rms_norm_mxfp8(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    group: LamportAllReduce | None = None,
+    *,
+    also_bf16: bool = False,
+    defer: bool = False,
+):
+    """All-reduce ``x`` over the TP group, add ``residual``, Gemma RMSNorm, MXFP8 (swizzled).
+
+    Paths:
+
+    * ``group`` None (TP 1): the fused add+norm+quant kernel
+      (:func:`seam.gemma_fused_add_rms_norm_mxfp8`, ``shared/spec/norm_act.md``: the RMS of
+      the unrounded fp32 sum).
+    * ``group`` a :class:`seam.LamportAllReduce` with peer access: the Lamport fused
+      all-reduce, consumer A (``shared/spec/lamport.md``: the RMS of the BF16-rounded
+      residual_out).
+    * ``group`` without peer access: ``torch.distributed.all_reduce`` then the fused
+      kernel (the LamportAllReduce fallback).
+    * ``defer=True``: returns None without doing anything, for a caller that owns a fused
+      all-reduce + norm kernel of its own and only wants seam where that does not apply
+      (the seed's contract).
+
+    Args:
+        x: BF16 [M, hidden] this rank's partial sum (TP 1: the sublayer output). Read only.
+        residual: BF16 [M, hidden]. Read only.
+        weight: BF16 [hidden] Gemma weight (scale ``1 + w``).
+        eps: RMSNorm epsilon.
+        group: None or the group's :class:`seam.LamportAllReduce` (built once per process;
+            its capacity bounds M).
+        also_bf16: also return the BF16 normed rows (the MoE router needs them).
+        defer: return None (see above).
+
+    Returns:
+        ``(QuantizedActivation, residual_out)`` or with ``also_bf16``
+        ``(QuantizedActivation, residual_out, normed)``; None when ``defer``.
+
+    Raises:
+        TypeError: ``group`` of another type; otherwise as the path taken.
+        ValueError: as the path taken (shapes, dtypes, M outside the capacity).
+    """
+    if defer:
+        return None
+    if group is None:
+        outs = gemma_fused_add_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)
+        values, scales, residual_out = outs[0], outs[1], outs[-1]
+        qa = QuantizedActivation(values, scales, torch.bfloat16, tuple(x.shape), ScaleLayout.SWIZZLED)
+        return (qa, residual_out, outs[2]) if also_bf16 else (qa, residual_out)
+    if not isinstance(group, LamportAllReduce):
+        raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}")
+    return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)

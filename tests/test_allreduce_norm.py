@@ -1,0 +1,51 @@
+"""allreduce_gemma_rms_norm_mxfp8: each dispatch path and the deferral (shared/spec/integration.md)."""
+
+import pytest
+import torch
+
+import seam
+from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
+from seam.ref.lamport import lamport_sum_ref
+from seam.verify.core import bytes_equal
+
+H = 256
+
+
+def _inputs(device, m=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(m, H, generator=g) * 2).bfloat16().to(device)
+    r = torch.randn(m, H, generator=g).bfloat16().to(device)
+    w = (torch.randn(H, generator=g) * 0.1).bfloat16().to(device)
+    return x, r, w
+
+
+def test_tp1_is_the_fused_kernel(device):
+    x, r, w = _inputs(device)
+    qa, res, normed = allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True)
+    v, s, n, ro = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True)
+    assert bytes_equal(qa.values, v) and bytes_equal(qa.scales, s)
+    assert bytes_equal(res, ro) and bytes_equal(normed, n)
+    assert qa.layout is seam.ScaleLayout.SWIZZLED and qa.shape == (5, H)
+
+
+def test_defer_returns_none_and_launches_nothing(device):
+    x, r, w = _inputs(device)
+    assert allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, defer=True) is None
+
+
+def test_lamport_path_single_simulated_rank(device):
+    """A simulated TP 1 group keeps the Lamport kernels: consumer A semantics."""
+    x, r, w = _inputs(device, seed=1)
+    comm = seam.LamportAllReduce(hidden_size=H, max_num_tokens=8, group=seam.SimulatedGroup(1, device))
+    qa, res = allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, comm)
+    want = (lamport_sum_ref([x.cpu()]) + r.cpu().float()).bfloat16()
+    assert bytes_equal(res.cpu(), want)
+    normed = comm.all_reduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True)[2]
+    v, s = seam.mxfp8_quantize(normed)
+    assert bytes_equal(qa.values, v) and bytes_equal(qa.scales, s)
+
+
+def test_rejects_other_group_types(device):
+    x, r, w = _inputs(device)
+    with pytest.raises(TypeError, match="LamportAllReduce"):
+        allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, seam.SimulatedGroup(1, device))

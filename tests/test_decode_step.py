@@ -1,0 +1,34 @@
+"""The decode-step harness at reduced shapes: both chains run and agree within the stated bounds."""
+
+import pytest
+import torch
+
+from seam.decode_step import (
+    MhcBoundary,
+    MhcShape,
+    MiniMaxBoundary,
+    MiniMaxShape,
+    compare_mhc,
+    compare_minimax,
+    mhc_ok,
+    minimax_ok,
+)
+
+
+def test_minimax_chains_agree(device):
+    metrics = compare_minimax(MiniMaxBoundary(MiniMaxShape.reduced(), 2, device))
+    assert minimax_ok(metrics), metrics
+    assert metrics["q rel L2"] > 0  # the chains really differ in rounding; a zero would mean one ran twice
+
+
+def test_mhc_chains_agree(device):
+    metrics = compare_mhc(MhcBoundary(MhcShape.reduced(), 2, device))
+    assert mhc_ok(metrics), metrics
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 8, 64])
+def test_gpu_full_shapes(m):
+    dev = torch.device("cuda")
+    assert minimax_ok(compare_minimax(MiniMaxBoundary(MiniMaxShape(), m, dev)))
+    assert mhc_ok(compare_mhc(MhcBoundary(MhcShape(), m, dev)))

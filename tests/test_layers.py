@@ -1,0 +1,76 @@
+"""MXFP8Linear and the pre-quantized hand-off (shared/spec/integration.md)."""
+
+import pytest
+import torch
+
+import seam
+import seam.ops.linear
+from seam.layers import MXFP8Linear
+from seam.verify.core import bytes_equal
+
+
+@pytest.fixture
+def counted_quantize(monkeypatch):
+    """Count the quantizer launches the linear makes for BF16 input."""
+    calls = []
+    real = seam.ops.linear.mxfp8_quantize
+
+    def counting(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(seam.ops.linear, "mxfp8_quantize", counting)
+    return calls
+
+
+def _layer(device, n=64, k=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return MXFP8Linear.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().to(device))
+
+
+def test_prequant_consumed_once(device, counted_quantize):
+    layer = _layer(device)
+    x = torch.randn(5, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(x)
+    qa = seam.QuantizedActivation(values, scales, torch.bfloat16, (5, 128))
+    counted_quantize.clear()
+    layer.set_prequant(x, qa)
+    y_pre = layer(x)
+    assert counted_quantize == []  # the hand-off replaced the quantizer launch
+    y_self = layer(x)  # consumed once: now the layer quantizes itself
+    assert len(counted_quantize) == 1
+    assert bytes_equal(y_pre, y_self)
+
+
+def test_prequant_ignored_for_other_input(device, counted_quantize):
+    layer = _layer(device)
+    x = torch.randn(5, 128).bfloat16().to(device)
+    other = x.clone()  # same shape and values, different storage
+    values, scales = seam.mxfp8_quantize(x)
+    layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (5, 128)))
+    counted_quantize.clear()
+    y = layer(other)
+    assert len(counted_quantize) == 1
+    assert layer.take_prequant(x) is None  # a mismatching forward still consumes the registration
+    assert bytes_equal(y, layer(x))
+
+
+def test_prequant_shape_checked(device):
+    layer = _layer(device)
+    x = torch.randn(5, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(x[:4])
+    with pytest.raises(ValueError, match="shape"):
+        layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (4, 128)))
+    v, s = seam.mxfp8_quantize(x, scale_layout="row_major")
+    with pytest.raises(ValueError, match="swizzled"):
+        layer.set_prequant(x, seam.QuantizedActivation(v, s, torch.bfloat16, (5, 128), "row_major"))
+    with pytest.raises(TypeError, match="QuantizedActivation"):
+        layer.set_prequant(x, (values, scales))
+
+
+def test_quantized_activation_input_matches_bf16_input(device):
+    layer = _layer(device, n=32, k=256, seed=1)
+    x = torch.randn(3, 256).bfloat16().to(device)
+    v, s = seam.mxfp8_quantize(x)
+    y_q = layer(seam.QuantizedActivation(v, s, torch.bfloat16, (3, 256)))
+    assert bytes_equal(y_q, layer(x))
