@@ -1,0 +1,227 @@
+"""TP groups: who the ranks are, how their mailboxes reach each other, the fallback collective.
+
+Two implementations behind :class:`Group`:
+
+* :class:`DistGroup`: one rank per process, a ``torch.distributed`` process group (NCCL
+  for the fallback all-reduce) and torch symmetric memory for the mailbox, reached with
+  **unicast** peer pointers only (``buffer_ptrs`` of the rendezvous handle; multicast is
+  never used and ``seam.runtime`` sets ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``).
+* :class:`SimulatedGroup`: all TP ranks in one process on one device (CUDA, or CPU under
+  the Triton interpreter), each with its own mailbox and stage_state, for tests and
+  single-GPU benchmarks. The driver publishes for every rank before any consumer.
+"""
+
+from __future__ import annotations
+
+import abc
+import socket
+
+import torch
+
+from seam import runtime
+from seam.comm.mailbox import LamportMailbox, LamportRankState, peer_offsets
+from seam.kernels.lamport import GENERATIONS
+
+
+class Group(abc.ABC):
+    """A TP group as the Lamport ops see it.
+
+    Attributes:
+        tp: number of ranks.
+        ranks: the ranks this process drives (``(rank,)`` for a real group, all when simulated).
+        device: the device every driven rank's tensors live on.
+        peer_access: every rank can store into every other rank's mailbox (decided
+            collectively at construction).
+    """
+
+    tp: int
+    ranks: tuple[int, ...]
+    device: torch.device
+    peer_access: bool
+
+    @property
+    def simulated(self) -> bool:
+        return len(self.ranks) > 1
+
+    def check_rank(self, rank: int | None) -> int:
+        """The driven rank meant by ``rank`` (None: the only one); ValueError otherwise."""
+        if rank is None:
+            if len(self.ranks) != 1:
+                raise ValueError(f"rank must be given for a simulated group (ranks {self.ranks})")
+            return self.ranks[0]
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank not in self.ranks:
+            raise ValueError(f"rank={rank!r} is not driven by this process (ranks {self.ranks})")
+        return rank
+
+    @abc.abstractmethod
+    def create_mailbox(self, hidden: int, capacity: int) -> LamportMailbox:
+        """Allocate and arm the Lamport mailboxes of the driven ranks (collective).
+
+        Raises:
+            RuntimeError: no peer access.
+        """
+
+    @abc.abstractmethod
+    def agree(self, what: str, value: object) -> None:
+        """Raise ValueError unless every rank passes an equal ``value`` (collective)."""
+
+    @abc.abstractmethod
+    def all_reduce_(self, t: torch.Tensor) -> None:
+        """Fallback collective: sum ``t`` in place over the group (real groups only)."""
+
+    @abc.abstractmethod
+    def barrier(self) -> None:
+        """Wait for every rank (device work of the driven ranks included)."""
+
+
+def _full_device(device: torch.device | str) -> torch.device:
+    """``cuda`` -> ``cuda:<current>`` so that it compares equal to tensors' devices."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class SimulatedGroup(Group):
+    """``tp`` ranks in this process on one device: each rank its own mailbox and stage_state.
+
+    Args:
+        tp: number of simulated ranks (>= 1).
+        device: where the mailboxes live; default ``seam.runtime.kernel_device()``.
+    """
+
+    def __init__(self, tp: int, device: torch.device | str | None = None) -> None:
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise ValueError(f"tp must be a positive int, got {tp!r}")
+        self.tp = tp
+        self.ranks = tuple(range(tp))
+        self.device = _full_device(device) if device is not None else runtime.kernel_device()
+        runtime.check_kernel_device("device", torch.empty(0, device=self.device))
+        self.peer_access = True
+
+    def create_mailbox(self, hidden: int, capacity: int) -> LamportMailbox:
+        boxes = [
+            torch.empty((GENERATIONS, self.tp, capacity, hidden), dtype=torch.bfloat16, device=self.device)
+            for _ in range(self.tp)
+        ]
+        ptrs = [b.data_ptr() for b in boxes]
+        states = {}
+        for r, box in enumerate(boxes):
+            state = LamportRankState(
+                rank=r,
+                mailbox=box,
+                stage_state=torch.zeros(2, dtype=torch.int32, device=self.device),
+                peer_offsets=peer_offsets(ptrs[r], ptrs, self.device),
+                error=torch.zeros(1, dtype=torch.int32, device=self.device),
+            )
+            state.arm()
+            states[r] = state
+        _sync(self.device)
+        return LamportMailbox(tp=self.tp, capacity=capacity, hidden=hidden, states=states, group=self)
+
+    def agree(self, what: str, value: object) -> None:
+        return None  # one process builds every rank with the same arguments
+
+    def all_reduce_(self, t: torch.Tensor) -> None:
+        raise RuntimeError("a simulated group has no fallback collective (it always has peer access)")
+
+    def barrier(self) -> None:
+        _sync(self.device)
+
+
+class DistGroup(Group):
+    """This process's rank of a ``torch.distributed`` group, with symmetric-memory mailboxes.
+
+    Construction is collective: every rank gathers (host, device) of all ranks and the
+    group has peer access only if all ranks share a host and every pair of devices can
+    access each other (``torch.cuda.can_device_access_peer``).
+
+    Args:
+        process_group: the TP group (default: the default process group).
+        device: this rank's CUDA device (default: the current one).
+    """
+
+    def __init__(self, process_group=None, device: torch.device | str | None = None) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            raise RuntimeError("DistGroup needs torch.distributed.init_process_group() first")
+        self.process_group = process_group if process_group is not None else dist.group.WORLD
+        self.tp = dist.get_world_size(self.process_group)
+        self.rank = dist.get_rank(self.process_group)
+        self.ranks = (self.rank,)
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+        self.device = _full_device(device)
+        self._handles = []  # rendezvous handles keep the peer mappings alive
+        self.peer_access = self._all_ranks_true(self._local_peer_access())
+
+    def _local_peer_access(self) -> bool:
+        import torch.distributed as dist
+
+        if self.device.type != "cuda" or runtime.INTERPRET:
+            where = (socket.gethostname(), -1)
+        else:
+            where = (socket.gethostname(), self.device.index)
+        everyone = [None] * self.tp
+        dist.all_gather_object(everyone, where, group=self.process_group)
+        if where[1] < 0 or any(host != where[0] or idx < 0 for host, idx in everyone):
+            return False
+        return all(idx == where[1] or torch.cuda.can_device_access_peer(where[1], idx) for _, idx in everyone)
+
+    def _all_ranks_true(self, flag: bool) -> bool:
+        import torch.distributed as dist
+
+        everyone = [None] * self.tp
+        dist.all_gather_object(everyone, bool(flag), group=self.process_group)
+        return all(everyone)
+
+    def create_mailbox(self, hidden: int, capacity: int) -> LamportMailbox:
+        if not self.peer_access:
+            raise RuntimeError(
+                "no peer access between every pair of TP ranks (different hosts, or "
+                "can_device_access_peer is False): use the fallback (torch.distributed.all_reduce)"
+            )
+        import torch.distributed._symmetric_memory as symm_mem
+
+        box = symm_mem.empty((GENERATIONS, self.tp, capacity, hidden), dtype=torch.bfloat16, device=self.device)
+        handle = symm_mem.rendezvous(box, self.process_group)
+        self._handles.append(handle)
+        ptrs = [int(p) for p in handle.buffer_ptrs]
+        # Offsets between allocation bases equal offsets between the mailboxes (same layout everywhere).
+        offs = peer_offsets(ptrs[self.rank], ptrs, self.device)
+        state = LamportRankState(
+            rank=self.rank,
+            mailbox=box,
+            stage_state=torch.zeros(2, dtype=torch.int32, device=self.device),
+            peer_offsets=offs,
+            error=torch.zeros(1, dtype=torch.int32, device=self.device),
+        )
+        state.arm()
+        self.barrier()
+        return LamportMailbox(tp=self.tp, capacity=capacity, hidden=hidden, states={self.rank: state}, group=self)
+
+    def agree(self, what: str, value: object) -> None:
+        import torch.distributed as dist
+
+        everyone = [None] * self.tp
+        dist.all_gather_object(everyone, value, group=self.process_group)
+        if any(e != value for e in everyone):
+            raise ValueError(f"TP ranks disagree on {what}: {everyone} (rank {self.rank} has {value})")
+
+    def all_reduce_(self, t: torch.Tensor) -> None:
+        import torch.distributed as dist
+
+        dist.all_reduce(t, group=self.process_group)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        _sync(self.device)
+        dist.barrier(group=self.process_group)
+        _sync(self.device)

@@ -1,0 +1,405 @@
+"""Lamport one-shot TP all-reduce with unicast peer stores (``shared/spec/lamport.md``).
+
+Contract of the shared ``@triton.jit`` pieces (stable: the mHC consumer builds on them)
+---------------------------------------------------------------------------------
+State of one rank (``seam.comm.LamportRankState``):
+
+* ``mailbox``: BF16 ``[3, TP, capacity, hidden]``, contiguous, in peer-addressable memory;
+  slot ``[g][p][token]`` holds rank p's contribution row for generation g. Every lane
+  starts as the sentinel 0x8000 (BF16 -0.0) and is put back to it after being read.
+* ``peer_offsets``: int64 ``[TP]`` on the device: element offset of rank p's mailbox
+  from this rank's own mailbox pointer (``own_ptr + peer_offsets[p]`` is rank p's
+  mailbox; entry ``rank`` is 0). The interpreter uses real host addresses, so the same
+  arithmetic works for simulated ranks on the CPU.
+* ``stage_state``: int32 ``[2]`` = ``[NEXT, ACTIVE]``, starts ``[0, 0]``.
+* ``error``: int32 ``[1]``, set to 1 by a bounded spin that timed out (debug mode).
+
+Pieces:
+
+* :func:`lamport_publish_generation` (publish prologue, after ``gdc_wait``): reads
+  ``g = NEXT``; the program that passes ``is_writer`` stores ``ACTIVE = g``.
+* :func:`lamport_publish_fragment`: stores a BF16 fragment of one token's contribution
+  (-0.0 replaced by +0.0) into ``mailbox_p[g][rank][token][cols]`` of every rank p.
+* :func:`lamport_moe_finalize_fragment`: the MoE finalize contribution of one token's
+  columns as BF16 (spec formula, k order; launch the kernel with
+  ``enable_fp_fusion=False`` so each product is rounded to fp32 before its add).
+* :func:`lamport_consumer_generation` (consumer, after ``gdc_wait``): returns
+  ``g = ACTIVE``; the program with ``is_token0`` stores ``NEXT = (g + 1) % 3``. Only
+  consumers write NEXT, only publishes write ACTIVE, so the two never race.
+* :func:`lamport_collect`: for one token and a column block (any shape; ``mask`` marks
+  real lanes), spins on volatile loads of ``mailbox_self[g][p][token][cols]`` for
+  p = 0..TP-1 until no BF16 lane is 0x8000, re-arms what it read, and returns the fp32
+  rank sum ``(((0 + f32(x_0)) + f32(x_1)) + ...)`` in rank order. ``SPIN_LIMIT`` > 0
+  bounds each wait to that many re-loads; on timeout it stores 1 into ``error_ptr``
+  and continues with whatever it read (the host checks the flag and raises).
+
+A consumer kernel is: loads independent of peers -> ``gdc_wait`` ->
+:func:`lamport_consumer_generation` -> :func:`lamport_collect` per column block ->
+epilogue. Under PDL every program stores only after ``gdc_wait`` (its output buffers may
+reuse memory the previous kernel still reads). This module has the publish kernel (plain
+contribution or MoE finalize; grid ``(M, column blocks)``) and one consumer kernel (grid:
+one program per token holding the whole row, plus one program that zeroes the swizzled
+padding scale rows) with the epilogues (c) all-reduce, (b) residual + RMSNorm and
+(a) residual + Gemma RMSNorm + MXFP8, selected by a constexpr.
+
+Bytes moved per token row of hidden H: publish reads 2H (plain) or 2H(top_k + 1)
+(finalize) and writes 2H x TP (one copy per peer); the consumer reads 2H x TP (own
+mailbox) + 2H (residual), re-arms 2H x TP, and writes its outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
+
+#: Generations in the mailbox rotation.
+GENERATIONS = 3
+#: int16 bits of the sentinel (BF16 -0.0, 0x8000).
+SENTINEL_BITS = -32768
+# The compiler only lets jit code read globals that are constexpr.
+_SENTINEL = tl.constexpr(SENTINEL_BITS)
+
+# Consumer epilogues (constexpr EPILOGUE).
+EPILOGUE_ALL_REDUCE = 0  # (c) out = bf16(acc)
+EPILOGUE_RMS_NORM = 1  # (b) residual_out = bf16(acc + residual); out = bf16(rmsnorm)
+EPILOGUE_RMS_NORM_MXFP8 = 2  # (a) as (b), normed -> MXFP8 (optional BF16 normed)
+
+
+# ---------------------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------------------
+@triton.jit
+def lamport_slot(g, p, token, capacity, hidden, TP: tl.constexpr):
+    """Element offset (int64) of row ``[g][p][token]`` in a ``[3, TP, capacity, hidden]`` mailbox."""
+    return ((g.to(tl.int64) * TP + p) * capacity + token) * hidden
+
+
+@triton.jit
+def lamport_positive_zero(x):
+    """BF16 x with every -0.0 lane replaced by +0.0 (a real -0.0 must not read as the sentinel)."""
+    bits = x.to(tl.int16, bitcast=True)
+    return tl.where(bits == _SENTINEL, 0, bits).to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def lamport_publish_generation(stage_state_ptr, is_writer):
+    """Publish prologue: ``g = stage_state[NEXT]``; the ``is_writer`` program stores ``ACTIVE = g``."""
+    g = tl.load(stage_state_ptr)
+    if is_writer:
+        tl.store(stage_state_ptr + 1, g)
+    return g
+
+
+@triton.jit
+def lamport_publish_fragment(
+    mailbox_ptr,  # bf16, this rank's mailbox [3, TP, capacity, hidden]
+    peer_offsets_ptr,  # int64 [TP]: element offset of each rank's mailbox from mailbox_ptr
+    g,  # generation from lamport_publish_generation
+    rank,  # this rank's index (the p-slot it writes in every mailbox)
+    token,
+    cols,  # column indices of the fragment (any shape)
+    mask,  # real lanes of cols
+    frag,  # bf16 values, cols' shape
+    capacity,
+    hidden,
+    TP: tl.constexpr,
+):
+    """Store ``frag`` (after -0.0 -> +0.0) into ``mailbox_p[g][rank][token][cols]`` of every rank p."""
+    frag = lamport_positive_zero(frag)
+    offs = lamport_slot(g, rank, token, capacity, hidden, TP) + cols
+    for p in tl.static_range(TP):
+        peer = tl.load(peer_offsets_ptr + p)
+        tl.store(mailbox_ptr + peer + offs, frag, mask=mask)
+
+
+@triton.jit
+def lamport_moe_finalize_fragment(
+    gemm2_ptr,  # bf16 [rows, hidden], permuted expert GEMM2 output
+    weights_ptr,  # fp32 or bf16 [M, TOP_K]
+    idx_ptr,  # int32 [M, TOP_K] expanded -> permuted row, -1 = expert not on this rank
+    shared_ptr,  # bf16 [M, hidden]
+    token,
+    cols,
+    mask,
+    hidden,
+    TOP_K: tl.constexpr,
+):
+    """BF16 contribution of ``token``'s columns: bf16(sum_k f32(row_k) * f32(w_k) + f32(shared)).
+
+    Products are separate from their adds only when the kernel is launched with
+    ``enable_fp_fusion=False``; skipped experts (idx < 0) are left out entirely, so an
+    inf/NaN in an unused row cannot leak in.
+    """
+    token64 = token.to(tl.int64)
+    acc = tl.zeros(cols.shape, tl.float32)
+    for k in tl.static_range(TOP_K):
+        row = tl.load(idx_ptr + token64 * TOP_K + k)
+        w = tl.load(weights_ptr + token64 * TOP_K + k).to(tl.float32)
+        x = tl.load(gemm2_ptr + row.to(tl.int64) * hidden + cols, mask=mask & (row >= 0), other=0.0)
+        acc = tl.where(row >= 0, acc + x.to(tl.float32) * w, acc)
+    shared = tl.load(shared_ptr + token64 * hidden + cols, mask=mask, other=0.0)
+    acc = acc + shared.to(tl.float32)
+    return to_bf16_rne(acc)
+
+
+@triton.jit
+def lamport_consumer_generation(stage_state_ptr, is_token0):
+    """Consumer prologue: ``g = stage_state[ACTIVE]``; token 0's program stores ``NEXT = (g + 1) % 3``."""
+    g = tl.load(stage_state_ptr + 1)
+    if is_token0:
+        tl.store(stage_state_ptr, (g + 1) % 3)
+    return g
+
+
+@triton.jit
+def lamport_collect(
+    mailbox_ptr,  # bf16, this rank's own mailbox [3, TP, capacity, hidden]
+    g,  # generation from lamport_consumer_generation
+    token,
+    cols,  # column indices (any shape)
+    mask,  # real lanes of cols
+    capacity,
+    hidden,
+    error_ptr,  # int32 [1]: set to 1 when a bounded spin times out
+    TP: tl.constexpr,
+    SPIN_LIMIT: tl.constexpr,  # 0: spin until the data lands; > 0: re-loads per rank before timeout
+):
+    """Wait for every rank's fragment of ``token``/``cols``, re-arm it, return the fp32 rank-order sum."""
+    acc = tl.zeros(cols.shape, tl.float32)
+    for p in tl.static_range(TP):
+        ptrs = mailbox_ptr + lamport_slot(g, p, token, capacity, hidden, TP) + cols
+        x = tl.load(ptrs, mask=mask, other=0.0, volatile=True)
+        pending = tl.max(((x.to(tl.int16, bitcast=True) == _SENTINEL) & mask).to(tl.int32))
+        spins = pending * 0  # int32 scalar, the type the loop carries
+        while pending != 0:
+            x = tl.load(ptrs, mask=mask, other=0.0, volatile=True)
+            pending = tl.max(((x.to(tl.int16, bitcast=True) == _SENTINEL) & mask).to(tl.int32))
+            if SPIN_LIMIT > 0:
+                spins += 1
+                if spins >= SPIN_LIMIT:
+                    tl.store(error_ptr, 1)
+                    pending = pending * 0
+        acc = acc + x.to(tl.float32)
+        # Re-arm right after the read: nothing reads this slot again before the
+        # generation comes back round (three calls later).
+        tl.store(ptrs, tl.full(cols.shape, _SENTINEL, tl.int16).to(tl.bfloat16, bitcast=True), mask=mask)
+    return acc
+
+
+# ---------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------
+@triton.jit
+def lamport_publish_kernel(
+    # inputs: x [M, hidden] bf16 (plain), or the MoE finalize operands
+    x_ptr,
+    gemm2_ptr,
+    weights_ptr,
+    idx_ptr,
+    # Lamport state of this rank
+    mailbox_ptr,
+    peer_offsets_ptr,
+    stage_state_ptr,
+    # sizes
+    capacity,
+    hidden,
+    rank,
+    # constexprs
+    TP: tl.constexpr,
+    FINALIZE: tl.constexpr,  # x is shared_output and the routed rows are added first
+    TOP_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
+    token = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < hidden
+    if USE_PDL:
+        # The contribution comes from the previous kernel; let the consumer start its
+        # independent loads as soon as this grid is resident.
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    g = lamport_publish_generation(stage_state_ptr, (token == 0) & (tl.program_id(1) == 0))
+    if FINALIZE:
+        frag = lamport_moe_finalize_fragment(gemm2_ptr, weights_ptr, idx_ptr, x_ptr, token, cols, mask, hidden, TOP_K)
+    else:
+        frag = tl.load(x_ptr + token.to(tl.int64) * hidden + cols, mask=mask, other=0.0)
+    lamport_publish_fragment(mailbox_ptr, peer_offsets_ptr, g, rank, token, cols, mask, frag, capacity, hidden, TP)
+
+
+@triton.jit
+def lamport_consumer_kernel(
+    # Lamport state of this rank
+    mailbox_ptr,
+    stage_state_ptr,
+    error_ptr,
+    # epilogue inputs
+    residual_ptr,  # bf16 [M, hidden] (RMS norm epilogues)
+    weight_ptr,  # bf16 [hidden] (RMS norm epilogues)
+    # outputs
+    out_ptr,  # bf16 [M, hidden]: the sum (all-reduce) or normed (RMS norm epilogues; optional for MXFP8)
+    residual_out_ptr,  # bf16 [M, hidden]
+    values_ptr,  # uint8 view of e4m3 [M, hidden]
+    scales_ptr,  # uint8, 128x4 swizzled, padding rows zero
+    # sizes
+    M,
+    capacity,
+    hidden,
+    eps,
+    # constexprs
+    TP: tl.constexpr,
+    EPILOGUE: tl.constexpr,
+    GEMMA: tl.constexpr,  # weight is applied as (1 + w)
+    STORE_NORMED: tl.constexpr,  # MXFP8 epilogue also writes BF16 normed into out_ptr
+    SPIN_LIMIT: tl.constexpr,
+    BLOCK_H: tl.constexpr,  # next power of two >= hidden: one program holds a whole row
+    USE_PDL: tl.constexpr,
+):
+    token = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_H)
+    mask = cols < hidden
+    row = token.to(tl.int64) * hidden
+    if token < M:
+        if EPILOGUE != 0:
+            # Independent of the peers: fetched before waiting on the publish.
+            res = tl.load(residual_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            if GEMMA:
+                w = w + 1.0
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()
+        g = lamport_consumer_generation(stage_state_ptr, token == 0)
+        acc = lamport_collect(mailbox_ptr, g, token, cols, mask, capacity, hidden, error_ptr, TP, SPIN_LIMIT)
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+        if EPILOGUE == 0:
+            tl.store(out_ptr + row + cols, to_bf16_rne(acc), mask=mask)
+        else:
+            prenorm = round_bf16(acc + res)
+            tl.store(residual_out_ptr + row + cols, to_bf16_rne(prenorm), mask=mask)
+            inv_rms = tl.math.rsqrt(tl.sum(prenorm * prenorm) / hidden + eps)
+            normed = round_bf16(prenorm * inv_rms * w)
+            if EPILOGUE == 1 or STORE_NORMED:
+                tl.store(out_ptr + row + cols, to_bf16_rne(normed), mask=mask)
+            if EPILOGUE == 2:
+                # hidden is a multiple of 128: no padding scale columns.
+                scols = tl.arange(0, BLOCK_H // 32)
+                s_offs = swizzled_scale_offset(token, scols, hidden // 32)
+                values, scales = mxfp8_quantize_tile(tl.reshape(normed, (1, BLOCK_H)), 1, BLOCK_H)
+                tl.store(values_ptr + row + cols, tl.reshape(values, (BLOCK_H,)), mask=mask)
+                tl.store(scales_ptr + s_offs, tl.reshape(scales, (BLOCK_H // 32,)), mask=scols < hidden // 32)
+    else:
+        if EPILOGUE == 2:
+            if USE_PDL:
+                # scales may reuse memory that the previous kernel still reads.
+                tl.extra.cuda.gdc_wait()
+            # One extra program zeroes the scales of the swizzled padding rows M..M_pad-1.
+            # (Names differ from the other branch: the compiler merges same-named variables.)
+            pad_rows = (M // 128) * 128 + tl.arange(0, 128)
+            pad_cols = tl.arange(0, BLOCK_H // 32)
+            pad_offs = swizzled_scale_offset(pad_rows[:, None], pad_cols[None, :], hidden // 32)
+            pad_mask = (pad_rows[:, None] >= M) & (pad_cols[None, :] < hidden // 32)
+            tl.store(scales_ptr + pad_offs, tl.zeros((128, BLOCK_H // 32), tl.uint8), mask=pad_mask)
+
+
+# ---------------------------------------------------------------------------------------
+# Launchers (inputs validated by seam.ops.allreduce)
+# ---------------------------------------------------------------------------------------
+def _publish_block(hidden: int) -> tuple[int, int]:
+    block_n = min(triton.next_power_of_2(hidden), 1024)
+    return block_n, 4
+
+
+def launch_lamport_publish(
+    m: int,
+    x: torch.Tensor,
+    mailbox: torch.Tensor,
+    peer_offsets: torch.Tensor,
+    stage_state: torch.Tensor,
+    rank: int,
+    *,
+    gemm2: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
+    idx: torch.Tensor | None = None,
+    use_pdl: bool = False,
+) -> None:
+    """Publish M rows: ``x`` is the contribution, or ``shared_output`` when gemm2/weights/idx are given."""
+    _, tp, capacity, hidden = mailbox.shape
+    finalize = gemm2 is not None
+    top_k = weights.shape[1] if finalize else 1
+    block_n, num_warps = _publish_block(hidden)
+    grid = (m, triton.cdiv(hidden, block_n))
+    lamport_publish_kernel[grid](
+        x,
+        gemm2 if finalize else x,
+        weights if finalize else x,
+        idx if finalize else x,
+        mailbox,
+        peer_offsets,
+        stage_state,
+        capacity,
+        hidden,
+        rank,
+        TP=tp,
+        FINALIZE=finalize,
+        TOP_K=top_k,
+        BLOCK_N=block_n,
+        USE_PDL=use_pdl,
+        num_warps=num_warps,
+        enable_fp_fusion=False,
+        launch_pdl=use_pdl,
+    )
+
+
+def launch_lamport_consumer(
+    m: int,
+    epilogue: int,
+    mailbox: torch.Tensor,
+    stage_state: torch.Tensor,
+    error: torch.Tensor,
+    *,
+    residual: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    eps: float = 0.0,
+    gemma: bool = False,
+    out: torch.Tensor | None = None,
+    residual_out: torch.Tensor | None = None,
+    values: torch.Tensor | None = None,
+    scales: torch.Tensor | None = None,
+    spin_limit: int = 0,
+    use_pdl: bool = False,
+) -> None:
+    """Collect M rows from this rank's mailbox and run ``epilogue`` (EPILOGUE_* constant)."""
+    _, tp, capacity, hidden = mailbox.shape
+    block_h = triton.next_power_of_2(hidden)
+    # MXFP8: one extra program zeroes the padding scale rows when M is not a multiple of 128.
+    rows = m + (1 if epilogue == EPILOGUE_RMS_NORM_MXFP8 and m % 128 else 0)
+    dummy = mailbox
+    num_warps = max(4, min(16, block_h // 512))
+    lamport_consumer_kernel[(rows,)](
+        mailbox,
+        stage_state,
+        error,
+        residual if residual is not None else dummy,
+        weight if weight is not None else dummy,
+        out if out is not None else dummy,
+        residual_out if residual_out is not None else dummy,
+        values.view(torch.uint8) if values is not None else dummy,
+        scales if scales is not None else dummy,
+        m,
+        capacity,
+        hidden,
+        eps,
+        TP=tp,
+        EPILOGUE=epilogue,
+        GEMMA=gemma,
+        STORE_NORMED=out is not None,
+        SPIN_LIMIT=spin_limit,
+        BLOCK_H=block_h,
+        USE_PDL=use_pdl,
+        num_warps=num_warps,
+        launch_pdl=use_pdl,
+    )
