@@ -53,6 +53,13 @@ def bytes_moved(m: int, hidden: int, hc: int, tp: int) -> int:
     return publish + consumer + mixes
 
 
+def standalone_bytes(m: int, hidden: int, hc: int) -> int:
+    """HBM bytes of one fused non-TP call: x, streams and mixes read; streams, layer input, MXFP8 written."""
+    row = 2 * hidden
+    per_token = row + 2 * hc * row + row + hidden + 4 * (2 * hc + hc * hc)
+    return m * per_token + row + seam.mxfp8_scale_numel(m, hidden)
+
+
 def _inputs(m: int, dev: torch.device):
     g = torch.Generator().manual_seed(m)
     res = torch.randn(m, HC, HIDDEN, generator=g).bfloat16()
@@ -114,6 +121,7 @@ def run(console) -> list[dict]:
             "unfused compile": _time(lambda: compiled(xs[0], res, post, comb, pre, w, EPS)),
         }
         gbs = bytes_moved(m, HIDDEN, HC, TP) * TP / (t["fused TP"] * 1e-6) / 1e9
+        gbs_one = standalone_bytes(m, HIDDEN, HC) / (t["fused"] * 1e-6) / 1e9
         rows.append({
             "op": "allreduce_mhc", "TP": TP, "M": m, "hidden": HIDDEN, "hc": HC,
             **{f"{k} us": v for k, v in t.items()},
@@ -121,10 +129,13 @@ def run(console) -> list[dict]:
             "speedup TP": t["unfused TP"] / t["fused TP"],
             "fused/compile": t["fused"] / t["unfused compile"],
             "GB/s TP": gbs,
+            "GB/s": gbs_one,
         })
-    table = Table(title=f"mHC boundary, hidden {HIDDEN}, hc {HC}; simulated TP {TP} on one GPU (us per call, all ranks)")
+    table = Table(
+        title=f"mHC boundary, hidden {HIDDEN}, hc {HC}; simulated TP {TP} on one GPU (us per call, all ranks)"
+    )
     cols = ["M", "fused TP us", "fused TP us/rank", "unfused TP us", "speedup TP", "GB/s TP",
-            "fused us", "unfused eager us", "unfused compile us", "fused/compile"]
+            "fused us", "GB/s", "unfused eager us", "unfused compile us", "fused/compile"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:

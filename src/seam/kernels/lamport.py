@@ -53,7 +53,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
+from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne, to_f32
 
 #: Generations in the mailbox rotation.
 GENERATIONS = 3
@@ -137,11 +137,11 @@ def lamport_moe_finalize_fragment(
     acc = tl.zeros(cols.shape, tl.float32)
     for k in tl.static_range(TOP_K):
         row = tl.load(idx_ptr + token64 * TOP_K + k)
-        w = tl.load(weights_ptr + token64 * TOP_K + k).to(tl.float32)
+        w = to_f32(tl.load(weights_ptr + token64 * TOP_K + k))
         x = tl.load(gemm2_ptr + row.to(tl.int64) * hidden + cols, mask=mask & (row >= 0), other=0.0)
-        acc = tl.where(row >= 0, acc + x.to(tl.float32) * w, acc)
+        acc = tl.where(row >= 0, acc + to_f32(x) * w, acc)
     shared = tl.load(shared_ptr + token64 * hidden + cols, mask=mask, other=0.0)
-    acc = acc + shared.to(tl.float32)
+    acc = acc + to_f32(shared)
     return to_bf16_rne(acc)
 
 
@@ -182,7 +182,7 @@ def lamport_collect(
                 if spins >= SPIN_LIMIT:
                     tl.store(error_ptr, 1)
                     pending = pending * 0
-        acc = acc + x.to(tl.float32)
+        acc = acc + to_f32(x)
         # Re-arm right after the read: nothing reads this slot again before the
         # generation comes back round (three calls later).
         tl.store(ptrs, tl.full(cols.shape, _SENTINEL, tl.int16).to(tl.bfloat16, bitcast=True), mask=mask)
@@ -265,8 +265,8 @@ def lamport_consumer_kernel(
     if token < M:
         if EPILOGUE != 0:
             # Independent of the peers: fetched before waiting on the publish.
-            res = tl.load(residual_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            res = to_f32(tl.load(residual_ptr + row + cols, mask=mask, other=0.0))
+            w = to_f32(tl.load(weight_ptr + cols, mask=mask, other=0.0))
             if GEMMA:
                 w = w + 1.0
         if USE_PDL:

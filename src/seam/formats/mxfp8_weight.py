@@ -1,0 +1,63 @@
+"""MXFP8Weight: a linear layer's weight as MXFP8 (``shared/spec/mxfp8.md``), the B operand of seam's GEMMs.
+
+E4M3 values [N, K] K-major (row n holds output feature n's K inputs), one UE8M0 scale
+per 32 consecutive K elements in the 128x4-swizzled layout (rows = N), padding zero.
+Pure PyTorch: the quantization runs the reference quantizer on whatever device ``w``
+lives on (a one-time, load-time cost).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from seam.formats.mxfp8 import mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
+
+
+@dataclasses.dataclass(frozen=True)
+class MXFP8Weight:
+    """MXFP8 weight record.
+
+    Attributes:
+        values: float8_e4m3fn [N, K], contiguous (K-major).
+        scales: uint8 flat ``[mxfp8_scale_numel(N, K)]``, 128x4-swizzled, padding zero.
+    """
+
+    values: torch.Tensor
+    scales: torch.Tensor
+
+    def __post_init__(self) -> None:
+        v, s = self.values, self.scales
+        if not isinstance(v, torch.Tensor) or v.dtype != torch.float8_e4m3fn or v.dim() != 2:
+            raise TypeError(f"values must be a float8_e4m3fn [N, K] tensor, got {getattr(v, 'dtype', type(v))}")
+        if not v.is_contiguous():
+            raise ValueError(f"values must be contiguous (K-major), got strides {v.stride()}")
+        n, k = v.shape
+        if k <= 0 or k % 32:
+            raise ValueError(f"K must be a positive multiple of 32, got {k}")
+        want = mxfp8_scale_numel(n, k)
+        if not isinstance(s, torch.Tensor) or s.dtype != torch.uint8 or s.numel() != want or s.dim() != 1:
+            raise ValueError(
+                f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got "
+                f"{getattr(s, 'dtype', type(s))} {list(getattr(s, 'shape', []))}"
+            )
+        if s.device != v.device:
+            raise ValueError(f"scales is on {s.device}, values on {v.device}")
+
+    @classmethod
+    def from_bf16(cls, w: torch.Tensor) -> "MXFP8Weight":
+        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``shared/spec/mxfp8.md``."""
+        if not isinstance(w, torch.Tensor) or w.dim() != 2:
+            raise ValueError(f"w must be a 2-D [N, K] tensor, got {getattr(w, 'shape', type(w))}")
+        values, scales = mxfp8_quantize_ref(w, scale_layout="swizzled")
+        return cls(values.contiguous(), scales)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(N, K)."""
+        return tuple(self.values.shape)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """``f32(e4m3) * 2^(s - 127)`` as ``dtype`` [N, K] (fp32 is exact)."""
+        return mxfp8_dequantize(self.values, self.scales, scale_layout="swizzled", dtype=dtype)

@@ -1,0 +1,171 @@
+"""Lamport consumer with the mHC epilogue (``shared/spec/lamport.md``, Consumer B).
+
+The publish side is the Lamport core's (``seam.kernels.lamport``: plain or MoE finalize
+publish). This consumer is the core's protocol with ``seam.kernels.mhc``'s epilogue:
+per token and chunk of ``BLOCK_H`` columns (hidden 5120: one chunk at hc 1 and 2, two at
+hc 4, three at hc 8), :func:`lamport_collect` spins until every rank's fragment is in this rank's
+mailbox, re-arms it and returns the rank-order fp32 sum; ``reduced = bf16(sum)`` then
+feeds the post-mix, and the collapse is normalized (+MXFP8) as in the standalone kernel.
+post/pre are loaded before the PDL wait and each chunk's residual streams before its
+spin, so those loads overlap the wait for the peers.
+
+Bytes per token row of hidden H: 2H x TP mailbox read and re-armed, 2H x hc residual
+read, 2H x hc residual_out written, 2H layer_input (+ H + H/32 MXFP8) written.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from seam import runtime
+from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
+from seam.kernels.numerics import round_bf16
+from seam.kernels.mhc import (
+    block_h,
+    mhc_inv_rms,
+    mhc_load_mixes,
+    mhc_load_streams,
+    mhc_mix_chunk,
+    mhc_norm_chunk,
+    mhc_rms_norm_row,
+    mxfp8_zero_scale_padding,
+    num_warps_for,
+)
+from seam.kernels.numerics import to_bf16_rne
+
+
+@triton.jit
+def lamport_mhc_consumer_kernel(
+    # Lamport state of this rank
+    mailbox_ptr,  # bf16 [3, TP, capacity, H], this rank's own mailbox
+    stage_state_ptr,  # int32 [NEXT, ACTIVE]
+    error_ptr,  # int32 [1] timeout flag of the bounded spin
+    # mHC inputs
+    residual_ptr,  # bf16 [M, HC, H]
+    post_ptr,  # fp32 [M, HC]
+    comb_ptr,  # fp32 [M, HC, HC], [source, target]
+    pre_ptr,  # fp32 [M, HC] or None (residual only)
+    weight_ptr,  # bf16 [H] or None (residual only)
+    # outputs
+    residual_out_ptr,  # bf16 [M, HC, H]
+    layer_input_ptr,  # bf16 [M, H] or None (residual only)
+    values_ptr,  # uint8 [M, H] or None (no MXFP8)
+    scales_ptr,  # uint8 swizzled [mxfp8_scale_numel(M, H)] or None
+    # sizes and scalars
+    M,
+    capacity,
+    eps,
+    # constexprs
+    H: tl.constexpr,
+    HC: tl.constexpr,
+    TP: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    WRITE_LAYER_INPUT: tl.constexpr,
+    QUANTIZE: tl.constexpr,
+    SCALE_BLOCK: tl.constexpr,
+    SPIN_LIMIT: tl.constexpr,  # 0: spin until the data lands; > 0: bounded (debug)
+    USE_PDL: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    row = pid.to(tl.int64)
+    # Independent of the peers, so fetched before waiting on the publish (lamport.md consumer step 1):
+    # by the time the publish grid lets this one start, it has passed its own wait on the grids
+    # that produced the residual streams and mixes.
+    post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+    g = lamport_consumer_generation(stage_state_ptr, pid == 0)
+    if H <= BLOCK_H:
+        # One chunk: the collapse stays in registers between the mix and the norm.
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < H
+        # Issued before the spin, so the stream loads overlap the wait for the peers.
+        streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
+        acc = lamport_collect(mailbox_ptr, g, pid, cols, mask, capacity, H, error_ptr, TP, SPIN_LIMIT)
+        # The all-reduced output is BF16 (as the unfused all-reduce returns it) before the mix.
+        collapse = mhc_mix_chunk(
+            round_bf16(acc), streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC,
+            WRITE_LAYER_INPUT,
+        )
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+        if WRITE_LAYER_INPUT:
+            inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
+            mhc_norm_chunk(
+                collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
+            )
+    else:
+        sumsq = tl.zeros((BLOCK_H,), tl.float32)
+        for col0 in range(0, H, BLOCK_H):
+            cols = col0 + tl.arange(0, BLOCK_H)
+            mask = cols < H
+            streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
+            acc = lamport_collect(mailbox_ptr, g, pid, cols, mask, capacity, H, error_ptr, TP, SPIN_LIMIT)
+            collapse = mhc_mix_chunk(
+                round_bf16(acc), streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC,
+                WRITE_LAYER_INPUT,
+            )
+            if WRITE_LAYER_INPUT:
+                sumsq += collapse * collapse
+                tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+        if WRITE_LAYER_INPUT:
+            mhc_rms_norm_row(sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE)
+    if QUANTIZE:
+        mxfp8_zero_scale_padding(scales_ptr, M, pid, tl.num_programs(0), H // 32, SCALE_BLOCK)
+
+
+def launch_lamport_mhc_consumer(
+    mailbox: torch.Tensor,
+    stage_state: torch.Tensor,
+    error: torch.Tensor,
+    residual: torch.Tensor,
+    post: torch.Tensor,
+    comb: torch.Tensor,
+    pre: torch.Tensor | None,
+    norm_weight: torch.Tensor | None,
+    norm_eps: float,
+    residual_out: torch.Tensor,
+    layer_input: torch.Tensor | None,
+    values: torch.Tensor | None,
+    scales: torch.Tensor | None,
+    spin_limit: int = 0,
+) -> None:
+    """Collect M = residual.shape[0] tokens from ``mailbox`` and run the mHC epilogue (validated inputs)."""
+    _, tp, capacity, hidden = mailbox.shape
+    m, hc, _ = residual.shape
+    block = block_h(hidden, hc)
+    quantize = values is not None
+    use_pdl = runtime.supports_pdl(residual.device)
+    lamport_mhc_consumer_kernel[(m,)](
+        mailbox,
+        stage_state,
+        error,
+        residual,
+        post,
+        comb,
+        pre,
+        norm_weight,
+        residual_out,
+        layer_input,
+        values.view(torch.uint8) if quantize else None,
+        scales,
+        m,
+        capacity,
+        norm_eps,
+        H=hidden,
+        HC=hc,
+        TP=tp,
+        BLOCK_H=block,
+        WRITE_LAYER_INPUT=pre is not None,
+        QUANTIZE=quantize,
+        SCALE_BLOCK=triton.next_power_of_2(hidden // 32),
+        SPIN_LIMIT=spin_limit,
+        USE_PDL=use_pdl,
+        num_warps=num_warps_for(hc, block),
+        enable_fp_fusion=False,
+        launch_pdl=use_pdl,
+    )

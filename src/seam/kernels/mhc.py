@@ -1,0 +1,375 @@
+"""mHC post-mix + collapse + RMSNorm (+MXFP8): the epilogue of Consumer B (``shared/spec/lamport.md``).
+
+Per token (row) of an already-reduced BF16 input ``reduced [M, hidden]``:
+
+    mixed_j   = f32(reduced) * post[j] + sum_i f32(residual[i]) * comb[i, j]    (i in order)
+    new_res_j = bf16(mixed_j)                                  -> residual_out [M, hc, hidden]
+    collapse  = bf16(sum_j f32(new_res_j) * pre[j])            (j in order, from +0.0)
+    normed    = bf16(f32(collapse) * rsqrt(sum(collapse^2) / hidden + eps) * f32(w))
+    values, scales = MXFP8(normed), swizzled 128x4, padding scale rows zero   (optional)
+
+Bytes per row: (hc + 1) * 2 * hidden read, hc * 2 * hidden + 2 * hidden (+ hidden + hidden/32)
+written. The RMS needs the whole row before any normed element, so one program owns a
+row. When the row's [hc, hidden] fp32 tile fits the registers it is one chunk and the
+collapse stays in registers; otherwise the program walks the row in chunks of ``BLOCK_H``
+columns twice: pass 1 mixes, stores the new streams and parks the BF16 collapse in the
+``layer_input`` row (its final home, so the round trip stays in L2 and costs no extra
+buffer), pass 2 normalizes it in place and quantizes. post/pre are loaded once per row,
+the streams of a chunk as one [hc, BLOCK_H] tile (:func:`take_row` picks a source out of
+it bit for bit), so the Lamport consumer can issue them before it waits on its peers.
+The ``@triton.jit`` helpers below are shared with the Lamport consumer
+(``seam.kernels.lamport_mhc``), which feeds pass 1 from the mailbox instead of memory.
+
+Rounding points sit between every product and its add, so launches pass
+``enable_fp_fusion=False``; all fp32 -> BF16/E4M3 roundings go through ``numerics``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from seam import runtime
+from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
+
+# Scale rows zeroed per store in the padding loop (a [PAD_ROWS, scale columns] uint8 tile).
+PAD_ROWS = tl.constexpr(16)
+
+
+@triton.jit
+def take_row(tile, idx, i):
+    """Row ``i`` of a 2-D fp32 tile, bit for bit (sign of zero and NaN payload kept).
+
+    An integer sum of the row's bits and zeros: exact in any reduction order, where a
+    float sum would turn -0.0 into +0.0. For the [HC, BLOCK_H] tiles here Triton keeps the
+    HC rows of a column in one thread, so the sum is in-thread (no barrier; checked in the
+    sm_90 TTGIR).
+    """
+    bits = tl.where(idx[:, None] == i, tile.to(tl.int32, bitcast=True), 0)
+    return tl.sum(bits, axis=0).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def mhc_load_mixes(
+    post_ptr,  # fp32 [M, HC]
+    pre_ptr,  # fp32 [M, HC] (read only when WRITE_LAYER_INPUT)
+    row,  # int64 token index
+    HC: tl.constexpr,
+    WRITE_LAYER_INPUT: tl.constexpr,
+):
+    """(post [HC], pre [HC]) of one token; pre = post when unused.
+
+    comb is read per source inside :func:`mhc_mix_chunk` instead: picking a column out of
+    an [HC, HC] tile would be a cross-thread reduction (a barrier) per source and chunk,
+    while the direct [HC] loads hit L1 after the first chunk.
+    """
+    idx = tl.arange(0, HC)
+    post = tl.load(post_ptr + row * HC + idx)
+    if WRITE_LAYER_INPUT:
+        pre = tl.load(pre_ptr + row * HC + idx)
+    else:
+        pre = post
+    return post, pre
+
+
+@triton.jit
+def mhc_load_streams(
+    residual_ptr,  # bf16 [M, HC, H]
+    row,  # int64
+    cols,  # int32 [BLOCK_H] column indices of this chunk
+    mask,  # cols < H
+    H: tl.constexpr,
+    HC: tl.constexpr,
+):
+    """The chunk of every residual stream as fp32 [HC, BLOCK_H] (masked lanes 0)."""
+    idx = tl.arange(0, HC)
+    ptrs = residual_ptr + row * (HC * H) + idx[:, None] * H + cols[None, :]
+    return bf16_to_f32(tl.load(ptrs, mask=mask[None, :], other=0.0))
+
+
+@triton.jit
+def mhc_mix_chunk(
+    reduced,  # fp32 [BLOCK_H] holding BF16 values: the all-reduced sublayer output
+    streams,  # fp32 [HC, BLOCK_H] from mhc_load_streams
+    post,  # fp32 [HC]
+    comb_ptr,  # fp32 [M, HC, HC], [source, target]
+    pre,  # fp32 [HC] (unused unless WRITE_LAYER_INPUT)
+    residual_out_ptr,  # bf16 [M, HC, H]
+    row,  # int64 token index
+    cols,  # int32 [BLOCK_H]
+    mask,  # cols < H
+    H: tl.constexpr,
+    HC: tl.constexpr,
+    WRITE_LAYER_INPUT: tl.constexpr,
+):
+    """Post-mix one chunk of a row, store the new streams; return the BF16-valued collapse (fp32).
+
+    Returns zeros when not WRITE_LAYER_INPUT (the residual-only variant has no collapse);
+    masked lanes give collapse 0.
+    """
+    idx = tl.arange(0, HC)
+    # Tile [target j, column]: the post term first, then sources i in order, each product
+    # rounded to fp32 before its add (enable_fp_fusion=False at launch).
+    mixed = reduced[None, :] * post[:, None]
+    for i in tl.static_range(HC):
+        comb_i = tl.load(comb_ptr + row * (HC * HC) + i * HC + idx)
+        mixed = mixed + take_row(streams, idx, i)[None, :] * comb_i[:, None]
+    new_res = to_bf16_rne(mixed)
+    tl.store(residual_out_ptr + row * (HC * H) + idx[:, None] * H + cols[None, :], new_res, mask=mask[None, :])
+
+    collapse = tl.zeros_like(reduced)
+    if WRITE_LAYER_INPUT:
+        prod = bf16_to_f32(new_res) * pre[:, None]
+        for j in tl.static_range(HC):
+            collapse = collapse + take_row(prod, idx, j)
+        collapse = round_bf16(collapse)
+    return collapse
+
+
+@triton.jit
+def mhc_norm_chunk(
+    collapse,  # fp32 [BLOCK_H] holding BF16 values
+    inv_rms,  # fp32 scalar
+    weight_ptr,  # bf16 [H] RMSNorm weight (plain)
+    layer_input_ptr,  # bf16 [M, H]
+    values_ptr,  # uint8 [M, H] (E4M3 bits), used when QUANTIZE
+    scales_ptr,  # uint8 swizzled scales, used when QUANTIZE
+    row,  # int64
+    col0,  # first column of the chunk (a multiple of BLOCK_H)
+    H: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    QUANTIZE: tl.constexpr,
+):
+    """normed = bf16(collapse * inv_rms * w) for one chunk; store it (and its MXFP8 blocks)."""
+    cols = col0 + tl.arange(0, BLOCK_H)
+    mask = cols < H
+    w = bf16_to_f32(tl.load(weight_ptr + cols, mask=mask, other=0.0))
+    normed = to_bf16_rne(collapse * inv_rms * w)
+    tl.store(layer_input_ptr + row * H + cols, normed, mask=mask)
+    if QUANTIZE:
+        values, scales = mxfp8_quantize_tile(bf16_to_f32(normed)[None, :], 1, BLOCK_H)
+        tl.store(values_ptr + row * H + cols[None, :], values, mask=mask[None, :])
+        scols = col0 // 32 + tl.arange(0, BLOCK_H // 32)
+        # H % 128 == 0: the scale columns need no padding (P = H / 32), and chunk edges
+        # are multiples of 128, so a 32-block is wholly inside or outside the row.
+        tl.store(
+            scales_ptr + swizzled_scale_offset(row, scols, H // 32)[None, :], scales, mask=(scols < H // 32)[None, :]
+        )
+
+
+@triton.jit
+def mxfp8_zero_scale_padding(
+    scales_ptr,  # uint8 swizzled scales of M rows
+    M,
+    pid,  # this program's index among num_programs
+    num_programs,
+    SCALE_COLS: tl.constexpr,  # H // 32, a multiple of 4
+    SCALE_BLOCK: tl.constexpr,  # next power of two >= SCALE_COLS
+):
+    """Zero the swizzled scale bytes of padding rows [M, ceil(M/128)*128), spread over the grid."""
+    m_pad = (M + 127) // 128 * 128
+    r_off = tl.arange(0, PAD_ROWS)
+    s = tl.arange(0, SCALE_BLOCK)
+    zeros = tl.zeros((PAD_ROWS, SCALE_BLOCK), tl.uint8)
+    start = M + pid * PAD_ROWS
+    while start < m_pad:
+        r = start + r_off
+        mask = (r[:, None] < m_pad) & (s[None, :] < SCALE_COLS)
+        tl.store(scales_ptr + swizzled_scale_offset(r[:, None], s[None, :], SCALE_COLS), zeros, mask=mask)
+        start += num_programs * PAD_ROWS
+
+
+@triton.jit
+def mhc_inv_rms(sumsq, eps, H: tl.constexpr):
+    """rsqrt(sum(collapse^2) / H + eps) from per-lane partial sums.
+
+    A tolerance step (lamport.md: normed within 1 BF16 ulp): lane-parallel sum, the GPU's
+    approximate division and rsqrt.
+    """
+    return tl.math.rsqrt(tl.sum(sumsq, axis=0) / H + eps)
+
+
+@triton.jit
+def mhc_rms_norm_row(
+    sumsq,  # fp32 [BLOCK_H] per-lane sums of collapse^2 over the row
+    eps,
+    weight_ptr,
+    layer_input_ptr,  # bf16 [M, H], holding the row's BF16 collapse (pass 1)
+    values_ptr,
+    scales_ptr,
+    row,  # int64
+    H: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    QUANTIZE: tl.constexpr,
+):
+    """Pass 2 of a multi-chunk row: normalize the collapse parked in ``layer_input`` in place (+MXFP8)."""
+    inv_rms = mhc_inv_rms(sumsq, eps, H)
+    # Pass 1's collapse stores must be visible to every thread of the program.
+    tl.debug_barrier()
+    for col0 in range(0, H, BLOCK_H):
+        cols = col0 + tl.arange(0, BLOCK_H)
+        collapse = bf16_to_f32(tl.load(layer_input_ptr + row * H + cols, mask=cols < H, other=0.0))
+        mhc_norm_chunk(
+            collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, col0, H, BLOCK_H, QUANTIZE
+        )
+
+
+@triton.jit
+def mhc_reduced_chunk(
+    x_ptr,  # bf16 [M, H] (RANKS == 0) or [RANKS, M, H]
+    row,  # int64
+    cols,
+    mask,
+    M,
+    H: tl.constexpr,
+    RANKS: tl.constexpr,
+):
+    """The reduced input of one chunk as fp32 holding BF16 values."""
+    if RANKS == 0:
+        reduced = bf16_to_f32(tl.load(x_ptr + row * H + cols, mask=mask, other=0.0))
+    else:
+        # lamport.md consumer step 3: fp32 sum in rank order from +0.0, then BF16, so the
+        # fallback returns exactly what the Lamport consumer computes.
+        acc = tl.zeros(cols.shape, tl.float32)
+        for p in tl.static_range(RANKS):
+            acc = acc + bf16_to_f32(tl.load(x_ptr + (p * M + row) * H + cols, mask=mask, other=0.0))
+        reduced = round_bf16(acc)
+    return reduced
+
+
+@triton.jit
+def mhc_post_collapse_rms_norm_kernel(
+    # pointers
+    x_ptr,  # bf16 [M, H] all-reduced sublayer output (RANKS == 0), or [RANKS, M, H] partials
+    residual_ptr,  # bf16 [M, HC, H]
+    post_ptr,  # fp32 [M, HC]
+    comb_ptr,  # fp32 [M, HC, HC]
+    pre_ptr,  # fp32 [M, HC] or None (residual only)
+    weight_ptr,  # bf16 [H] or None (residual only)
+    residual_out_ptr,  # bf16 [M, HC, H]
+    layer_input_ptr,  # bf16 [M, H] or None (residual only)
+    values_ptr,  # uint8 [M, H] or None (no MXFP8)
+    scales_ptr,  # uint8 [mxfp8_scale_numel(M, H)] or None
+    # sizes and scalars
+    M,
+    eps,
+    # constexprs
+    H: tl.constexpr,  # hidden, a multiple of 128
+    HC: tl.constexpr,  # streams, a power of two
+    RANKS: tl.constexpr,  # 0: x is reduced; n: sum n rank partials first (the fallback after an all-gather)
+    BLOCK_H: tl.constexpr,  # chunk width, a power of two >= 128
+    WRITE_LAYER_INPUT: tl.constexpr,
+    QUANTIZE: tl.constexpr,
+    SCALE_BLOCK: tl.constexpr,  # next power of two >= H // 32 (padding-row stores)
+    USE_PDL: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    row = pid.to(tl.int64)
+    if USE_PDL:
+        # Every input may come from the previous kernel (the all-reduce, the mHC pre).
+        tl.extra.cuda.gdc_wait()
+    post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
+    if H <= BLOCK_H:
+        # One chunk: the collapse stays in registers between the mix and the norm.
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < H
+        streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
+        reduced = mhc_reduced_chunk(x_ptr, row, cols, mask, M, H, RANKS)
+        collapse = mhc_mix_chunk(
+            reduced, streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC, WRITE_LAYER_INPUT
+        )
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+        if WRITE_LAYER_INPUT:
+            inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
+            mhc_norm_chunk(
+                collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
+            )
+    else:
+        sumsq = tl.zeros((BLOCK_H,), tl.float32)
+        for col0 in range(0, H, BLOCK_H):
+            cols = col0 + tl.arange(0, BLOCK_H)
+            mask = cols < H
+            streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
+            reduced = mhc_reduced_chunk(x_ptr, row, cols, mask, M, H, RANKS)
+            collapse = mhc_mix_chunk(
+                reduced, streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC, WRITE_LAYER_INPUT
+            )
+            if WRITE_LAYER_INPUT:
+                sumsq += collapse * collapse
+                tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+        if WRITE_LAYER_INPUT:
+            mhc_rms_norm_row(sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE)
+    if QUANTIZE:
+        mxfp8_zero_scale_padding(scales_ptr, M, pid, tl.num_programs(0), H // 32, SCALE_BLOCK)
+
+
+#: Elements of the [hc, BLOCK_H] fp32 mix tile of one chunk: 32 per thread at 16 warps
+#: (sm_90 ptxas: at most 126 registers and no spills for hc 1..8 at hidden 5120). A tuning
+#: knob: smaller tiles mean more chunks, i.e. more dependent round trips per row.
+MAX_TILE = 16384
+
+
+def block_h(hidden: int, hc: int) -> int:
+    """Chunk width: the whole row when its [hc, next_pow2(hidden)] tile fits MAX_TILE, else
+    the widest power of two that does (masked tail). Fewer chunks mean fewer dependent
+    memory round trips per row, which is what a decode-size call pays for."""
+    return min(triton.next_power_of_2(hidden), MAX_TILE // hc)
+
+
+def num_warps_for(hc: int, block: int) -> int:
+    """16 warps for a full tile, fewer for small rows (at least 4, 16 fp32 per thread below 16)."""
+    return max(4, min(16, hc * block // 512))
+
+
+def launch_mhc_post_collapse_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    post: torch.Tensor,
+    comb: torch.Tensor,
+    pre: torch.Tensor | None,
+    norm_weight: torch.Tensor | None,
+    norm_eps: float,
+    residual_out: torch.Tensor,
+    layer_input: torch.Tensor | None,
+    values: torch.Tensor | None,
+    scales: torch.Tensor | None,
+) -> None:
+    """One launch of the fused epilogue on validated, contiguous inputs (M >= 1).
+
+    ``x`` is the reduced BF16 [M, hidden], or BF16 [TP, M, hidden] rank partials that the
+    kernel sums in rank order first (the fallback's all-gathered contributions).
+    """
+    m, hc, hidden = residual.shape
+    ranks = x.shape[0] if x.dim() == 3 else 0
+    block = block_h(hidden, hc)
+    quantize = values is not None
+    use_pdl = runtime.supports_pdl(residual.device)
+    mhc_post_collapse_rms_norm_kernel[(m,)](
+        x,
+        residual,
+        post,
+        comb,
+        pre,
+        norm_weight,
+        residual_out,
+        layer_input,
+        values.view(torch.uint8) if quantize else None,
+        scales,
+        m,
+        norm_eps,
+        H=hidden,
+        HC=hc,
+        RANKS=ranks,
+        BLOCK_H=block,
+        WRITE_LAYER_INPUT=pre is not None,
+        QUANTIZE=quantize,
+        SCALE_BLOCK=triton.next_power_of_2(hidden // 32),
+        USE_PDL=use_pdl,
+        num_warps=num_warps_for(hc, block),
+        enable_fp_fusion=False,
+        launch_pdl=use_pdl,
+    )

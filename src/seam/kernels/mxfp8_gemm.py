@@ -1,0 +1,324 @@
+"""MXFP8 x MXFP8 -> BF16 GEMM for Hopper: tiles dequantized to BF16 in the kernel (``shared/spec/mxfp8.md``).
+
+The H200 has no MXFP8 tensor cores. ``e4m3 * 2^(s - 127)`` has 4 significant bits, so
+it is exact in BF16 unless it falls below BF16's subnormal range (< 2^-133): each
+program loads E4M3 tiles of A [BLOCK_M, BLOCK_K] and B [BLOCK_N, BLOCK_K] with their
+swizzled UE8M0 scales, dequantizes them to BF16 and ``tl.dot``s them into an fp32
+accumulator. The products are exact, so the result equals ``f32(A_deq) @ f32(B_deq)^T``
+up to fp32 summation order.
+
+Bytes moved per call: N*K (weights) + N*K/32 (weight scales) + M*K (+ scales) + 2*M*N
+out. At decode M the weight stream dominates, so small BLOCK_M (16/32/64) keeps the A
+tile cheap; large M takes 128-row tiles. With one program per output tile, decode has
+only N/128 programs (20 at N = 2560) for 132 SMs, too few to stream the weights at HBM
+speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs. The
+splits combine deterministically inside the kernel (:func:`split_k_combine`): each
+stores its fp32 partial to a workspace, and the last to arrive at the tile's counter
+sums all partials in split order and runs the epilogue, so results do not depend on
+arrival order and the fused QKV epilogue stays in the kernel. The helpers here are
+shared with the fused QKV kernel (``seam.kernels.qkv_epilogue``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import triton
+import triton.language as tl
+
+from seam import runtime
+from seam.kernels.numerics import (
+    EMULATE_CONVERSIONS,
+    e4m3_bits_to_f32,
+    round_bf16,
+    swizzled_scale_offset,
+    to_bf16_rne,
+    ue8m0_to_f32,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """One GEMM tile configuration (the launch knobs that change compiled code)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    split_k: int = 1  #: programs per output tile along K (K must split into whole BLOCK_K steps)
+
+
+def small_tile(m: int) -> Tile:
+    """Decode tiles: BLOCK_M 16/32/64 by M, one 128-wide head of N.
+
+    BLOCK_K 64 and 8 warps: the E4M3 tiles in flight are held in registers (they are
+    dequantized before the dot), and with the QKV epilogue's live values this is what
+    the sm_90 build fits without spills (ptxas -v: 192-255 registers, one program per SM).
+    """
+    block_m = min(64, max(16, triton.next_power_of_2(max(m, 1))))
+    return Tile(block_m, 128, 64, 8, 4)
+
+
+#: Prefill tiles; BLOCK_K 32 keeps the 128-row QKV epilogue's spills small on sm_90.
+LARGE_TILE = Tile(128, 128, 32, 8, 4)
+
+
+def num_sms(device: torch.device) -> int:
+    """SM count of a CUDA device (132 on H200); 1 under the interpreter (no waves to balance)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+def pick_split_k(tiles: int, k_steps: int, sms: int) -> int:
+    """Most K splits that still fit one wave (``tiles * split <= sms``: one program per SM
+    at these register counts), each split keeping >= 2 BLOCK_K steps."""
+    best = 1
+    for s in SPLIT_K_CHOICES:
+        if k_steps % s or k_steps // s < 2 or tiles * s > sms:
+            continue
+        best = s
+    return best
+
+
+def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
+    """Small tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs.
+
+    A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
+    its time at these shapes, so the small config wins whenever
+    ``3/5 * waves(small) <= waves(large)``.
+    """
+    sms = num_sms(device)
+    tile = small_tile(m)
+    if m > tile.block_m:
+        waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)
+        waves_large = -(-(-(-m // LARGE_TILE.block_m) * -(-n // LARGE_TILE.block_n)) // sms)
+        if 3 * waves_small > 5 * waves_large:
+            tile = LARGE_TILE
+    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
+    k_steps = k // tile.block_k if k % tile.block_k == 0 else 1  # split only into whole steps
+    return dataclasses.replace(tile, split_k=pick_split_k(tiles, k_steps, sms))
+
+
+_SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fp32 partials workspace, int32 arrival counters) for a split-K launch, grown on demand.
+
+    The counters start at zero and the last program of each tile rearms its counter, so
+    one allocation serves every later launch (and CUDA-graph replays). Launches that
+    share it must be ordered (one stream): allocate it before graph capture, e.g. in a
+    warmup call.
+    """
+    need_ws = tiles * tile.split_k * tile.block_m * tile.block_n
+    ws, counters = _SCRATCH.get(device, (None, None))
+    if ws is None or ws.numel() < need_ws:
+        ws = torch.empty(need_ws, dtype=torch.float32, device=device)
+    if counters is None or counters.numel() < tiles:
+        counters = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+    _SCRATCH[device] = (ws, counters)
+    return ws, counters
+
+
+@triton.jit
+def e4m3_to_f32(bits):
+    """Exact fp32 of E4M3 bytes (uint8)."""
+    if EMULATE_CONVERSIONS:
+        return e4m3_bits_to_f32(bits)
+    else:
+        return bits.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def load_mxfp8_raw(
+    v_ptr,  # uint8 view of E4M3 [R_total, K], row-major
+    s_ptr,  # uint8 flat 128x4-swizzled scales of [R_total, K]
+    rows,  # int64 [R]: row indices
+    row_mask,  # [R] bool
+    k0,  # first column of the tile
+    K,
+    R: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # multiple of 32
+):
+    """The raw MXFP8 tile rows x [k0, k0 + BLOCK_K): (E4M3 bytes [R, BLOCK_K], scale bytes [R, BLOCK_K // 32])."""
+    cols = k0 + tl.arange(0, BLOCK_K)
+    mask = row_mask[:, None] & (cols[None, :] < K)
+    vals = tl.load(v_ptr + rows[:, None] * K + cols[None, :], mask=mask, other=0)
+    scols = k0 // 32 + tl.arange(0, BLOCK_K // 32)
+    padded_scols = (K // 32 + 3) // 4 * 4
+    s_mask = row_mask[:, None] & (scols[None, :] < K // 32)
+    s = tl.load(s_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols), mask=s_mask, other=0)
+    return vals, s
+
+
+@triton.jit
+def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact above 2^-133); fp32 holding those values under the
+    interpreter, whose tl.dot reads bitcast BF16 tiles as integers."""
+    f = tl.reshape(e4m3_to_f32(vals), (R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
+    f = tl.reshape(f, (R, BLOCK_K))
+    if EMULATE_CONVERSIONS:
+        return round_bf16(f)
+    else:
+        return to_bf16_rne(f)
+
+
+@triton.jit
+def mxfp8_mainloop(
+    acc,  # fp32 [BM, BN] accumulator
+    x_ptr,  # uint8 view of E4M3 activations [M, K]
+    xs_ptr,  # swizzled activation scales
+    w_ptr,  # uint8 view of E4M3 weights [N, K]
+    wsc_ptr,  # swizzled weight scales
+    rows,  # int64 [BM]
+    row_mask,
+    cols,  # int64 [BN]: weight rows (output columns)
+    col_mask,
+    k_base,  # first K column of this program's range
+    K: tl.constexpr,
+    N_STEPS: tl.constexpr,  # BLOCK_K steps in this program's range
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """acc += A_deq[rows, range] @ W_deq[cols, range]^T over N_STEPS BLOCK_K steps from k_base.
+
+    The raw tiles of step i + 1 are loaded before step i is dequantized and multiplied:
+    the dequantization stands between the loads and the dot, so Triton's pipeliner does
+    not prefetch them, and at decode M the weight stream needs those bytes in flight.
+    """
+    a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k_base, K, BM, BLOCK_K)
+    b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k_base, K, BN, BLOCK_K)
+    for i in range(N_STEPS):
+        more = i + 1 < N_STEPS
+        k_next = k_base + (i + 1) * BLOCK_K
+        a_v2, a_s2 = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask & more, k_next, K, BM, BLOCK_K)
+        b_v2, b_s2 = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask & more, k_next, K, BN, BLOCK_K)
+        a = dequantize_mxfp8(a_v, a_s, BM, BLOCK_K)
+        b = dequantize_mxfp8(b_v, b_s, BN, BLOCK_K)
+        acc = tl.dot(a, tl.trans(b), acc)
+        a_v, a_s, b_v, b_s = a_v2, a_s2, b_v2, b_s2
+    return acc
+
+
+@triton.jit
+def split_k_combine(
+    acc,  # fp32 [BM, BN]: this program's partial over its K range
+    ws_ptr,  # fp32 workspace [tiles, SPLIT_K, BM, BN]
+    counter_ptr,  # int32 [tiles], zero between launches
+    tile_id,
+    kid,  # this program's split index
+    row_mask,  # [BM]: rows that exist
+    SPLIT_K: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+):
+    """Deterministic split-K: returns (sum of all partials in split order, whether this program sums).
+
+    Only the last program to arrive gets the sum (others get zeros and False); it rearms
+    the tile's counter for the next launch.
+    """
+    r = tl.arange(0, BM)[:, None]
+    c = tl.arange(0, BN)[None, :]
+    base = ws_ptr + tile_id.to(tl.int64) * (SPLIT_K * BM * BN) + r * BN + c
+    tl.store(base + kid * (BM * BN), acc, mask=row_mask[:, None])
+    # every thread's partial is issued before the release of the arrival count
+    tl.debug_barrier()
+    count = tl.atomic_add(counter_ptr + tile_id, 1, sem="acq_rel")
+    last = count == SPLIT_K - 1
+    mask = row_mask[:, None] & last
+    total = tl.zeros((BM, BN), tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        # .cg: read at L2, where the other programs' partials landed
+        total += tl.load(base + s * (BM * BN), mask=mask, other=0.0, cache_modifier=".cg")
+    tl.store(counter_ptr + tile_id, 0, mask=last)
+    return total, last
+
+
+@triton.jit(do_not_specialize=["M"])
+def mxfp8_linear_kernel(
+    # pointers
+    x_ptr,  # uint8 view of E4M3 activations [M, K]
+    xs_ptr,  # uint8 swizzled activation scales
+    w_ptr,  # uint8 view of E4M3 weights [N, K]
+    wsc_ptr,  # uint8 swizzled weight scales
+    out_ptr,  # bf16 [M, N], row stride stride_om
+    ws_ptr,  # split-K workspace and counters (SPLIT_K > 1)
+    counter_ptr,
+    # sizes
+    M,
+    N,
+    stride_om,
+    # constexprs
+    K: tl.constexpr,  # per layer; a constexpr loop bound (the interpreter rejects runtime ones with numpy 2.4)
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    kid = tl.program_id(2)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    K_SPLIT: tl.constexpr = K // SPLIT_K
+    acc = mxfp8_mainloop(
+        acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
+        K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K,
+    )
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    if SPLIT_K > 1:
+        tile_id = pid_m * tl.num_programs(1) + pid_n
+        acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, BLOCK_N)
+        row_mask = row_mask & last
+    mask = row_mask[:, None] & (cols[None, :] < N)
+    tl.store(out_ptr + rows[:, None] * stride_om + cols[None, :], to_bf16_rne(acc), mask=mask)
+
+
+def launch_mxfp8_linear(
+    xq: torch.Tensor, xs: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile
+) -> None:
+    """out[M, N] = bf16(A_deq @ B_deq^T) for validated MXFP8 operands (swizzled scales)."""
+    m, k = xq.shape
+    n = wq.shape[0]
+    if m == 0:
+        return
+    use_pdl = runtime.supports_pdl(out.device)
+    grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)
+    if tile.split_k > 1:
+        work, counters = split_k_scratch(out.device, grid[0] * grid[1], tile)
+    else:
+        work, counters = out, out  # unused
+    mxfp8_linear_kernel[grid](
+        xq.view(torch.uint8),
+        xs,
+        wq.view(torch.uint8),
+        ws,
+        out,
+        work,
+        counters,
+        m,
+        n,
+        out.stride(0),
+        K=k,
+        BLOCK_M=tile.block_m,
+        BLOCK_N=tile.block_n,
+        BLOCK_K=tile.block_k,
+        SPLIT_K=tile.split_k,
+        USE_PDL=use_pdl,
+        num_warps=tile.num_warps,
+        num_stages=tile.num_stages,
+        launch_pdl=use_pdl,
+    )

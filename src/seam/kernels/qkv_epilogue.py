@@ -1,0 +1,335 @@
+"""QKV+indexer projection with the norm / RoPE / NVFP4-KV epilogue in one kernel (``shared/spec/qkv_epilogue.md``).
+
+One output tile is BLOCK_M tokens x one 128-wide head of N = (19*nkv + 1)*128 columns
+``[q x 16nkv | k x nkv | v x nkv | index_q x nkv | index_k]``: its programs (``SPLIT_K``
+of them, each over a K range) run the MXFP8 GEMM mainloop of
+``seam.kernels.mxfp8_gemm``; the one holding the full accumulator (all of them when
+SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
+the head's role-specific epilogue on the fp32 accumulator, so qkv never reaches
+memory (only fp32 partials of the few decode tiles when K is split). ``ACC_MODE`` 1 replaces
+the GEMM by a load of a given accumulator [M, N] (fp32, or BF16 for the unfused
+chain): the same epilogue code, which is how the epilogue is tested bit for bit
+against :mod:`seam.ref.qkv`.
+
+Exactness: every epilogue step is a correctly rounded fp32 operation with a named
+rounding point, launched with ``enable_fp_fusion=False`` so no product is contracted
+into an FMA. seam's rsqrt here is ``div_rn(1, sqrt_rn(v))``. The per-head sum of
+squares is a pairwise tree over the dims in index order (adjacent pairs first), so
+its value does not depend on how a compiler orders a reduction. The head is split
+into dims [0, 32), [32, 64) (the RoPE pair) and [64, 128).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from seam import runtime
+from seam.kernels.mxfp8_gemm import Tile, mxfp8_mainloop, split_k_combine, split_k_scratch
+from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
+from seam.kernels.nvfp4 import nvfp4_quantize_row, v_scale_offset
+
+_INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
+
+
+@triton.jit
+def _pair_sum(s, R: tl.constexpr, W: tl.constexpr):
+    """[R, W] -> [R, W // 2]: sums of adjacent pairs (a sum of two has no order)."""
+    return tl.sum(tl.reshape(s, (R, W // 2, 2)), axis=2)
+
+
+@triton.jit
+def _tree32(s, R: tl.constexpr):
+    """Pairwise-tree sum of [R, 32] -> [R]."""
+    s = _pair_sum(s, R, 32)
+    s = _pair_sum(s, R, 16)
+    s = _pair_sum(s, R, 8)
+    s = _pair_sum(s, R, 4)
+    s = _pair_sum(s, R, 2)
+    return tl.reshape(s, (R,))
+
+
+@triton.jit
+def _split_head(acc, R: tl.constexpr):
+    """acc [R, 128] -> (dims [0, 32), [32, 64), [64, 128))."""
+    lo, hi = tl.split(tl.permute(tl.reshape(acc, (R, 2, 64)), (0, 2, 1)))
+    x, y = tl.split(tl.permute(tl.reshape(lo, (R, 2, 32)), (0, 2, 1)))
+    return x, y, hi
+
+
+@triton.jit
+def _gemma_rms_norm(x, y, z, w_ptr, eps, R: tl.constexpr):
+    """Gemma RMSNorm of the head rows: r = 1/sqrt_rn(tree(x^2)/128 + eps), n = x*r, n + n*f32(w)."""
+    d32 = tl.arange(0, 32)
+    z_lo, z_hi = tl.split(tl.permute(tl.reshape(z * z, (R, 2, 32)), (0, 2, 1)))
+    # tree over dims 0..127 in index order: ((x + y) + (z_lo + z_hi))
+    ss = (_tree32(x * x, R) + _tree32(y * y, R)) + (_tree32(z_lo, R) + _tree32(z_hi, R))
+    v = ss * _INV_HEAD_DIM + eps
+    r = tl.math.div_rn(1.0, tl.math.sqrt_rn(v))[:, None]
+    wx = to_f32(tl.load(w_ptr + d32))[None, :]
+    wy = to_f32(tl.load(w_ptr + 32 + d32))[None, :]
+    wz = to_f32(tl.load(w_ptr + 64 + tl.arange(0, 64)))[None, :]
+    nx = x * r
+    ny = y * r
+    nz = z * r
+    return nx + nx * wx, ny + ny * wy, nz + nz * wz
+
+
+@triton.jit
+def _rope(x, y, cs_ptr, pos):
+    """NeoX RoPE of the pair (x = dims [0, 32), y = dims [32, 64)); products rounded before add/sub."""
+    d32 = tl.arange(0, 32)
+    base = cs_ptr + pos[:, None] * 64 + d32[None, :]
+    cos = to_f32(tl.load(base))
+    sin = to_f32(tl.load(base + 32))
+    return x * cos - y * sin, y * cos + x * sin
+
+
+@triton.jit
+def _store_nvfp4(
+    cache_ptr,  # uint8 page base
+    slot_base,  # int64 [R]: byte offset of this head's slot in the token's page
+    tok,  # int64 [R]: token index in the block
+    valid,  # [R] bool: row < M and slot >= 0
+    x,
+    y,
+    z,
+    inv_g,
+    block_size,
+    SWIZZLED: tl.constexpr,
+    R: tl.constexpr,
+):
+    """Quantize the head rows to NVFP4 and store data + scales into their cache slots."""
+    dx, sx = nvfp4_quantize_row(x, inv_g, R, 32)
+    dy, sy = nvfp4_quantize_row(y, inv_g, R, 32)
+    dz, sz = nvfp4_quantize_row(z, inv_g, R, 64)
+    data = cache_ptr + (slot_base + tok * 64)[:, None]
+    b16 = tl.arange(0, 16)[None, :]
+    tl.store(data + b16, dx, mask=valid[:, None])
+    tl.store(data + 16 + b16, dy, mask=valid[:, None])
+    tl.store(data + 32 + tl.arange(0, 32)[None, :], dz, mask=valid[:, None])
+    sf_area = cache_ptr + (slot_base + block_size * 64)[:, None]
+    t = tok[:, None]
+    j2 = tl.arange(0, 2)[None, :]
+    j4 = tl.arange(0, 4)[None, :]
+    if SWIZZLED:
+        tl.store(sf_area + v_scale_offset(t, j2), sx, mask=valid[:, None])
+        tl.store(sf_area + v_scale_offset(t, 2 + j2), sy, mask=valid[:, None])
+        tl.store(sf_area + v_scale_offset(t, 4 + j4), sz, mask=valid[:, None])
+    else:
+        tl.store(sf_area + t * 8 + j2, sx, mask=valid[:, None])
+        tl.store(sf_area + t * 8 + 2 + j2, sy, mask=valid[:, None])
+        tl.store(sf_area + t * 8 + 4 + j4, sz, mask=valid[:, None])
+
+
+@triton.jit
+def _slot_location(slot_ptr, rows, row_mask, block_size):
+    """(block, token, valid) of each row's cache slot; slot -1 (or a padding row) is not valid."""
+    slot = tl.load(slot_ptr + rows, mask=row_mask, other=-1)
+    valid = row_mask & (slot >= 0)
+    slot = tl.where(valid, slot, 0)
+    return slot // block_size, slot % block_size, valid
+
+
+@triton.jit(do_not_specialize=["M", "block_size"])
+def qkv_epilogue_kernel(
+    # GEMM operands (ACC_MODE 0): uint8 views of E4M3 + swizzled UE8M0 scales
+    x_ptr,  # [M, K]
+    xs_ptr,
+    w_ptr,  # [N, K]
+    wsc_ptr,
+    # given accumulator (ACC_MODE 1): fp32 or bf16 [M, N], row stride stride_acc
+    acc_ptr,
+    stride_acc,
+    # epilogue inputs
+    pos_ptr,  # int64 [M]
+    cs_ptr,  # bf16 [max_pos, 64]: cos | sin
+    qw_ptr,  # bf16 [128] norm weights: q, k, index_q, index_k
+    kw_ptr,
+    iqw_ptr,
+    ikw_ptr,
+    slot_ptr,  # int64 [M] kv slots (-1 skips)
+    islot_ptr,  # int64 [M] index slots (-1 skips)
+    ws_ptr,  # split-K workspace and counters (SPLIT_K > 1)
+    counter_ptr,
+    # outputs
+    kv_ptr,  # uint8 [nb, 2*nkv, block_size, 72], page stride kv_page_stride
+    idx_ptr,  # uint8 [nb, block_size, 72], page stride idx_page_stride
+    iq_ptr,  # uint8 view of E4M3 [M, nkv*128]
+    q_ptr,  # bf16 [M, 16*nkv*128] (HAS_Q)
+    qf_ptr,  # uint8 view of E4M3 [M, 16*nkv*128] (HAS_QFP8)
+    # sizes and scalars
+    M,
+    eps,
+    inv_q_fp8_scale,  # fp32 1/q_fp8_scale (host)
+    inv_k_scale,  # fp32 1/k_scale (host)
+    inv_v_scale,  # fp32 1/v_scale (host)
+    kv_page_stride,
+    idx_page_stride,
+    block_size,
+    # constexprs
+    K: tl.constexpr,  # per layer; a constexpr loop bound (the interpreter rejects runtime ones with numpy 2.4)
+    NKV: tl.constexpr,
+    HAS_Q: tl.constexpr,
+    HAS_QFP8: tl.constexpr,
+    ACC_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,  # 1 with ACC_MODE 1
+    USE_PDL: tl.constexpr,
+):
+    K_START: tl.constexpr = 16 * NKV
+    V_START: tl.constexpr = 17 * NKV
+    IQ_START: tl.constexpr = 18 * NKV
+    IK_START: tl.constexpr = 19 * NKV
+    N: tl.constexpr = (19 * NKV + 1) * 128
+    pid_m = tl.program_id(0)
+    head = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    n0 = head.to(tl.int64) * 128
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+    if ACC_MODE == 0:
+        cols = n0 + tl.arange(0, 128)
+        kid = tl.program_id(2)
+        acc = tl.zeros((BLOCK_M, 128), tl.float32)
+        K_SPLIT: tl.constexpr = K // SPLIT_K
+        acc = mxfp8_mainloop(
+            acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
+            K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K,
+        )
+        if SPLIT_K > 1:
+            tile_id = pid_m * (19 * NKV + 1) + head
+            acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, 128)
+            # only the program holding the summed accumulator writes outputs
+            row_mask = row_mask & last
+        x, y, z = _split_head(acc, BLOCK_M)
+    else:
+        src = acc_ptr + rows[:, None] * stride_acc + n0
+        m2 = row_mask[:, None]
+        x = to_f32(tl.load(src + tl.arange(0, 32)[None, :], mask=m2, other=0.0))
+        y = to_f32(tl.load(src + 32 + tl.arange(0, 32)[None, :], mask=m2, other=0.0))
+        z = to_f32(tl.load(src + 64 + tl.arange(0, 64)[None, :], mask=m2, other=0.0))
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+
+    pos = tl.load(pos_ptr + rows, mask=row_mask, other=0)
+    d32 = tl.arange(0, 32)[None, :]
+    d64 = tl.arange(0, 64)[None, :]
+    m2 = row_mask[:, None]
+    if head < K_START:
+        qx, qy, qz = _gemma_rms_norm(x, y, z, qw_ptr, eps, BLOCK_M)
+        qx, qy = _rope(qx, qy, cs_ptr, pos)
+        q_off = rows[:, None] * (16 * NKV * 128) + n0
+        if HAS_Q:
+            tl.store(q_ptr + q_off + d32, to_bf16_rne(qx), mask=m2)
+            tl.store(q_ptr + q_off + 32 + d32, to_bf16_rne(qy), mask=m2)
+            tl.store(q_ptr + q_off + 64 + d64, to_bf16_rne(qz), mask=m2)
+        if HAS_QFP8:
+            tl.store(qf_ptr + q_off + d32, e4m3_saturate_bits(qx * inv_q_fp8_scale), mask=m2)
+            tl.store(qf_ptr + q_off + 32 + d32, e4m3_saturate_bits(qy * inv_q_fp8_scale), mask=m2)
+            tl.store(qf_ptr + q_off + 64 + d64, e4m3_saturate_bits(qz * inv_q_fp8_scale), mask=m2)
+    elif head < V_START:
+        kx, ky, kz = _gemma_rms_norm(x, y, z, kw_ptr, eps, BLOCK_M)
+        kx, ky = _rope(kx, ky, cs_ptr, pos)
+        blk, tok, valid = _slot_location(slot_ptr, rows, row_mask, block_size)
+        base = blk * kv_page_stride + (2 * (head - K_START)) * (block_size * 72)
+        _store_nvfp4(kv_ptr, base, tok, valid, kx, ky, kz, inv_k_scale, block_size, False, BLOCK_M)
+    elif head < IQ_START:
+        blk, tok, valid = _slot_location(slot_ptr, rows, row_mask, block_size)
+        base = blk * kv_page_stride + (2 * (head - V_START) + 1) * (block_size * 72)
+        _store_nvfp4(kv_ptr, base, tok, valid, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
+    elif head < IK_START:
+        ix, iy, iz = _gemma_rms_norm(x, y, z, iqw_ptr, eps, BLOCK_M)
+        ix, iy = _rope(ix, iy, cs_ptr, pos)
+        iq_off = rows[:, None] * (NKV * 128) + (head - IQ_START) * 128
+        tl.store(iq_ptr + iq_off + d32, e4m3_saturate_bits(ix), mask=m2)
+        tl.store(iq_ptr + iq_off + 32 + d32, e4m3_saturate_bits(iy), mask=m2)
+        tl.store(iq_ptr + iq_off + 64 + d64, e4m3_saturate_bits(iz), mask=m2)
+    else:
+        jx, jy, jz = _gemma_rms_norm(x, y, z, ikw_ptr, eps, BLOCK_M)
+        jx, jy = _rope(jx, jy, cs_ptr, pos)
+        blk, tok, valid = _slot_location(islot_ptr, rows, row_mask, block_size)
+        _store_nvfp4(idx_ptr, blk * idx_page_stride, tok, valid, jx, jy, jz, 1.0, block_size, False, BLOCK_M)
+
+
+def launch_qkv_epilogue(
+    *,
+    xq: torch.Tensor | None,
+    xsf: torch.Tensor | None,
+    wq: torch.Tensor | None,
+    wsf: torch.Tensor | None,
+    acc: torch.Tensor | None,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    norm_weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    eps: float,
+    slot_mapping: torch.Tensor,
+    index_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor,
+    index_q_out: torch.Tensor,
+    q_out: torch.Tensor | None,
+    q_fp8_out: torch.Tensor | None,
+    inv_scales: tuple[float, float, float],
+    nkv: int,
+    tile: Tile,
+) -> None:
+    """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
+
+    ``inv_scales`` are the host fp32 reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
+    """
+    m = positions.shape[0]
+    if m == 0:
+        return
+    use_pdl = runtime.supports_pdl(positions.device)
+    from_acc = acc is not None
+    k = 128 if from_acc else xq.shape[1]
+    grid = (triton.cdiv(m, tile.block_m), 19 * nkv + 1, tile.split_k)
+    # unused pointer slots get a tensor of the right kind so the signature stays fixed
+    dummy = index_q_out.view(torch.uint8)
+    if tile.split_k > 1:
+        work, counters = split_k_scratch(positions.device, grid[0] * grid[1], tile)
+    else:
+        work, counters = dummy, dummy
+    qkv_epilogue_kernel[grid](
+        dummy if from_acc else xq.view(torch.uint8),
+        dummy if from_acc else xsf,
+        dummy if from_acc else wq.view(torch.uint8),
+        dummy if from_acc else wsf,
+        acc if from_acc else dummy,
+        acc.stride(0) if from_acc else 0,
+        positions,
+        cos_sin_cache,
+        *norm_weights,
+        slot_mapping,
+        index_slot_mapping,
+        work,
+        counters,
+        kv_cache,
+        index_cache,
+        index_q_out.view(torch.uint8),
+        q_out if q_out is not None else dummy,
+        q_fp8_out.view(torch.uint8) if q_fp8_out is not None else dummy,
+        m,
+        eps,
+        *inv_scales,
+        kv_cache.stride(0),
+        index_cache.stride(0),
+        kv_cache.shape[2],
+        K=k,
+        NKV=nkv,
+        HAS_Q=q_out is not None,
+        HAS_QFP8=q_fp8_out is not None,
+        ACC_MODE=int(from_acc),
+        BLOCK_M=tile.block_m,
+        BLOCK_K=tile.block_k,
+        SPLIT_K=tile.split_k,
+        USE_PDL=use_pdl,
+        num_warps=tile.num_warps,
+        num_stages=tile.num_stages,
+        enable_fp_fusion=False,
+        launch_pdl=use_pdl,
+    )

@@ -1,0 +1,393 @@
+"""AllReduceMHC: Lamport TP all-reduce fused with the DeepSeek-V4.1 mHC boundary.
+
+``shared/spec/lamport.md`` (protocol, MoE finalize publish, Consumer B). Each call is two
+launches: the Lamport core's publish (``seam.kernels.lamport``, plain or MoE finalize)
+and the mHC consumer (``seam.kernels.lamport_mhc``). Without peer access the same
+outputs come from an all-gather of the BF16 contributions and the fused mHC kernel,
+which sums them in rank order exactly as the Lamport consumer does (bit-identical, unlike
+an NCCL all-reduce, whose BF16 sum order is its own); a real TP 1 group skips the
+collective.
+
+Split-step protocol per rank (as the core's ``LamportAllReduce``): ``publish`` or
+``publish_finalize`` -> exactly one ``consume`` with the same M. A second publish before
+the consume raises; a consume that raises on bad input leaves the publish pending.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from seam import checks, runtime
+from seam.comm import Group, LamportMailbox, SimulatedGroup
+from seam.formats.mxfp8 import ScaleLayout
+from seam.kernels.lamport import launch_lamport_publish
+from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
+from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT
+from seam.ops.mhc import check_hidden_hc, check_mhc_inputs, launch_checked
+from seam.ops.mxfp8 import check_mxfp8_out
+from seam.ref.lamport import moe_finalize_ref
+
+
+def _positive_int(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return v
+
+
+class AllReduceMHC:
+    """Lamport TP all-reduce fused with mHC post-mix, collapse and RMSNorm (DeepSeek-V4.1).
+
+    Per token, with ``acc`` the fp32 sum of the ranks' contributions in rank order::
+
+        reduced     = bf16(acc)
+        new_res_j   = bf16(f32(reduced) * post[j] + sum_i f32(residual[i]) * comb[i, j])
+        collapse    = bf16(sum_j f32(new_res_j) * pre[j])
+        layer_input = bf16(f32(collapse) * rsqrt(sum(f32(collapse)^2) / hidden + eps) * f32(w))
+
+    ``residual_output`` (the ``new_res`` streams) is bit-identical to
+    :func:`seam.ref.mhc.allreduce_mhc_ref`; ``layer_input`` within 1 BF16 ulp; MXFP8
+    bit-identical to ``mxfp8_quantize(layer_input)``.
+
+    Construction is collective over ``group``: with peer access it allocates the Lamport
+    mailbox (``group.create_mailbox``), otherwise the fallback buffers (all-gather +
+    fused mHC kernel, same outputs). A real group (one rank per process) calls
+    :meth:`__call__` / :meth:`finalize`; a :class:`seam.comm.SimulatedGroup` drives every
+    rank from one process with the separate steps :meth:`publish` /
+    :meth:`publish_finalize` for every rank, then :meth:`consume` for every rank.
+
+    Args:
+        hidden_size: hidden, a positive multiple of 128.
+        hc_mult: residual streams, one of 1, 2, 4, 8.
+        max_num_tokens: capacity: the largest M of a call.
+        top_k: routed experts per token (``finalize``'s expert_weights [M, top_k]).
+        group: a :class:`seam.comm.Group` (real or simulated).
+        device: the device of every tensor (default ``group.device``).
+        quantize_layer_input: also accept ``mxfp8_out`` buffers that receive
+            ``layer_input`` as MXFP8 (E4M3 values, 128x4-swizzled UE8M0 scales, padding zero).
+        residual_only: also accept ``pre`` and ``norm_weight`` of None, then write only
+            ``residual_output`` and return ``(residual_output, None)``.
+        debug: bound the consumer's spin and raise RuntimeError on the host when a peer's
+            fragment never arrives (a host sync per call). Default: the
+            ``SEAM_LAMPORT_DEBUG`` environment variable.
+        spin_limit: re-loads per fragment before a debug-mode spin gives up.
+
+    Raises:
+        TypeError: non-int sizes, or group not a Group.
+        ValueError: hidden_size not a multiple of 128, hc_mult not in (1, 2, 4, 8),
+            sizes < 1, device not the group's.
+        RuntimeError: the group's ranks disagree on the mailbox shape.
+    """
+
+    def __init__(
+        self,
+        *,
+        hidden_size: int,
+        hc_mult: int,
+        max_num_tokens: int,
+        top_k: int,
+        group: Group,
+        device: torch.device | str | None = None,
+        quantize_layer_input: bool = False,
+        residual_only: bool = False,
+        debug: bool | None = None,
+        spin_limit: int = DEFAULT_SPIN_LIMIT,
+    ) -> None:
+        self.hidden_size = _positive_int("hidden_size", hidden_size)
+        self.hc_mult = _positive_int("hc_mult", hc_mult)
+        check_hidden_hc(self.hidden_size, self.hc_mult)
+        self.capacity = _positive_int("max_num_tokens", max_num_tokens)
+        self.top_k = _positive_int("top_k", top_k)
+        if not isinstance(group, Group):
+            raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
+        self.group = group
+        self.device = torch.device(device) if device is not None else group.device
+        if self.device != group.device:
+            raise ValueError(f"device={self.device} differs from the group's device {group.device}")
+        runtime.check_kernel_device("device", torch.empty(0, device=self.device))
+        self.quantize_layer_input = bool(quantize_layer_input)
+        self.residual_only = bool(residual_only)
+        if isinstance(spin_limit, bool) or not isinstance(spin_limit, int):
+            raise TypeError(f"spin_limit must be an int, got {type(spin_limit).__name__}")
+        checks.in_range("spin_limit", spin_limit, 1, 1 << 62)
+        if debug is None:
+            debug = os.environ.get(DEBUG_ENV, "0") not in ("", "0")
+        self.debug = bool(debug)
+        self.spin_limit = spin_limit if self.debug else 0
+        self.tp = group.tp
+        #: True: Lamport mailbox (peer stores); False: all-gather + fused mHC kernel. A
+        #: simulated TP 1 group keeps the Lamport path so that it exercises the kernels.
+        self.fused = group.peer_access and (group.tp > 1 or isinstance(group, SimulatedGroup))
+        self.mailbox: LamportMailbox | None = None
+        if self.fused:
+            self.mailbox = group.create_mailbox(self.hidden_size, self.capacity)
+        else:
+            # Rank partials gathered in rank order: [TP * capacity, hidden] viewed as [TP, M, hidden].
+            self._gathered = torch.empty(
+                self.tp * self.capacity * self.hidden_size, dtype=torch.bfloat16, device=self.device
+            )
+        self._pending: dict[int, int] = {}  # rank -> M of its publish, until consumed
+
+    # -- validation ---------------------------------------------------------------------
+    def _check_m(self, m: int) -> None:
+        checks.in_range("M (number of tokens)", m, 1, self.capacity)
+
+    def _check_contribution(self, name: str, t: object) -> int:
+        checks.tensor(name, t, dtype=torch.bfloat16, device=self.device, align=16)
+        if t.dim() != 2 or t.shape[1] != self.hidden_size:
+            raise ValueError(f"{name} must have shape [M, {self.hidden_size}], got {list(t.shape)}")
+        self._check_m(t.shape[0])
+        return t.shape[0]
+
+    def _check_finalize(self, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output) -> int:
+        m = self._check_contribution("shared_output", shared_output)
+        checks.tensor("gemm2_permuted", gemm2_permuted, dtype=torch.bfloat16, device=self.device, align=16)
+        if gemm2_permuted.dim() != 2 or gemm2_permuted.shape[1] != self.hidden_size:
+            raise ValueError(
+                f"gemm2_permuted must have shape [rows, {self.hidden_size}], got {list(gemm2_permuted.shape)}"
+            )
+        if not isinstance(expert_weights, torch.Tensor) or expert_weights.dtype != torch.float32:
+            got = expert_weights.dtype if isinstance(expert_weights, torch.Tensor) else type(expert_weights).__name__
+            raise ValueError(f"expert_weights must be FP32 [M, top_k] = [{m}, {self.top_k}], got {got}")
+        checks.tensor("expert_weights", expert_weights, shape=(m, self.top_k), device=self.device)
+        idx = expanded_idx_to_permuted_idx
+        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int32:
+            got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
+            raise ValueError(f"expanded_idx_to_permuted_idx must be int32 [M, top_k] = [{m}, {self.top_k}], got {got}")
+        checks.tensor("expanded_idx_to_permuted_idx", idx, shape=(m, self.top_k), device=self.device)
+        if self.debug and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            # A host sync, so only in debug mode: an out-of-range row would be read out of bounds.
+            rows = gemm2_permuted.shape[0]
+            if int(idx.min()) < -1 or int(idx.max()) >= rows:
+                raise ValueError(f"expanded_idx_to_permuted_idx must lie in [-1, {rows - 1}]")
+        return m
+
+    def _check_consumer(self, m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out):
+        """Everything the consumer reads or writes; returns (eps, mxfp8 buffers or None)."""
+        self._check_m(m)
+        eps = check_mhc_inputs(
+            m, self.hidden_size, self.hc_mult, residual, post, comb, pre, norm_weight, norm_eps, self.device
+        )
+        if pre is None and not self.residual_only:
+            raise ValueError("pre and norm_weight are None, but this AllReduceMHC was built without residual_only")
+        mxfp8 = None
+        if mxfp8_out is not None:
+            if not self.quantize_layer_input:
+                raise ValueError("mxfp8_out was given, but this AllReduceMHC was built without quantize_layer_input")
+            if pre is None:
+                raise ValueError(
+                    "mxfp8_out was given for a residual-only call (pre and norm_weight None): "
+                    "no layer input to quantize"
+                )
+            mxfp8 = check_mxfp8_out(mxfp8_out, m, self.hidden_size, ScaleLayout.SWIZZLED, self.device, "mxfp8_out")
+        return eps, mxfp8
+
+    # -- separate steps (the simulated driver; __call__/finalize chain them) ------------
+    def publish(self, x: torch.Tensor, *, rank: int | None = None) -> None:
+        """Publish this rank's TP-partial output ``x`` BF16 [M, hidden] (not modified).
+
+        Raises:
+            TypeError: x not a BF16 tensor. ValueError: wrong shape, M outside [1, capacity],
+            rank not driven here.
+        """
+        rank = self.group.check_rank(rank)
+        m = self._check_contribution("x", x)
+        self._check_not_pending(rank)
+        self._publish(rank, m, x)
+
+    def publish_finalize(
+        self,
+        gemm2_permuted: torch.Tensor,
+        expert_weights: torch.Tensor,
+        expanded_idx_to_permuted_idx: torch.Tensor,
+        shared_output: torch.Tensor,
+        *,
+        rank: int | None = None,
+    ) -> None:
+        """Publish the MoE finalize contribution ``bf16(sum_k [idx >= 0] row_k * w_k + shared)``.
+
+        Args: as :meth:`finalize`. Raises: as :meth:`finalize` for these arguments.
+        """
+        rank = self.group.check_rank(rank)
+        m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
+        self._check_not_pending(rank)
+        self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
+
+    def consume(
+        self,
+        residual: torch.Tensor,
+        post: torch.Tensor,
+        comb: torch.Tensor,
+        pre: torch.Tensor | None,
+        norm_weight: torch.Tensor | None,
+        norm_eps: float,
+        mxfp8_out: tuple[torch.Tensor, torch.Tensor] | None = None,
+        *,
+        rank: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Reduce the published contributions and run the mHC epilogue (args as :meth:`__call__`).
+
+        Raises:
+            ValueError: as :meth:`__call__` (M is the pending publish's), or no publish of
+                this rank is pending. A rejected consume leaves the publish pending.
+        """
+        rank = self.group.check_rank(rank)
+        if rank not in self._pending:
+            raise ValueError(f"rank {rank} has no pending publish to consume")
+        m = self._pending[rank]  # every mHC input must have the published M rows
+        eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
+        return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
+
+    # -- one rank per process ----------------------------------------------------------
+    def __call__(
+        self,
+        x: torch.Tensor,
+        residual: torch.Tensor,
+        post: torch.Tensor,
+        comb: torch.Tensor,
+        pre: torch.Tensor | None,
+        norm_weight: torch.Tensor | None,
+        norm_eps: float,
+        mxfp8_out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """All-reduce ``x`` over the group and apply the mHC boundary: ``(residual_output, layer_input)``.
+
+        Args:
+            x: BF16 [M, hidden] TP-partial sublayer output, 1 <= M <= max_num_tokens.
+            residual: BF16 [M, hc, hidden] residual streams (not modified).
+            post: FP32 [M, hc] or [M, hc, 1] post-mix.
+            comb: FP32 [M, hc, hc] residual mix, indexed [source, target].
+            pre: FP32 [M, hc] carried pre-mix of the collapse; None together with
+                ``norm_weight`` when built with ``residual_only``.
+            norm_weight: BF16 [hidden] plain RMSNorm weight, or None with ``pre``.
+            norm_eps: RMSNorm epsilon.
+            mxfp8_out: (values float8_e4m3fn [M, hidden], scales uint8
+                [mxfp8_scale_numel(M, hidden)]) written in place; needs quantize_layer_input.
+
+        Returns:
+            (residual_output BF16 [M, hc, hidden], layer_input BF16 [M, hidden] or None).
+
+        Raises:
+            TypeError: wrong tensor types or dtypes.
+            ValueError (before any launch): pre/norm_weight given without the other; None
+                without residual_only; mxfp8_out without quantize_layer_input or with
+                residual-only; wrong shapes of x/residual/post/comb/pre/mxfp8_out; M outside
+                [1, max_num_tokens]; a simulated group (use publish/consume).
+        """
+        rank = self.group.check_rank(None)
+        m = self._check_contribution("x", x)
+        eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
+        self._check_not_pending(rank)
+        self._publish(rank, m, x)
+        return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
+
+    def finalize(
+        self,
+        gemm2_permuted: torch.Tensor,
+        expert_weights: torch.Tensor,
+        expanded_idx_to_permuted_idx: torch.Tensor,
+        shared_output: torch.Tensor,
+        residual: torch.Tensor,
+        post: torch.Tensor,
+        comb: torch.Tensor,
+        pre: torch.Tensor | None,
+        norm_weight: torch.Tensor | None,
+        norm_eps: float,
+        mxfp8_out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`__call__` for an unfinalized MoE output, folded into the publish.
+
+        ``contribution = bf16(sum_k [idx[t,k] >= 0] f32(gemm2_permuted[idx[t,k]]) * w[t,k] + f32(shared_output[t]))``
+        (k in order, each product rounded before its add), then as :meth:`__call__`.
+
+        Args:
+            gemm2_permuted: BF16 [rows, hidden] unweighted GEMM2 output, permuted order.
+            expert_weights: FP32 [M, top_k] routing weights (routed scaling folded in).
+            expanded_idx_to_permuted_idx: int32 [M, top_k], -1 for experts not on this rank.
+            shared_output: BF16 [M, hidden] TP-partial shared-expert output.
+            residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out: as :meth:`__call__`.
+
+        Raises:
+            ValueError: as :meth:`__call__`; expert_weights not FP32 [M, top_k];
+                expanded_idx_to_permuted_idx not int32 [M, top_k]; gemm2_permuted or
+                shared_output of the wrong shape.
+        """
+        rank = self.group.check_rank(None)
+        m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
+        eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
+        self._check_not_pending(rank)
+        self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
+        return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
+
+    def reset(self) -> None:
+        """Re-arm every mailbox slot and stage_state, forget pending publishes (collective).
+
+        Needed only after a debug-mode timeout left the ranks out of step.
+        """
+        self._pending.clear()
+        if self.mailbox is not None:
+            self.mailbox.reset()
+
+    # -- launches on validated inputs ---------------------------------------------------
+    def _check_not_pending(self, rank: int) -> None:
+        if rank in self._pending:
+            raise ValueError(
+                f"rank {rank} already published {self._pending[rank]} rows that were not consumed; "
+                "run its consume first"
+            )
+
+    def _publish(self, rank: int, m: int, x: torch.Tensor) -> None:
+        if self.fused:
+            state = self.mailbox.state(rank)
+            launch_lamport_publish(
+                m, x, state.mailbox, state.peer_offsets, state.stage_state, rank,
+                use_pdl=runtime.supports_pdl(x.device),
+            )
+        else:
+            self._gather(m, x)
+        self._pending[rank] = m
+
+    def _publish_finalize(self, rank, m, gemm2_permuted, expert_weights, idx, shared_output) -> None:
+        if self.fused:
+            state = self.mailbox.state(rank)
+            launch_lamport_publish(
+                m, shared_output, state.mailbox, state.peer_offsets, state.stage_state, rank,
+                gemm2=gemm2_permuted, weights=expert_weights, idx=idx,
+                use_pdl=runtime.supports_pdl(shared_output.device),
+            )
+        else:
+            # Fallback only (no peer access): the spec's formula in eager PyTorch, whose
+            # separate mul and add kernels keep the products rounded before each add.
+            self._gather(m, moe_finalize_ref(gemm2_permuted, expert_weights, idx, shared_output))
+        self._pending[rank] = m
+
+    def _gather(self, m: int, contribution: torch.Tensor) -> None:
+        out = self._gathered[: self.tp * m * self.hidden_size].view(self.tp * m, self.hidden_size)
+        if self.tp == 1:
+            out.copy_(contribution)
+            return
+        import torch.distributed as dist
+
+        dist.all_gather_into_tensor(out, contribution, group=self.group.process_group)
+
+    def _consume(self, rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8):
+        del self._pending[rank]
+        if not self.fused:
+            partials = self._gathered[: self.tp * m * self.hidden_size].view(self.tp, m, self.hidden_size)
+            return launch_checked(partials, residual, post, comb, pre, norm_weight, eps, mxfp8)
+        state = self.mailbox.state(rank)
+        residual_out = torch.empty_like(residual)
+        layer_input = None
+        if pre is not None:
+            layer_input = torch.empty((m, self.hidden_size), dtype=torch.bfloat16, device=self.device)
+        values, scales = mxfp8 if mxfp8 is not None else (None, None)
+        launch_lamport_mhc_consumer(
+            state.mailbox, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
+            residual_out, layer_input, values, scales, self.spin_limit,
+        )
+        if self.debug and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            self.mailbox.check_error(rank)
+        return residual_out, layer_input

@@ -1,0 +1,123 @@
+"""Public MXFP8 linear layer: ``out = bf16(A_deq @ W_deq^T)`` (``shared/spec/mxfp8.md``)."""
+
+from __future__ import annotations
+
+import torch
+
+from seam import checks
+from seam.formats.activation import QuantizedActivation
+from seam.formats.mxfp8 import ScaleLayout
+from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.kernels.mxfp8_gemm import Tile, launch_mxfp8_linear, pick_tile
+from seam.ops.mxfp8 import mxfp8_quantize
+from seam.ops.registry import register
+
+
+def _launch(
+    xq: torch.Tensor,
+    xs: torch.Tensor,
+    wq: torch.Tensor,
+    ws: torch.Tensor,
+    out: torch.Tensor,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    split_k: int,
+) -> None:
+    launch_mxfp8_linear(xq, xs, wq, ws, out, Tile(block_m, block_n, block_k, num_warps, num_stages, split_k))
+
+
+_linear = register("mxfp8_linear", ("out",), _launch)
+
+
+def check_tile(tile: object, k: int) -> Tile | None:
+    """Validate a caller's tile override for reduction length ``k`` (None: pick by wave count)."""
+    if tile is None:
+        return None
+    if not isinstance(tile, Tile):
+        raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm.Tile or None, got {type(tile).__name__}")
+    for name in ("block_m", "block_n", "block_k"):
+        v = getattr(tile, name)
+        if v < 16 or v & (v - 1):
+            raise ValueError(f"tile.{name} must be a power of two >= 16, got {v}")
+    if tile.block_k % 32:
+        raise ValueError(f"tile.block_k must be a multiple of 32, got {tile.block_k}")
+    if tile.split_k < 1 or (tile.split_k > 1 and k % (tile.split_k * tile.block_k)):
+        raise ValueError(
+            f"tile.split_k={tile.split_k} must be 1 or split K={k} into whole blocks of block_k={tile.block_k}"
+        )
+    return tile
+
+
+def mxfp8_linear(
+    x: torch.Tensor | QuantizedActivation,
+    weight: MXFP8Weight,
+    *,
+    out: torch.Tensor | None = None,
+    tile: Tile | None = None,
+) -> torch.Tensor:
+    """MXFP8 GEMM: ``out[m, n] = bf16_rne( sum_k A_deq[m, k] * W_deq[n, k] )``, fp32 accumulation.
+
+    ``A_deq = e4m3 * 2^(s - 127)`` per 32-element block (likewise W). On Hopper the
+    tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133)
+    and multiplied on BF16 tensor cores, so the fp32 accumulator equals
+    ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
+
+    Args:
+        x: BF16 [M, K] (quantized inside with :func:`seam.mxfp8_quantize`, swizzled
+            scales) or a :class:`seam.QuantizedActivation` with swizzled scales, used as is.
+            Not modified.
+        weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
+        out: optional BF16 [M, N] contiguous buffer, written in place.
+        tile: launch tile override (tests); default picks BLOCK_M and the K split by wave
+            count on the SM count (split-K launches share a per-device workspace: keep
+            them on one stream, and make a first call before graph capture).
+
+    Returns:
+        BF16 [M, N] (``out`` when given).
+
+    Raises:
+        TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
+            out not BF16, tile of the wrong type.
+        ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
+            scales, devices, strides, tile sizes or a split_k that does not divide K.
+    """
+    if not isinstance(weight, MXFP8Weight):
+        raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+    n, k = weight.shape
+    if isinstance(x, QuantizedActivation):
+        x.require_layout(ScaleLayout.SWIZZLED, "x")
+        m, kx = x.shape
+        device = checks.kernel_device("x.values", x.values)
+        checks.tensor("x.values", x.values, device=device)
+        checks.tensor("x.scales", x.scales, device=device)
+    else:
+        checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
+        if x.dim() != 2:
+            raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
+        if x.stride(1) != 1 and x.shape[1] > 1:
+            raise ValueError(f"x must have unit column stride, got strides {x.stride()}")
+        m, kx = x.shape
+        device = checks.kernel_device("x", x)
+    if kx != k:
+        raise ValueError(f"x has K={kx} but weight has K={k}")
+    checks.multiple_of("K", k, 32)
+    checks.tensor("weight.values", weight.values, device=device)
+    checks.tensor("weight.scales", weight.scales, device=device)
+    tile = check_tile(tile, k)
+    if out is None:
+        out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+    else:
+        checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device)
+    if isinstance(x, QuantizedActivation):
+        xq, xs = x.values, x.scales
+    else:
+        xq, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
+    tile = tile or pick_tile(m, n, k, device)
+    _linear(
+        xq, xs, weight.values, weight.scales, out,
+        tile.block_m, tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
+    )
+    return out

@@ -1,0 +1,427 @@
+"""Public QKV+indexer projection with fused norm / RoPE / NVFP4-KV epilogue (``shared/spec/qkv_epilogue.md``).
+
+Also the pieces around it: the epilogue alone on a given accumulator (the test entry
+and the unfused chain's Triton epilogue), the unfused chain itself
+(``mxfp8_linear`` -> BF16 qkv -> epilogue), and the warmup that compiles every tile
+configuration before serving.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from seam import checks, runtime
+from seam.formats.activation import QuantizedActivation
+from seam.formats.mxfp8 import mxfp8_scale_numel
+from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
+from seam.kernels.mxfp8_gemm import Tile, pick_tile, small_tile, split_k_scratch
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue
+from seam.ops.linear import check_tile, mxfp8_linear
+from seam.ops.registry import register
+from seam.ref.qkv import qkv_epilogue_ref
+
+NKV_CHOICES = (1, 2, 4)
+_E8M0 = getattr(torch, "float8_e8m0fnu", None)
+_SCALE_DTYPES = (torch.uint8,) if _E8M0 is None else (torch.uint8, _E8M0)
+
+
+def _launch(
+    xq: Optional[torch.Tensor],
+    xsf: Optional[torch.Tensor],
+    wq: Optional[torch.Tensor],
+    wsf: Optional[torch.Tensor],
+    acc: Optional[torch.Tensor],
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    index_q_norm_weight: torch.Tensor,
+    index_k_norm_weight: torch.Tensor,
+    eps: float,
+    slot_mapping: torch.Tensor,
+    index_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor,
+    index_q_out: torch.Tensor,
+    q_out: Optional[torch.Tensor],
+    q_fp8_out: Optional[torch.Tensor],
+    inv_q_fp8_scale: float,
+    inv_k_scale: float,
+    inv_v_scale: float,
+    nkv: int,
+    block_m: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    split_k: int,
+) -> None:
+    launch_qkv_epilogue(
+        xq=xq, xsf=xsf, wq=wq, wsf=wsf, acc=acc,
+        positions=positions, cos_sin_cache=cos_sin_cache,
+        norm_weights=(q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight),
+        eps=eps, slot_mapping=slot_mapping, index_slot_mapping=index_slot_mapping,
+        kv_cache=kv_cache, index_cache=index_cache, index_q_out=index_q_out,
+        q_out=q_out, q_fp8_out=q_fp8_out,
+        inv_scales=(inv_q_fp8_scale, inv_k_scale, inv_v_scale),
+        nkv=nkv, tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k),
+    )
+
+
+_qkv = register("qkv_index_fused_epilogue", ("kv_cache", "index_cache", "index_q_out", "q_out", "q_fp8_out"), _launch)
+
+
+def nkv_from_n(n: int, name: str = "wq.shape[0]") -> int:
+    """KV heads per rank from N = (19*nkv + 1)*128; ValueError unless nkv is 1, 2 or 4."""
+    nkv = (n // HEAD_DIM - 1) // 19
+    if nkv not in NKV_CHOICES or (19 * nkv + 1) * HEAD_DIM != n:
+        raise ValueError(
+            f"{name} (N) must be (19*nkv + 1)*128 with nkv in {{1, 2, 4}} (2560, 4992 or 9856), got {n}"
+        )
+    return nkv
+
+
+def _check_epilogue(
+    m: int,
+    nkv: int,
+    device: torch.device,
+    positions,
+    cos_sin_cache,
+    norm_weights,
+    eps,
+    slot_mapping,
+    index_slot_mapping,
+    kv_cache,
+    index_cache,
+    index_q_out,
+    q_out,
+    q_fp8_out,
+    scales,
+) -> tuple[float, tuple[float, float, float]]:
+    """Validate everything but the GEMM operands; returns (eps, host fp32 reciprocals of the scales)."""
+    for name, t in (("positions", positions), ("slot_mapping", slot_mapping), ("index_slot_mapping", index_slot_mapping)):
+        checks.tensor(name, t, dtype=torch.int64, shape=(m,), device=device)
+    checks.tensor("cos_sin_cache", cos_sin_cache, dtype=torch.bfloat16, shape=(-1, 64), device=device)
+    for name, w in zip(("q_norm_weight", "k_norm_weight", "index_q_norm_weight", "index_k_norm_weight"), norm_weights):
+        checks.tensor(name, w, dtype=torch.bfloat16, shape=(HEAD_DIM,), device=device)
+    eps = checks.finite_float("eps", eps)
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    inv = tuple(
+        f32_reciprocal(checks.finite_float(name, s, positive=True))
+        for name, s in zip(("q_fp8_scale", "k_scale", "v_scale"), scales)
+    )
+    if q_out is None and q_fp8_out is None:
+        raise ValueError("no q output: pass q_out and/or q_fp8_out")
+    qn = 16 * nkv * HEAD_DIM
+    if q_out is not None:
+        checks.tensor("q_out", q_out, dtype=torch.bfloat16, shape=(m, qn), device=device)
+    if q_fp8_out is not None:
+        checks.tensor("q_fp8_out", q_fp8_out, dtype=torch.float8_e4m3fn, shape=(m, qn), device=device)
+    checks.tensor("index_q_out", index_q_out, dtype=torch.float8_e4m3fn, shape=(m, nkv * HEAD_DIM), device=device)
+
+    checks.tensor("kv_cache", kv_cache, dtype=torch.uint8, device=device, contiguous=False)
+    if kv_cache.dim() != 4 or kv_cache.shape[1] != 2 * nkv or kv_cache.shape[3] != TOKEN_BYTES:
+        raise ValueError(f"kv_cache must have shape [num_blocks, {2 * nkv}, block_size, 72], got {list(kv_cache.shape)}")
+    block_size = kv_cache.shape[2]
+    if block_size <= 0 or block_size % 4:
+        raise ValueError(f"block_size (kv_cache.shape[2]) must be a positive multiple of 4, got {block_size}")
+    if kv_cache.stride()[1:] != (block_size * TOKEN_BYTES, TOKEN_BYTES, 1):
+        raise ValueError(
+            f"kv_cache pages must be packed inside (strides [*, {block_size * TOKEN_BYTES}, {TOKEN_BYTES}, 1]), "
+            f"got {list(kv_cache.stride())}"
+        )
+    checks.tensor("index_cache", index_cache, dtype=torch.uint8, device=device, contiguous=False)
+    if index_cache.dim() != 3 or tuple(index_cache.shape[1:]) != (block_size, TOKEN_BYTES):
+        raise ValueError(
+            f"index_cache must have shape [num_blocks, {block_size}, 72] (block_size of kv_cache), "
+            f"got {list(index_cache.shape)}"
+        )
+    if index_cache.stride()[1:] != (TOKEN_BYTES, 1):
+        raise ValueError(f"index_cache pages must be packed inside (strides [*, 72, 1]), got {list(index_cache.stride())}")
+    for name, c in (("kv_cache", kv_cache), ("index_cache", index_cache)):
+        if c.shape[0] < 1:
+            raise ValueError(f"{name} must have at least one block")
+        if c.data_ptr() % 32 or c.stride(0) % 32:
+            raise ValueError(
+                f"{name} must be 32-byte aligned with a page stride that is a multiple of 32 "
+                f"(data_ptr % 32 = {c.data_ptr() % 32}, stride(0) = {c.stride(0)})"
+            )
+
+    def span(t):
+        # bytes a cache may touch: from its first to past its last page
+        return t.as_strided(((t.shape[0] - 1) * t.stride(0) + t[0].numel(),), (1,)) if t is not None else None
+
+    checks.no_overlap(
+        ("kv_cache", span(kv_cache)), ("index_cache", span(index_cache)), ("index_q_out", index_q_out),
+        ("q_out", q_out), ("q_fp8_out", q_fp8_out),
+    )
+    return eps, inv
+
+
+def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
+    checks.tensor(name, s, dtype=_SCALE_DTYPES, device=device)
+    want = mxfp8_scale_numel(rows, k)
+    if s.numel() != want:
+        raise ValueError(f"{name} must hold {want} bytes (128x4-swizzled scales of [{rows}, {k}]), got {s.numel()}")
+    return s.reshape(-1).view(torch.uint8)
+
+
+def qkv_index_fused_epilogue(
+    xq: torch.Tensor,
+    xsf: torch.Tensor,
+    wq: torch.Tensor,
+    wsf: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    index_q_norm_weight: torch.Tensor,
+    index_k_norm_weight: torch.Tensor,
+    eps: float,
+    *,
+    slot_mapping: torch.Tensor,
+    index_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor,
+    index_q_out: torch.Tensor,
+    q_out: torch.Tensor | None = None,
+    q_fp8_out: torch.Tensor | None = None,
+    q_fp8_scale: float = 1.0,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    tile: Tile | None = None,
+) -> None:
+    """MXFP8 QKV+indexer GEMM with the Gemma-norm / RoPE / NVFP4-insert epilogue fused (one launch).
+
+    ``acc = A_deq @ W_deq^T`` (fp32, never written to memory), per token m and 128-wide
+    head of N = (19*nkv + 1)*128 columns ``[q x 16nkv | k x nkv | v x nkv | index_q x nkv | index_k]``:
+
+    - q, k, index_q, index_k: ``r = 1/sqrt(tree(x^2)/128 + eps)``, ``n = x*r``,
+      ``x = n + n*f32(w_role)``; then NeoX RoPE on dims [0, 64) at ``positions[m]``
+      (``cos_sin_cache[pos]`` = cos | sin); v is left raw.
+    - q -> ``q_out`` = bf16(x) and/or ``q_fp8_out`` = e4m3_sat(x * f32(1/q_fp8_scale));
+      index_q -> ``index_q_out`` = e4m3_sat(x);
+      k -> NVFP4 into ``kv_cache[b, 2h]`` (linear scales, global scale k_scale),
+      v -> ``kv_cache[b, 2h+1]`` (quad-swizzled scales, v_scale), index_k ->
+      ``index_cache[b]`` (linear scales, scale 1), with b = slot // block_size and
+      token slot % block_size of ``slot_mapping`` / ``index_slot_mapping``; slot -1 skips.
+
+    The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
+    accumulator; the accumulator is within fp32 reordering error of the dequantized GEMM.
+
+    Args:
+        xq: float8_e4m3fn [M, K] contiguous activation, K a multiple of 128. Not modified.
+        xsf: xq's 128x4-swizzled UE8M0 scales, uint8 (or float8_e8m0fnu), contiguous,
+            ``mxfp8_scale_numel(M, K)`` bytes.
+        wq: float8_e4m3fn [N, K] contiguous (K-major) weight.
+        wsf: wq's swizzled scales, ``mxfp8_scale_numel(N, K)`` bytes.
+        positions: int64 [M], each in [0, max_pos) (not checked: reading it would sync).
+        cos_sin_cache: BF16 [max_pos, 64] contiguous.
+        q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight: BF16 [128].
+        eps: RMSNorm epsilon (>= 0, fp32 at use).
+        slot_mapping, index_slot_mapping: int64 [M]; -1 skips, otherwise
+            < num_blocks * block_size (not checked).
+        kv_cache: uint8 [num_blocks, 2*nkv, block_size, 72], written in place; pages
+            packed inside, any page stride that is a multiple of 32; 32-byte aligned;
+            block_size a multiple of 4.
+        index_cache: uint8 [num_blocks, block_size, 72], written in place; same rules.
+        index_q_out: float8_e4m3fn [M, nkv*128] contiguous, written.
+        q_out: optional BF16 [M, 16*nkv*128] contiguous, written.
+        q_fp8_out: optional float8_e4m3fn [M, 16*nkv*128] contiguous, written.
+        q_fp8_scale, k_scale, v_scale: positive finite dequantization scales.
+        tile: tile override (tests); default picks BLOCK_M and the K split by wave count
+            on the SM count. With ``split_k > 1`` the programs of a tile combine through a
+            per-device workspace (``seam.kernels.mxfp8_gemm.split_k_scratch``): launches
+            must be ordered on one stream, and :func:`qkv_warmup` allocates it before
+            graph capture.
+
+    Raises:
+        TypeError: a tensor argument of the wrong type or dtype, a non-float scalar.
+        ValueError: N not (19*nkv + 1)*128 with nkv in {1, 2, 4}; K not a multiple of 128
+            or mismatched; no q output; shapes, strides, devices, cache alignment,
+            block_size, eps/scales out of range, overlapping outputs.
+    """
+    checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
+    if xq.dim() != 2:
+        raise ValueError(f"xq must be 2-D [M, K], got shape {list(xq.shape)}")
+    device = checks.kernel_device("xq", xq)
+    m, k = xq.shape
+    checks.multiple_of("K (xq.shape[1])", k, 128)
+    checks.tensor("wq", wq, dtype=torch.float8_e4m3fn, shape=(-1, k), device=device)
+    nkv = nkv_from_n(wq.shape[0])
+    xsf = _scales_bytes("xsf", xsf, m, k, device)
+    wsf = _scales_bytes("wsf", wsf, wq.shape[0], k, device)
+    norm_weights = (q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight)
+    eps, inv = _check_epilogue(
+        m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
+        kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
+    )
+    tile = check_tile(tile, k) or pick_tile(m, wq.shape[0], k, device)
+    if tile.block_n != 128:
+        raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
+    _qkv(
+        xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
+        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
+        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
+    )
+
+
+def qkv_epilogue(
+    acc: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    index_q_norm_weight: torch.Tensor,
+    index_k_norm_weight: torch.Tensor,
+    eps: float,
+    *,
+    slot_mapping: torch.Tensor,
+    index_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor,
+    index_q_out: torch.Tensor,
+    q_out: torch.Tensor | None = None,
+    q_fp8_out: torch.Tensor | None = None,
+    q_fp8_scale: float = 1.0,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    tile: Tile | None = None,
+) -> None:
+    """The fused kernel's epilogue alone, on a given accumulator (same kernel code, GEMM replaced by a load).
+
+    Formulas, outputs and the other arguments as :func:`qkv_index_fused_epilogue`.
+    With an fp32 ``acc`` this is the bit-exactness test entry; with the BF16 output of
+    :func:`seam.mxfp8_linear` it is the unfused chain's separate epilogue kernel.
+
+    Args:
+        acc: fp32 or BF16 [M, N], N = (19*nkv + 1)*128, unit column stride. Not modified.
+
+    Raises:
+        TypeError, ValueError: as :func:`qkv_index_fused_epilogue`.
+    """
+    checks.tensor("acc", acc, dtype=(torch.float32, torch.bfloat16), contiguous=False)
+    if acc.dim() != 2 or (acc.stride(1) != 1 and acc.shape[1] > 1):
+        raise ValueError(f"acc must be 2-D [M, N] with unit column stride, got {list(acc.shape)} {acc.stride()}")
+    device = checks.kernel_device("acc", acc)
+    m, n = acc.shape
+    nkv = nkv_from_n(n, "acc.shape[1]")
+    norm_weights = (q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight)
+    eps, inv = _check_epilogue(
+        m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
+        kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
+    )
+    # no K here: the accumulator is given
+    tile = dataclasses.replace(check_tile(tile, 128) or small_tile(m), split_k=1)
+    _qkv(
+        None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
+        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
+        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
+    )
+
+
+def qkv_unfused(
+    xq: torch.Tensor,
+    xsf: torch.Tensor,
+    weight: MXFP8Weight,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    index_q_norm_weight: torch.Tensor,
+    index_k_norm_weight: torch.Tensor,
+    eps: float,
+    *,
+    epilogue: str = "triton",
+    qkv_out: torch.Tensor | None = None,
+    **outputs,
+) -> torch.Tensor:
+    """The unfused chain: ``qkv = mxfp8_linear(x, weight)`` (BF16 [M, N] in memory), then the epilogue.
+
+    ``epilogue="triton"`` runs :func:`qkv_epilogue` on the BF16 qkv (a second launch),
+    ``"torch"`` runs :func:`seam.ref.qkv.qkv_epilogue_ref` (PyTorch ops). ``outputs``
+    are the keyword arguments of :func:`qkv_index_fused_epilogue` from ``slot_mapping``
+    on. Returns the BF16 qkv.
+
+    Raises:
+        ValueError: unknown ``epilogue``; otherwise as :func:`seam.mxfp8_linear` and
+            :func:`qkv_epilogue`.
+    """
+    if epilogue not in ("triton", "torch"):
+        raise ValueError(f"epilogue must be 'triton' or 'torch', got {epilogue!r}")
+    x = QuantizedActivation(xq, xsf.reshape(-1).view(torch.uint8), torch.bfloat16, tuple(xq.shape))
+    qkv = mxfp8_linear(x, weight, out=qkv_out)
+    args = (positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps)
+    if epilogue == "triton":
+        qkv_epilogue(qkv, *args, **outputs)
+    else:
+        outputs.pop("tile", None)
+        qkv_epilogue_ref(qkv, *args, **outputs)
+    return qkv
+
+
+def qkv_warmup(
+    nkv: int,
+    *,
+    hidden_size: int = 6144,
+    max_tokens: int = 8192,
+    device: torch.device | None = None,
+    has_q: bool = True,
+    has_qfp8: bool = False,
+    block_size: int = 64,
+) -> list[Tile]:
+    """Compile every tile configuration the fused kernel picks for 1..max_tokens tokens; returns them.
+
+    Each runs once on a one-token dummy problem (slots -1, so no cache byte changes).
+    M and block_size are not specialized on, so a serving step with the same (nkv,
+    hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
+    compile-time constant of the kernel). Also allocates the split-K workspace, so call
+    it before capturing CUDA graphs.
+
+    Raises:
+        ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
+            positive multiple of 128, max_tokens < 1.
+    """
+    if nkv not in NKV_CHOICES:
+        raise ValueError(f"nkv must be 1, 2 or 4, got {nkv}")
+    if not (has_q or has_qfp8):
+        raise ValueError("no q output: has_q and/or has_qfp8 must be True")
+    checks.multiple_of("hidden_size", hidden_size, 128)
+    checks.multiple_of("max_tokens", max_tokens, 1)
+    device = device or runtime.kernel_device()
+    n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
+    picks = {m: pick_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
+    tiles = sorted(set(picks.values()), key=dataclasses.astuple)
+
+    def workspace(m: int) -> int:
+        t = picks[m]
+        return 0 if t.split_k == 1 else -(-m // t.block_m) * t.split_k * t.block_m
+
+    m = 1
+    xq = torch.zeros((m, k), dtype=torch.float8_e4m3fn, device=device)
+    xsf = torch.zeros(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=device)
+    wq = torch.zeros((n, k), dtype=torch.float8_e4m3fn, device=device)
+    wsf = torch.zeros(mxfp8_scale_numel(n, k), dtype=torch.uint8, device=device)
+    w = torch.ones(HEAD_DIM, dtype=torch.bfloat16, device=device)
+    minus = torch.full((m,), -1, dtype=torch.int64, device=device)
+    args = dict(
+        slot_mapping=minus, index_slot_mapping=minus,
+        kv_cache=empty_kv_cache(1, nkv, block_size, device), index_cache=empty_index_cache(1, block_size, device),
+        index_q_out=torch.empty((m, nkv * HEAD_DIM), dtype=torch.float8_e4m3fn, device=device),
+        q_out=torch.empty((m, 16 * nkv * HEAD_DIM), dtype=torch.bfloat16, device=device) if has_q else None,
+        q_fp8_out=torch.empty((m, 16 * nkv * HEAD_DIM), dtype=torch.float8_e4m3fn, device=device) if has_qfp8 else None,
+    )
+    pos = torch.zeros(m, dtype=torch.int64, device=device)
+    cs = torch.zeros((1, 64), dtype=torch.bfloat16, device=device)
+    for tile in tiles:
+        qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args)
+    # the largest split-K workspace any M needs, allocated now rather than during a capture
+    m_ws = max(picks, key=workspace)
+    if workspace(m_ws):
+        t = picks[m_ws]
+        split_k_scratch(device, -(-m_ws // t.block_m) * (n // HEAD_DIM), t)
+    return tiles

@@ -1,0 +1,163 @@
+"""seam.mxfp8_linear and seam.MXFP8Weight (``shared/spec/mxfp8.md``).
+
+The GEMM's fp32 accumulator must be within fp32 reordering error of
+``f32(A_deq) @ f32(W_deq)^T``; the output is that accumulator rounded to BF16, so it
+is compared against the BF16 rounding of the reference with a bound of one BF16
+rounding plus the reordering error (``K * 2^-24 * sum |a*w|``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import seam
+from seam.formats.mxfp8 import mxfp8_quantize_ref
+from seam.kernels.mxfp8_gemm import LARGE_TILE, Tile, pick_split_k, pick_tile, small_tile
+
+
+def _check_close(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> None:
+    a = seam.mxfp8_dequantize(xq, xs, dtype=torch.float32)
+    w = weight.dequantize()
+    ref = a @ w.t()
+    reorder = a.shape[1] * 2.0**-24 * (a.abs() @ w.abs().t())
+    err = (out.float() - ref).abs()
+    # one BF16 rounding (half an ulp, 2^-9 relative) + fp32 reordering error (+ its own rounding)
+    bound = ref.abs() * 2.0**-8 + 2 * reorder + 1e-30
+    assert bool((err <= bound).all()), float((err - bound).max())
+
+
+def _inputs(m, n, k, seed=0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+    w = (torch.randn(n, k, generator=g) * 0.05).to(torch.bfloat16).to(device)
+    return x, seam.MXFP8Weight.from_bf16(w)
+
+
+def test_weight_from_bf16_matches_reference_quantizer():
+    w = torch.randn(160, 96).to(torch.bfloat16)
+    wt = seam.MXFP8Weight.from_bf16(w)
+    v, s = mxfp8_quantize_ref(w)
+    assert torch.equal(wt.values.view(torch.uint8), v.view(torch.uint8)) and torch.equal(wt.scales, s)
+    assert wt.shape == (160, 96)
+    assert torch.equal(wt.dequantize(), seam.mxfp8_dequantize(v, s, dtype=torch.float32))
+
+
+def test_weight_record_rejects_bad_parts():
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, 64))
+    with pytest.raises(TypeError, match="values"):
+        seam.MXFP8Weight(w.values.view(torch.uint8), w.scales)
+    with pytest.raises(ValueError, match="scales"):
+        seam.MXFP8Weight(w.values, w.scales[:-1])
+    with pytest.raises(ValueError, match="contiguous"):
+        seam.MXFP8Weight(w.values.t(), w.scales)
+    with pytest.raises(ValueError, match="2-D"):
+        seam.MXFP8Weight.from_bf16(torch.randn(4))
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 256, 256), (5, 200, 128), (17, 128, 96), (33, 384, 256)])
+def test_linear_bf16_input_within_reordering_error(m, n, k, device):
+    x, w = _inputs(m, n, k, seed=m, device=device)
+    out = seam.mxfp8_linear(x, w)
+    assert out.dtype == torch.bfloat16 and out.shape == (m, n)
+    xq, xs = seam.mxfp8_quantize(x)
+    _check_close(out, xq, xs, w)
+
+
+def test_linear_quantized_activation_and_out_buffer(device):
+    x, w = _inputs(9, 256, 256, seed=4, device=device)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (9, 256))
+    out = torch.full((9, 256), 7.0, dtype=torch.bfloat16, device=device)
+    got = seam.mxfp8_linear(act, w, out=out)
+    assert got is out
+    assert torch.equal(out, seam.mxfp8_linear(x, w))
+    _check_close(out, xq, xs, w)
+
+
+def test_linear_large_tile_matches_small_tile(device):
+    x, w = _inputs(3, 128, 128, seed=5, device=device)
+    small = seam.mxfp8_linear(x, w, tile=small_tile(3))
+    large = seam.mxfp8_linear(x, w, tile=LARGE_TILE)
+    xq, xs = seam.mxfp8_quantize(x)
+    _check_close(small, xq, xs, w)
+    _check_close(large, xq, xs, w)
+
+
+def test_linear_edge_values(device):
+    k = 128
+    x = torch.zeros(4, k, dtype=torch.bfloat16)
+    x[1] = 1e-38  # tiny block: scale byte 0 -> zeros
+    x[2, 0] = 1000.0  # one dominating element, the rest below E4M3 range
+    x[2, 1:] = 1e-6
+    x[3] = -0.0
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, k))
+    out = seam.mxfp8_linear(x.to(device), w)
+    xq, xs = seam.mxfp8_quantize(x.to(device))
+    _check_close(out, xq, xs, w)
+    assert out[0].eq(0).all() and out[3].eq(0).all()
+
+
+def test_tile_choice_by_waves():
+    cpu = torch.device("cpu")
+    assert pick_tile(1, 2560, 6144, cpu).block_m == 16
+    assert pick_tile(40, 2560, 6144, cpu).block_m == 64
+    assert pick_tile(2048, 2560, 6144, cpu).block_m == 128
+    # split K fills one wave: 20 head tiles x 6 splits <= 132 SMs (8 would need a second wave)
+    assert pick_split_k(20, 96, 132) == 6
+    assert pick_split_k(39, 96, 132) == 3
+    assert pick_split_k(320, 96, 132) == 1
+    assert pick_split_k(1, 4, 132) == 2  # at least two BLOCK_K steps per split
+    assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
+
+
+@pytest.mark.parametrize("split_k", [2, 4])
+def test_linear_split_k_matches_single_program(split_k, device):
+    x, w = _inputs(5, 256, 512, seed=6, device=device)
+    one = seam.mxfp8_linear(x, w, tile=small_tile(5))
+    split = seam.mxfp8_linear(x, w, tile=dataclasses.replace(small_tile(5), split_k=split_k))
+    xq, xs = seam.mxfp8_quantize(x)
+    _check_close(split, xq, xs, w)
+    # a second launch reuses the rearmed counters and gives the same bytes (deterministic)
+    again = seam.mxfp8_linear(x, w, tile=dataclasses.replace(small_tile(5), split_k=split_k))
+    assert torch.equal(split, again)
+    assert (split.float() - one.float()).abs().max() <= one.float().abs().max() * 2.0**-7
+
+
+def test_linear_rejects_bad_arguments(device):
+    x, w = _inputs(2, 128, 128, device=device)
+    with pytest.raises(TypeError, match="weight"):
+        seam.mxfp8_linear(x, w.values)
+    with pytest.raises(TypeError, match="x must have dtype"):
+        seam.mxfp8_linear(x.float(), w)
+    with pytest.raises(ValueError, match="K=64"):
+        seam.mxfp8_linear(x[:, :64], w)
+    with pytest.raises(ValueError, match="2-D"):
+        seam.mxfp8_linear(x[0], w)
+    xq, xs = seam.mxfp8_quantize(x, scale_layout="row_major")
+    with pytest.raises(ValueError, match="swizzled"):
+        seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (2, 128), "row_major"), w)
+    out = torch.zeros(2, 64, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="out must have shape"):
+        seam.mxfp8_linear(x, w, out=out)
+    with pytest.raises(TypeError, match="out must have dtype"):
+        seam.mxfp8_linear(x, w, out=torch.zeros(2, 128, device=device))
+    with pytest.raises(ValueError, match="tile.block_m"):
+        seam.mxfp8_linear(x, w, tile=Tile(24, 128, 128, 4, 1))
+    with pytest.raises(TypeError, match="tile"):
+        seam.mxfp8_linear(x, w, tile=(16, 128))
+    with pytest.raises(ValueError, match="split_k"):
+        seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 1, split_k=3))
+    assert out.eq(0).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 7, 64, 513, 2048])
+@pytest.mark.parametrize("n", [2560, 4992])
+def test_linear_full_shapes_gpu(m, n):
+    x, w = _inputs(m, n, 6144, seed=m, device="cuda")
+    out = seam.mxfp8_linear(x, w)
+    xq, xs = seam.mxfp8_quantize(x)
+    _check_close(out, xq, xs, w)

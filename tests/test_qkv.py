@@ -1,0 +1,372 @@
+"""seam.qkv_index_fused_epilogue (``shared/spec/qkv_epilogue.md``).
+
+- the epilogue on a given fp32 accumulator: bytes equal to ``seam.ref.qkv`` (the
+  kernel's own code path with the GEMM replaced by a load);
+- the fused GEMM + epilogue against the unfused chain (``mxfp8_linear`` -> BF16 qkv ->
+  PyTorch epilogue): q within 2e-2 relative (max error over a row against the row's
+  max magnitude: the BF16 round trip of qkv moves each value by <= 2^-9 relative, which
+  norm and RoPE keep at that order; FP8 q / index_q also get one E4M3 step of their
+  own value), cache entries within one E2M1 code and one E4M3 scale step, bytes of untouched slots (slot -1) unchanged;
+- every bad argument rejected before any byte is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import seam
+from seam.formats import nvfp4
+from seam.kernels.mxfp8_gemm import LARGE_TILE, small_tile
+from seam.ops.qkv import qkv_epilogue, qkv_unfused
+from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
+
+
+@dataclasses.dataclass
+class Problem:
+    nkv: int
+    m: int
+    k: int
+    block_size: int
+    num_blocks: int
+    x: torch.Tensor
+    weight: seam.MXFP8Weight
+    positions: torch.Tensor
+    cos_sin_cache: torch.Tensor
+    norm_weights: tuple
+    slots: torch.Tensor
+    index_slots: torch.Tensor
+
+    @property
+    def n(self) -> int:
+        return (19 * self.nkv + 1) * 128
+
+    def outputs(self, *, q=True, q_fp8=True, page_pad=32, fill=None) -> dict:
+        dev = self.x.device
+        kv = nvfp4.empty_kv_cache(self.num_blocks, self.nkv, self.block_size, dev, page_pad)
+        idx = nvfp4.empty_index_cache(self.num_blocks, self.block_size, dev, page_pad)
+        if fill is not None:
+            g = torch.Generator().manual_seed(fill)
+            for c in (kv, idx):
+                c.copy_(torch.randint(0, 256, c.shape, generator=g, dtype=torch.uint8))
+        qn = 16 * self.nkv * 128
+        return dict(
+            kv_cache=kv,
+            index_cache=idx,
+            index_q_out=torch.zeros(self.m, self.nkv * 128, dtype=torch.float8_e4m3fn, device=dev),
+            q_out=torch.zeros(self.m, qn, dtype=torch.bfloat16, device=dev) if q else None,
+            q_fp8_out=torch.zeros(self.m, qn, dtype=torch.float8_e4m3fn, device=dev) if q_fp8 else None,
+        )
+
+    def args(self):
+        return (self.positions, self.cos_sin_cache, *self.norm_weights, 1e-6)
+
+    def kw(self, **scales):
+        return dict(slot_mapping=self.slots, index_slot_mapping=self.index_slots, **scales)
+
+
+def make_problem(nkv=1, m=5, k=256, block_size=4, seed=0, device="cpu", num_blocks=None) -> Problem:
+    g = torch.Generator().manual_seed(seed)
+    n = (19 * nkv + 1) * 128
+    num_blocks = num_blocks or max(2, -(-2 * m // block_size))
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    w = (torch.randn(n, k, generator=g) * k**-0.5 * 4).to(torch.bfloat16)
+    max_pos = 64
+    angle = torch.arange(max_pos)[:, None] * torch.exp2(-torch.arange(32) / 4.0)[None, :]
+    cs = torch.cat((angle.cos(), angle.sin()), dim=1).to(torch.bfloat16)
+    norm_weights = tuple((torch.randn(128, generator=g) * 0.2).to(torch.bfloat16).to(device) for _ in range(4))
+    perm = torch.randperm(num_blocks * block_size, generator=g)
+    slots = perm[:m].clone()
+    index_slots = perm[m : 2 * m].clone() if 2 * m <= perm.numel() else perm[:m].flip(0).clone()
+    slots[1::3] = -1
+    index_slots[2::3] = -1
+    return Problem(
+        nkv, m, k, block_size, num_blocks, x.to(device), seam.MXFP8Weight.from_bf16(w.to(device)),
+        torch.randint(0, max_pos, (m,), generator=g).to(device), cs.to(device), norm_weights,
+        slots.to(device), index_slots.to(device),
+    )
+
+
+def _bytes(t):
+    return None if t is None else t.view(torch.uint8)
+
+
+def _assert_outputs_equal(a: dict, b: dict, nan_aware_q: bool = False) -> None:
+    for name in a:
+        if a[name] is None:
+            assert b[name] is None
+            continue
+        if name == "q_out" and nan_aware_q:
+            x, y = a[name].float(), b[name].float()
+            both_nan = torch.isnan(x) & torch.isnan(y)
+            assert torch.equal(torch.isnan(x), torch.isnan(y)), name
+            assert torch.equal(_bytes(a[name])[~both_nan.repeat_interleave(2, 1)],
+                               _bytes(b[name])[~both_nan.repeat_interleave(2, 1)]), name
+            continue
+        assert torch.equal(_bytes(a[name]), _bytes(b[name])), name
+
+
+def _edge_accumulator(p: Problem, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    acc = torch.randn(p.m, p.n, generator=g) * 4
+    heads = acc.view(p.m, -1, 128)
+    heads[0, 0] = 0.0  # all-zero q head: r = 1/sqrt(eps)
+    heads[0, 16 * p.nkv] = 0.0  # all-zero k head
+    heads[0, 17 * p.nkv] = -0.0  # all-zero v head (-0.0)
+    if p.m > 1:
+        heads[1, :, :] *= 1e-20  # tiny rows
+        heads[1, :, 7] = 1e3  # one dominating element per head
+    if p.m > 2:
+        heads[2, 1] = 1e-42  # subnormal q head
+        heads[2, 17 * p.nkv, ::3] = 5.0  # v head with exact E2M1 midpoints at sf = 1
+        heads[2, 17 * p.nkv, 1::3] = 6.0
+    return acc.to(p.x.device)
+
+
+@pytest.mark.parametrize("nkv,block_size,m", [(1, 4, 5), (2, 16, 3), (1, 16, 1)])
+def test_epilogue_on_given_accumulator_is_bit_exact(nkv, block_size, m, device):
+    p = make_problem(nkv=nkv, m=m, block_size=block_size, seed=nkv * 10 + m, device=device)
+    acc = _edge_accumulator(p, seed=m)
+    scales = dict(q_fp8_scale=0.37, k_scale=0.8, v_scale=1.7)
+    got, want = p.outputs(fill=1), p.outputs(fill=1)
+    qkv_epilogue(acc, *p.args(), **p.kw(**scales), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **want)
+    _assert_outputs_equal(got, want)
+
+
+def test_epilogue_inf_nan_rows_match_reference(device):
+    p = make_problem(nkv=1, m=2, block_size=4, seed=3, device=device)
+    acc = _edge_accumulator(p, seed=5)
+    acc[0, 5] = float("inf")
+    acc[1, 3 * 128 + 2] = float("nan")
+    acc[1, 17 * 128 + 9] = float("inf")  # v head: sf saturates to 448, code 6
+    got, want = p.outputs(), p.outputs()
+    qkv_epilogue(acc, *p.args(), **p.kw(), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want, nan_aware_q=True)
+
+
+@pytest.mark.parametrize("q,q_fp8", [(True, False), (False, True)])
+def test_single_q_output(q, q_fp8, device):
+    p = make_problem(nkv=1, m=3, seed=7, device=device)
+    acc = _edge_accumulator(p, seed=7)
+    got, want = p.outputs(q=q, q_fp8=q_fp8), p.outputs(q=q, q_fp8=q_fp8)
+    qkv_epilogue(acc, *p.args(), **p.kw(q_fp8_scale=2.0), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(q_fp8_scale=2.0), **want)
+    _assert_outputs_equal(got, want)
+
+
+def test_unfused_triton_epilogue_on_bf16_qkv_matches_torch(device):
+    p = make_problem(nkv=1, m=4, seed=8, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    got, want = p.outputs(), p.outputs()
+    qkv_t = qkv_unfused(xq, xsf, p.weight, *p.args(), epilogue="triton", **p.kw(k_scale=0.5), **got)
+    qkv_r = qkv_unfused(xq, xsf, p.weight, *p.args(), epilogue="torch", **p.kw(k_scale=0.5), **want)
+    assert torch.equal(qkv_t, qkv_r)
+    _assert_outputs_equal(got, want)
+
+
+def _cache_within_one_step(got: torch.Tensor, want: torch.Tensor, block_size: int) -> None:
+    """Per slot: data codes within one E2M1 step (on the signed line), scale bytes within one E4M3 step."""
+    data_bytes = block_size * 64
+    g = got.reshape(-1, block_size * 72)
+    w = want.reshape(-1, block_size * 72)
+    gc = nvfp4.unpack_e2m1(g[:, :data_bytes]).to(torch.int32)
+    wc = nvfp4.unpack_e2m1(w[:, :data_bytes]).to(torch.int32)
+    line_g = torch.where(gc >= 8, -(gc - 8), gc)
+    line_w = torch.where(wc >= 8, -(wc - 8), wc)
+    assert int((line_g - line_w).abs().max()) <= 1
+    sg = g[:, data_bytes:].to(torch.int32)
+    sw = w[:, data_bytes:].to(torch.int32)
+    assert int((sg - sw).abs().max()) <= 1
+
+
+def _q_close(got: torch.Tensor, want: torch.Tensor, fp8: bool = False) -> None:
+    """Max error of a row <= 2e-2 of the row's max magnitude (+ one E4M3 step for FP8 outputs)."""
+    g, w = got.float(), want.float()
+    bound = 2e-2 * w.abs().amax(dim=1, keepdim=True) + (w.abs() * 2.0**-3 if fp8 else 0.0)
+    assert bool(((g - w).abs() <= bound).all()), float(((g - w).abs() - bound).max())
+
+
+@pytest.mark.parametrize("nkv,block_size,m", [(1, 4, 5), (2, 16, 3)])
+def test_fused_matches_unfused_chain(nkv, block_size, m, device):
+    p = make_problem(nkv=nkv, m=m, block_size=block_size, seed=20 + nkv, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    scales = dict(q_fp8_scale=0.5, k_scale=0.9, v_scale=1.1)
+    got, want = p.outputs(fill=2), p.outputs(fill=2)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(**scales), **got)
+    qkv_unfused(xq, xsf, p.weight, *p.args(), epilogue="torch", **p.kw(**scales), **want)
+    _q_close(got["q_out"], want["q_out"])
+    _q_close(got["q_fp8_out"], want["q_fp8_out"], fp8=True)
+    _q_close(got["index_q_out"], want["index_q_out"], fp8=True)
+    _cache_within_one_step(got["kv_cache"], want["kv_cache"], block_size)
+    _cache_within_one_step(got["index_cache"], want["index_cache"], block_size)
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_fused_slot_minus_one_leaves_caches_untouched(split_k, device):
+    p = make_problem(nkv=1, m=3, block_size=4, seed=30, device=device)
+    p.slots[:] = -1
+    p.index_slots[:] = torch.tensor([-1, 5, -1])
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    out = p.outputs(fill=9)
+    before = {k: v.clone() for k, v in out.items() if v is not None}
+    tile = dataclasses.replace(small_tile(3), split_k=split_k)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=tile, **out)
+    assert torch.equal(out["kv_cache"], before["kv_cache"])
+    changed = (out["index_cache"] != before["index_cache"]).reshape(p.num_blocks, -1)
+    # only index slot 5 (block 1, token 1) changed: its 64 data bytes and 8 linear scale bytes
+    assert not changed[0].any()
+    page = changed[1]
+    allowed = torch.zeros_like(page)
+    allowed[64:128] = True
+    allowed[4 * 64 + 8 : 4 * 64 + 16] = True
+    assert not (page & ~allowed).any()
+
+
+def test_fused_matches_epilogue_on_reference_accumulator_mostly(device):
+    # the fused accumulator differs from the reference GEMM only by fp32 reordering:
+    # nearly every output byte agrees with the exact epilogue of the reference accumulator
+    p = make_problem(nkv=1, m=4, seed=40, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    got, want = p.outputs(), p.outputs()
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got)
+    acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    eq = (_bytes(got["q_out"]) == _bytes(want["q_out"])).float().mean()
+    assert eq > 0.95
+    _q_close(got["q_out"], want["q_out"])
+
+
+def test_fused_large_tile_override(device):
+    p = make_problem(nkv=1, m=3, seed=50, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    a, b = p.outputs(), p.outputs()
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=LARGE_TILE, **a)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=small_tile(3), **b)
+    _q_close(a["q_out"], b["q_out"])
+    _cache_within_one_step(a["kv_cache"], b["kv_cache"], p.block_size)
+
+
+@pytest.mark.parametrize("split_k", [2, 4])
+def test_fused_split_k(split_k, device):
+    # split K combines in split order in the kernel: close to one program, and deterministic
+    p = make_problem(nkv=1, m=3, k=512, seed=55, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    tile = dataclasses.replace(small_tile(3), split_k=split_k)
+    a, b, c = p.outputs(fill=5), p.outputs(fill=5), p.outputs(fill=5)
+    call = (xq, xsf, p.weight.values, p.weight.scales, *p.args())
+    seam.qkv_index_fused_epilogue(*call, **p.kw(), tile=tile, **a)
+    seam.qkv_index_fused_epilogue(*call, **p.kw(), tile=tile, **b)
+    seam.qkv_index_fused_epilogue(*call, **p.kw(), tile=small_tile(3), **c)
+    _assert_outputs_equal(a, b)
+    _q_close(a["q_out"], c["q_out"])
+    _cache_within_one_step(a["kv_cache"], c["kv_cache"], p.block_size)
+    _cache_within_one_step(a["index_cache"], c["index_cache"], p.block_size)
+
+
+def test_warmup_compiles_and_writes_nothing_visible(device):
+    tiles = seam.qkv_warmup(1, device=device, has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
+    assert {t.block_m for t in tiles} == {16, 32, 64, 128}
+    with pytest.raises(ValueError, match="nkv"):
+        seam.qkv_warmup(3, device=device, hidden_size=128)
+    with pytest.raises(ValueError, match="no q output"):
+        seam.qkv_warmup(1, device=device, has_q=False, hidden_size=128)
+
+
+def _bad_cases(p: Problem, xq, xsf):
+    """(description, kwargs override, exception, message) for every rejected argument."""
+    dev = p.x.device
+    base = p.outputs()
+    n = p.n
+    kv = base["kv_cache"]
+    misaligned_raw = torch.zeros(kv.numel() + 64, dtype=torch.uint8, device=dev)
+    misaligned = misaligned_raw[1 : 1 + kv.numel()].view(kv.shape)
+    return [
+        ("xq", dict(xq=xq.view(torch.uint8)), TypeError, "xq must have dtype"),
+        ("xq K", dict(xq=xq[:, :96].contiguous()), ValueError, "multiple of 128"),
+        ("wq N", dict(wq=p.weight.values[: n - 128]), ValueError, r"\(19\*nkv \+ 1\)\*128"),
+        ("wq K", dict(wq=torch.zeros(n, 128, dtype=torch.float8_e4m3fn, device=dev)), ValueError, "wq must have shape"),
+        ("xsf", dict(xsf=xsf[:-1]), ValueError, "xsf must hold"),
+        ("wsf", dict(wsf=p.weight.scales[:-4]), ValueError, "wsf must hold"),
+        ("positions", dict(positions=p.positions.int()), TypeError, "positions must have dtype"),
+        ("slot", dict(slot_mapping=p.slots[:-1]), ValueError, "slot_mapping must have shape"),
+        ("index slot", dict(index_slot_mapping=p.index_slots.float()), TypeError, "index_slot_mapping"),
+        ("cos_sin", dict(cos_sin_cache=p.cos_sin_cache[:, :32]), ValueError, "cos_sin_cache must have shape"),
+        ("cos_sin dtype", dict(cos_sin_cache=p.cos_sin_cache.float()), TypeError, "cos_sin_cache"),
+        ("weight", dict(k_norm_weight=p.norm_weights[1][:64]), ValueError, "k_norm_weight"),
+        ("no q", dict(q_out=None, q_fp8_out=None), ValueError, "no q output"),
+        ("q_out", dict(q_out=base["q_out"][:, :128]), ValueError, "q_out must have shape"),
+        ("q_fp8", dict(q_fp8_out=base["q_out"]), TypeError, "q_fp8_out must have dtype"),
+        ("index_q", dict(index_q_out=base["index_q_out"].view(torch.uint8)), TypeError, "index_q_out"),
+        ("kv dtype", dict(kv_cache=kv.view(torch.int8)), TypeError, "kv_cache must have dtype"),
+        ("kv heads", dict(kv_cache=nvfp4.empty_kv_cache(2, 2, p.block_size, dev)), ValueError, "kv_cache must have shape"),
+        ("block size", dict(kv_cache=nvfp4.empty_kv_cache(2, p.nkv, 6, dev)), ValueError, "multiple of 4"),
+        ("kv strides", dict(kv_cache=kv.transpose(1, 2)), ValueError, "kv_cache"),
+        ("kv align", dict(kv_cache=misaligned), ValueError, "32-byte aligned"),
+        ("kv page stride", dict(kv_cache=nvfp4.empty_kv_cache(2, p.nkv, p.block_size, dev, page_pad=8)),
+         ValueError, "multiple of 32"),
+        ("index bs", dict(index_cache=nvfp4.empty_index_cache(2, 2 * p.block_size, dev)), ValueError, "index_cache"),
+        ("eps", dict(eps=-1.0), ValueError, "eps"),
+        ("eps type", dict(eps="1e-6"), TypeError, "eps"),
+        ("k_scale", dict(k_scale=0.0), ValueError, "k_scale"),
+        ("v_scale", dict(v_scale=float("nan")), ValueError, "v_scale"),
+        ("tile", dict(tile=LARGE_TILE.__class__(16, 64, 128, 4, 1)), ValueError, "block_n"),
+    ]
+
+
+def test_bad_arguments_rejected_and_buffers_untouched(device):
+    p = make_problem(nkv=1, m=3, block_size=4, seed=60, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    out = p.outputs(fill=3)
+    before = {k: v.clone() for k, v in out.items()}
+    names = ["xq", "xsf", "wq", "wsf", "positions", "cos_sin_cache", "q_norm_weight", "k_norm_weight",
+             "index_q_norm_weight", "index_k_norm_weight", "eps"]
+    good = dict(zip(names, (xq, xsf, p.weight.values, p.weight.scales, *p.args())))
+    for desc, override, exc, msg in _bad_cases(p, xq, xsf):
+        call = {**good, **p.kw(), **out, **override}
+        pos = [call.pop(k) for k in names]
+        with pytest.raises(exc, match=msg):
+            seam.qkv_index_fused_epilogue(*pos, **call)
+    for k, v in out.items():
+        assert torch.equal(_bytes(v), _bytes(before[k])), k
+    # overlapping outputs
+    with pytest.raises(ValueError, match="overlap"):
+        seam.qkv_index_fused_epilogue(
+            xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
+            **{**out, "q_fp8_out": out["q_out"].view(torch.float8_e4m3fn).view(-1)[: 3 * 16 * 128].view(3, -1)},
+        )
+
+
+def test_epilogue_entry_rejects_bad_accumulator(device):
+    p = make_problem(nkv=1, m=2, device=device)
+    out = p.outputs()
+    with pytest.raises(TypeError, match="acc"):
+        qkv_epilogue(torch.zeros(2, p.n, dtype=torch.float16), *p.args(), **p.kw(), **out)
+    with pytest.raises(ValueError, match=r"acc.shape\[1\]"):
+        qkv_epilogue(torch.zeros(2, 1000), *p.args(), **p.kw(), **out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nkv", [1, 2, 4])
+@pytest.mark.parametrize("m", [1, 7, 64, 513])
+def test_fused_full_shapes_gpu(nkv, m):
+    p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=m + nkv, device="cuda",
+                     num_blocks=max(4, -(-3 * m // 64)))
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    scales = dict(q_fp8_scale=0.5, k_scale=0.9, v_scale=1.1)
+    got, want = p.outputs(fill=2), p.outputs(fill=2)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(**scales), **got)
+    qkv_unfused(xq, xsf, p.weight, *p.args(), epilogue="torch", **p.kw(**scales), **want)
+    _q_close(got["q_out"], want["q_out"])
+    _q_close(got["index_q_out"], want["index_q_out"], fp8=True)
+    _cache_within_one_step(got["kv_cache"], want["kv_cache"], 64)
+    _cache_within_one_step(got["index_cache"], want["index_cache"], 64)
+    # the epilogue alone, on a given accumulator, is bit-exact on the GPU too
+    acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
+    a, b = p.outputs(fill=4), p.outputs(fill=4)
+    qkv_epilogue(acc, *p.args(), **p.kw(**scales), **a)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **b)
+    _assert_outputs_equal(a, b)
