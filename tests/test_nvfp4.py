@@ -91,7 +91,7 @@ def test_mul_rz_ref_is_truncated_exact_product():
     assert big.item() == torch.finfo(torch.float32).max
 
 
-def test_kernel_mul_rz_and_e2m1_match_reference():
+def test_kernel_mul_rz_and_e2m1_match_reference(device):
     g = torch.Generator().manual_seed(2)
     n = 1024
     a = torch.randn(n, generator=g) * 4
@@ -99,9 +99,10 @@ def test_kernel_mul_rz_and_e2m1_match_reference():
                            float("inf"), -7.0, 1e-40, -1e-40])
     b = torch.rand(n, generator=g) + 0.5
     b[-4:] = torch.tensor([3e38, 1e-30, 1.0, -2.0])
-    p = torch.empty(n)
-    c = torch.empty(n, dtype=torch.uint8)
-    _elementwise_kernel[(1,)](a, b, p, c, N=n)
+    p = torch.empty(n, device=device)
+    c = torch.empty(n, dtype=torch.uint8, device=device)
+    _elementwise_kernel[(1,)](a.to(device), b.to(device), p, c, N=n)
+    p, c = p.cpu(), c.cpu()
     ref = nvfp4.mul_rz(a, b)
     assert torch.equal(p.view(torch.int32)[~torch.isnan(ref)], ref.view(torch.int32)[~torch.isnan(ref)])
     assert torch.equal(c, nvfp4.e2m1_encode(a))
@@ -131,11 +132,12 @@ def _edge_rows(cols: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("g", [1.0, 0.7, 1.3, 1e-3, 37.0])
-def test_kernel_quantizer_bytes_equal_reference(g):
+def test_kernel_quantizer_bytes_equal_reference(g, device):
     x = _edge_rows(64)
-    data = torch.empty(16, 32, dtype=torch.uint8)
-    sf = torch.empty(16, 4, dtype=torch.uint8)
-    _quantize_kernel[(1,)](x, data, sf, nvfp4.f32_reciprocal(g), ROWS=16, COLS=64)
+    data = torch.empty(16, 32, dtype=torch.uint8, device=device)
+    sf = torch.empty(16, 4, dtype=torch.uint8, device=device)
+    _quantize_kernel[(1,)](x.to(device), data, sf, nvfp4.f32_reciprocal(g), ROWS=16, COLS=64)
+    data, sf = data.cpu(), sf.cpu()
     ref_data, ref_sf = nvfp4.nvfp4_quantize_ref(x, g)
     assert torch.equal(sf, ref_sf)
     assert torch.equal(data, ref_data)
@@ -165,10 +167,11 @@ def test_midpoint_ties_round_to_even_codes():
     assert codes == [7, 0, 2, 2, 4, 4, 6, 6]
 
 
-def test_v_scale_offsets_kernel_matches_format_and_tile_quads():
+def test_v_scale_offsets_kernel_matches_format_and_tile_quads(device):
     t_count = 16
-    out = torch.empty(t_count, 8, dtype=torch.int32)
+    out = torch.empty(t_count, 8, dtype=torch.int32, device=device)
     _v_offset_kernel[(1,)](out, T=t_count)
+    out = out.cpu()
     want = torch.tensor([nvfp4.scale_offsets(t, True) for t in range(t_count)], dtype=torch.int32)
     assert torch.equal(out, want)
     # a bijection onto the scale area, each 4-token quad on its own 32 bytes

@@ -19,7 +19,7 @@ import torch
 
 import seam
 from seam.formats import nvfp4
-from seam.kernels.mxfp8_gemm import LARGE_TILE, small_tile
+from seam.kernels.mxfp8_gemm import LARGE_TILE, pick_tile, small_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 
@@ -269,7 +269,8 @@ def test_fused_split_k(split_k, device):
 
 def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=device, has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
-    assert {t.block_m for t in tiles} == {16, 32, 64, 128}
+    # every tile the picker can choose up to max_tokens, and nothing else
+    assert set(tiles) == {pick_tile(m, 2560, 128, device) for m in range(1, 257)}
     with pytest.raises(ValueError, match="nkv"):
         seam.qkv_warmup(3, device=device, hidden_size=128)
     with pytest.raises(ValueError, match="no q output"):
@@ -344,9 +345,9 @@ def test_epilogue_entry_rejects_bad_accumulator(device):
     p = make_problem(nkv=1, m=2, device=device)
     out = p.outputs()
     with pytest.raises(TypeError, match="acc"):
-        qkv_epilogue(torch.zeros(2, p.n, dtype=torch.float16), *p.args(), **p.kw(), **out)
+        qkv_epilogue(torch.zeros(2, p.n, dtype=torch.float16, device=device), *p.args(), **p.kw(), **out)
     with pytest.raises(ValueError, match=r"acc.shape\[1\]"):
-        qkv_epilogue(torch.zeros(2, 1000), *p.args(), **p.kw(), **out)
+        qkv_epilogue(torch.zeros(2, 1000, device=device), *p.args(), **p.kw(), **out)
 
 
 @pytest.mark.gpu
