@@ -240,14 +240,17 @@ def test_fused_matches_epilogue_on_reference_accumulator_mostly(device):
     _q_close(got["q_out"], want["q_out"])
 
 
-def test_fused_large_tile_override(device):
+def test_fused_tile_override(device):
+    """Every allowed tile gives the same q; the 128-row tile is refused (see ops/qkv.py)."""
     p = make_problem(nkv=1, m=3, seed=50, device=device)
     xq, xsf = seam.mxfp8_quantize(p.x)
     a, b = p.outputs(), p.outputs()
-    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=LARGE_TILE, **a)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=small_tile(64), **a)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=small_tile(3), **b)
     _q_close(a["q_out"], b["q_out"])
     _cache_within_one_step(a["kv_cache"], b["kv_cache"], p.block_size)
+    with pytest.raises(ValueError, match="block_m must be <= 64"):
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=LARGE_TILE, **a)
 
 
 @pytest.mark.parametrize("split_k", [2, 4])
@@ -270,7 +273,7 @@ def test_fused_split_k(split_k, device):
 def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=device, has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else
-    assert set(tiles) == {pick_tile(m, 2560, 128, device) for m in range(1, 257)}
+    assert set(tiles) == {pick_tile(m, 2560, 128, device, large=False) for m in range(1, 257)}
     with pytest.raises(ValueError, match="nkv"):
         seam.qkv_warmup(3, device=device, hidden_size=128)
     with pytest.raises(ValueError, match="no q output"):

@@ -86,16 +86,16 @@ def pick_split_k(tiles: int, k_steps: int, sms: int) -> int:
     return best
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, large: bool = True) -> Tile:
     """Small tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs.
 
     A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
     its time at these shapes, so the small config wins whenever
-    ``3/5 * waves(small) <= waves(large)``.
+    ``3/5 * waves(small) <= waves(large)``. ``large=False`` never picks the 128-row tile.
     """
     sms = num_sms(device)
     tile = small_tile(m)
-    if m > tile.block_m:
+    if large and m > tile.block_m:
         waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)
         waves_large = -(-(-(-m // LARGE_TILE.block_m) * -(-n // LARGE_TILE.block_n)) // sms)
         if 3 * waves_small > 5 * waves_large:
