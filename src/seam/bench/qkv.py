@@ -115,7 +115,7 @@ def run(console) -> list[dict]:
     copy_gbs = copy_bandwidth_gbs()
     g = torch.Generator(device="cpu").manual_seed(0)
     for _, nkv in SHAPES:
-        seam.qkv_warmup(nkv, hidden_size=K, device=dev)
+        seam.qkv_warmup(nkv, hidden_size=K, device=dev, max_tokens=max(MS))
     rows = []
     for name, nkv in SHAPES:
         for m in MS:
