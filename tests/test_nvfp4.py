@@ -104,7 +104,15 @@ def test_kernel_mul_rz_and_e2m1_match_reference(device):
     _elementwise_kernel[(1,)](a.to(device), b.to(device), p, c, N=n)
     p, c = p.cpu(), c.cpu()
     ref = nvfp4.mul_rz(a, b)
-    assert torch.equal(p.view(torch.int32)[~torch.isnan(ref)], ref.view(torch.int32)[~torch.isnan(ref)])
+    # Triton links libdevice with FTZ on the GPU: subnormal operands and products flush to
+    # zero (toward zero, so still an RZ result). Such products are below every E2M1 step
+    # and encode as code 0 either way; everywhere else the bits must match.
+    tiny = 2.0**-126
+    flushable = (a.abs() < tiny) | (b.abs() < tiny) | (ref.abs() < tiny)
+    exact = ~torch.isnan(ref) & ~flushable
+    assert torch.equal(p.view(torch.int32)[exact], ref.view(torch.int32)[exact])
+    assert bool((p[flushable].abs() <= ref[flushable].abs()).all())
+    assert torch.equal(nvfp4.e2m1_encode(p[flushable]), nvfp4.e2m1_encode(ref[flushable]))
     assert torch.equal(c, nvfp4.e2m1_encode(a))
 
 

@@ -22,7 +22,11 @@ _SF_FLOOR = tl.constexpr(0.001953125)  # 2^-9, smallest E4M3 subnormal
 
 @triton.jit
 def mul_rz(a, b):
-    """fp32 ``a * b`` rounded toward zero."""
+    """fp32 ``a * b`` rounded toward zero.
+
+    On the GPU Triton links libdevice with FTZ, so subnormal operands and products
+    flush to zero; they lie far below the smallest E2M1 step and give code 0 either way.
+    """
     if EMULATE_MUL_RZ:
         # fp64 product of fp32 operands is exact; step the RNE result one ulp toward
         # zero when it landed farther from zero than the exact product.
