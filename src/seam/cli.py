@@ -43,7 +43,8 @@ def _bench(name: str) -> int:
     if name not in _bench_names():
         print(f"unknown benchmark {name!r}; choose from {', '.join(_bench_names())}", file=sys.stderr)
         return 2
-    importlib.import_module(f"seam.bench.{name}").run(Console())
+    # Benchmark tables are wide; keep every column when the output is a file or a pipe.
+    importlib.import_module(f"seam.bench.{name}").run(Console(width=None if sys.stdout.isatty() else 220))
     return 0
 
 
