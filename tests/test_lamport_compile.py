@@ -55,9 +55,9 @@ SCRIPT = textwrap.dedent(
                        "M": "constexpr" if small else "i32", "capacity": "constexpr" if small else "i32",
                        "hidden": "i32", "eps": "fp32", "TP": "constexpr", "EPILOGUE": "constexpr",
                        "GEMMA": "constexpr", "STORE_NORMED": "constexpr", "SPIN_LIMIT": "constexpr",
-                       "BLOCK_H": "constexpr", "USE_PDL": "constexpr"}
+                       "BLOCK_H": "constexpr", "PAD_ROWS": "constexpr", "USE_PDL": "constexpr"}
                 consts = {"TP": 8, "EPILOGUE": epilogue, "GEMMA": epilogue == 2, "STORE_NORMED": epilogue != 2,
-                          "SPIN_LIMIT": spin, "BLOCK_H": 8192, "USE_PDL": True}
+                          "SPIN_LIMIT": spin, "BLOCK_H": 8192, "PAD_ROWS": L.PAD_ROWS, "USE_PDL": True}
                 if small:
                     consts.update(M=1, capacity=1)
                 k = build(L.lamport_consumer_kernel, sig, consts, num_warps=16)
