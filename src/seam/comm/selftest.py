@@ -100,6 +100,11 @@ def run(args) -> int:
     import torch.distributed as dist
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if not torch.cuda.is_available() or torch.cuda.device_count() <= local_rank:
+        raise SystemExit(
+            f"seam.comm.selftest needs one CUDA GPU per process (local rank {local_rank}, "
+            f"{torch.cuda.device_count()} visible): run it on a multi-GPU machine"
+        )
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", device_id=device)
