@@ -161,3 +161,104 @@ def test_linear_full_shapes_gpu(m, n):
     out = seam.mxfp8_linear(x, w)
     xq, xs = seam.mxfp8_quantize(x)
     _check_close(out, xq, xs, w)
+
+
+# In-GEMM quantization (quantize="in_gemm"): the GEMM quantizes BF16 A tiles in registers with
+# the quantizer's rule, so with the same tile its output is byte-identical to the separate path.
+
+
+def _assert_in_gemm_bytes_equal(x: torch.Tensor, w: seam.MXFP8Weight, tile: Tile | None = None) -> torch.Tensor:
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
+    separate = seam.mxfp8_linear(act, w, tile=tile)
+    fused = seam.mxfp8_linear(x, w, tile=tile, quantize="in_gemm")
+    assert torch.equal(fused.view(torch.int16), separate.view(torch.int16))
+    return fused
+
+
+@pytest.mark.parametrize(
+    "m,n,k,tile",
+    [
+        (1, 128, 128, None),
+        (5, 256, 96, None),  # K = 1.5 BLOCK_K: the last step is half masked
+        (17, 128, 256, None),
+        (33, 200, 64, None),  # N not a multiple of BLOCK_N
+        (3, 128, 128, LARGE_TILE),  # BLOCK_K 32
+        (5, 128, 512, dataclasses.replace(small_tile(5), split_k=4)),
+    ],
+)
+def test_in_gemm_bytes_equal_separate(m, n, k, tile, device):
+    x, w = _inputs(m, n, k, seed=10 + m, device=device)
+    _assert_in_gemm_bytes_equal(x, w, tile)
+
+
+def test_in_gemm_m_past_one_row_tile(device):
+    # M = 130 > 128: several BLOCK_M tiles, the last with 2 rows (M not a multiple of 128)
+    x, w = _inputs(130, 128, 64, seed=3, device=device)
+    _assert_in_gemm_bytes_equal(x, w, Tile(64, 128, 64, 8, 4))
+
+
+def test_in_gemm_edge_rows(device):
+    k = 128
+    bits = torch.zeros(10, k, dtype=torch.int16)
+    x = bits.view(torch.bfloat16).clone()
+    x[1] = 1e-38  # tiny block: scale byte 0
+    x[2] = torch.tensor(1, dtype=torch.int16).view(torch.bfloat16)  # smallest BF16 subnormal, 2^-133
+    x[3, ::2] = torch.tensor(0x007F, dtype=torch.int16).view(torch.bfloat16)  # largest BF16 subnormal
+    x[4, 0] = 1000.0  # one dominating element, the rest below E4M3 range
+    x[4, 1:] = 1e-6
+    x[5, 3] = float("inf")
+    x[5, 40] = float("-inf")
+    x[5, 70] = 2.5
+    x[6, ::3] = float("nan")
+    x[6, 1::3] = -3.0
+    x[7] = -0.0
+    x[8] = torch.randn(k).to(torch.bfloat16) * 3e4  # large blocks of both signs: scale bytes well above 127
+    x[8, 64:] = -x[8, 64:]
+    x[9] = torch.randn(k).to(torch.bfloat16)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, k, generator=torch.Generator().manual_seed(1)).to(device))
+    out = _assert_in_gemm_bytes_equal(x.to(device), w)
+    assert out[0].eq(0).all() and out[7].eq(0).all()
+
+
+def test_in_gemm_strided_rows(device):
+    # row stride > K (a column slice of a wider buffer): the kernel reads rows at stride_xm
+    x, w = _inputs(6, 128, 128, seed=8, device=device)
+    wide = torch.full((6, 256), float("nan"), dtype=torch.bfloat16, device=device)
+    wide[:, 64:192] = x
+    got = seam.mxfp8_linear(wide[:, 64:192], w, quantize=seam.LinearQuantize.IN_GEMM)
+    assert torch.equal(got.view(torch.int16), seam.mxfp8_linear(x, w).view(torch.int16))
+
+
+def test_quantize_keyword_ignored_for_quantized_activation(device):
+    x, w = _inputs(4, 128, 128, seed=9, device=device)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 128))
+    assert torch.equal(seam.mxfp8_linear(act, w, quantize="in_gemm"), seam.mxfp8_linear(act, w))
+
+
+def test_quantize_keyword_rejects_bad_values(device):
+    x, w = _inputs(2, 128, 128, device=device)
+    out = torch.zeros(2, 128, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="quantize must be 'separate' or 'in_gemm', got 'fused'"):
+        seam.mxfp8_linear(x, w, out=out, quantize="fused")
+    with pytest.raises(TypeError, match="quantize must be a str"):
+        seam.mxfp8_linear(x, w, out=out, quantize=1)
+    # the other checks still apply on the in-GEMM path
+    with pytest.raises(TypeError, match="x must have dtype"):
+        seam.mxfp8_linear(x.float(), w, out=out, quantize="in_gemm")
+    with pytest.raises(ValueError, match="K=64"):
+        seam.mxfp8_linear(x[:, :64], w, out=out, quantize="in_gemm")
+    with pytest.raises(ValueError, match="unit column stride"):
+        seam.mxfp8_linear(x.t().contiguous().t(), w, out=out, quantize="in_gemm")
+    assert out.eq(0).all()
+    assert seam.LinearQuantize.parse("in_gemm") is seam.LinearQuantize.IN_GEMM
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 8, 64, 128])
+@pytest.mark.parametrize("n,k", [(1536, 6144), (6144, 768), (6144, 2048), (2560, 6144)])
+def test_in_gemm_full_shapes_gpu(m, n, k):
+    # the MiniMax-M3.1 TP4 layer shapes of ``seam bench linear``, default (split-K) tiles
+    x, w = _inputs(m, n, k, seed=m, device="cuda")
+    _assert_in_gemm_bytes_equal(x, w)

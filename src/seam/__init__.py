@@ -27,7 +27,7 @@ from seam.ops.norm import (
 )
 from seam.ops.swiglu import GateUpLayout, swiglu_oai, swiglu_oai_mxfp8
 from seam.ops.mhc import mhc_post_collapse_rms_norm
-from seam.ops.linear import mxfp8_linear
+from seam.ops.linear import LinearQuantize, mxfp8_linear
 from seam.ops.qkv import qkv_index_fused_epilogue, qkv_warmup
 from seam.layers import MXFP8Linear
 
@@ -61,6 +61,7 @@ __all__ = [
     "unswizzle_scales",
     # single-GPU fused ops
     "GateUpLayout",
+    "LinearQuantize",
     "MXFP8Linear",
     "fused_add_rms_norm_mxfp8",
     "gemma_fused_add_rms_norm",

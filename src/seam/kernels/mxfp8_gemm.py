@@ -17,6 +17,15 @@ stores its fp32 partial to a workspace, and the last to arrive at the tile's cou
 sums all partials in split order and runs the epilogue, so results do not depend on
 arrival order and the fused QKV epilogue stays in the kernel. The helpers here are
 shared with the fused QKV kernel (``seam.kernels.qkv_epilogue``).
+
+In-GEMM quantization (``A_BF16``): the kernel can take the BF16 activation [M, K]
+instead of its MXFP8 form and quantize each A tile in registers with the same block
+rule as ``seam.mxfp8_quantize`` (:func:`seam.kernels.numerics.mxfp8_quantize_tile`),
+then dequantize it like a loaded tile, so ``A_deq`` and every product are bit for bit
+those of the separate path and, with the same tile, so is the output. It saves the
+quantizer launch and its E4M3 round trip through memory (M*K*(1 + 1/32) bytes written
+and read back) but re-quantizes A once per N tile (N / BLOCK_N times): a win only at
+small M, where the crossover is measured by ``seam bench linear``.
 """
 
 from __future__ import annotations
@@ -31,9 +40,11 @@ from seam import runtime
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     e4m3_bits_to_f32,
+    mxfp8_quantize_tile,
     round_bf16,
     swizzled_scale_offset,
     to_bf16_rne,
+    to_f32,
     ue8m0_to_f32,
 )
 
@@ -158,6 +169,22 @@ def load_mxfp8_raw(
 
 
 @triton.jit
+def load_bf16_raw(
+    x_ptr,  # bf16 activations [R_total, K], unit column stride
+    stride_xm,  # row stride of x (elements)
+    rows,  # int64 [R]: row indices
+    row_mask,  # [R] bool
+    k0,  # first column of the tile
+    K,
+    BLOCK_K: tl.constexpr,
+):
+    """The BF16 tile rows x [k0, k0 + BLOCK_K); zeros outside (whole 32-blocks, which quantize to zero)."""
+    cols = k0 + tl.arange(0, BLOCK_K)
+    mask = row_mask[:, None] & (cols[None, :] < K)
+    return tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
 def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
     """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact above 2^-133); fp32 holding those values under the
     interpreter, whose tl.dot reads bitcast BF16 tiles as integers."""
@@ -172,8 +199,8 @@ def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
 @triton.jit
 def mxfp8_mainloop(
     acc,  # fp32 [BM, BN] accumulator
-    x_ptr,  # uint8 view of E4M3 activations [M, K]
-    xs_ptr,  # swizzled activation scales
+    x_ptr,  # uint8 view of E4M3 activations [M, K]; bf16 [M, K] when A_BF16
+    xs_ptr,  # swizzled activation scales (unused when A_BF16)
     w_ptr,  # uint8 view of E4M3 weights [N, K]
     wsc_ptr,  # swizzled weight scales
     rows,  # int64 [BM]
@@ -186,24 +213,40 @@ def mxfp8_mainloop(
     BM: tl.constexpr,
     BN: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    stride_xm=0,  # row stride of the bf16 activations (A_BF16)
+    A_BF16: tl.constexpr = False,  # quantize BF16 A tiles in the kernel (in-GEMM quantization)
 ):
     """acc += A_deq[rows, range] @ W_deq[cols, range]^T over N_STEPS BLOCK_K steps from k_base.
 
     The raw tiles of step i + 1 are loaded before step i is dequantized and multiplied:
     the dequantization stands between the loads and the dot, so Triton's pipeliner does
     not prefetch them, and at decode M the weight stream needs those bytes in flight.
+    With ``A_BF16`` the raw A tile is BF16 and is quantized to MXFP8 (the quantizer's
+    rule, on ``to_f32`` of it) right before its dequantization, so ``A_deq`` is
+    bit-identical to dequantizing ``seam.mxfp8_quantize(x)``.
     """
-    a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k_base, K, BM, BLOCK_K)
+    if A_BF16:
+        a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k_base, K, BLOCK_K)
+    else:
+        a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k_base, K, BM, BLOCK_K)
     b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k_base, K, BN, BLOCK_K)
     for i in range(N_STEPS):
         more = i + 1 < N_STEPS
         k_next = k_base + (i + 1) * BLOCK_K
-        a_v2, a_s2 = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask & more, k_next, K, BM, BLOCK_K)
+        if A_BF16:
+            a_x2 = load_bf16_raw(x_ptr, stride_xm, rows, row_mask & more, k_next, K, BLOCK_K)
+        else:
+            a_v2, a_s2 = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask & more, k_next, K, BM, BLOCK_K)
         b_v2, b_s2 = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask & more, k_next, K, BN, BLOCK_K)
+        if A_BF16:
+            a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), BM, BLOCK_K)
+            a_x = a_x2
         a = dequantize_mxfp8(a_v, a_s, BM, BLOCK_K)
         b = dequantize_mxfp8(b_v, b_s, BN, BLOCK_K)
         acc = tl.dot(a, tl.trans(b), acc)
-        a_v, a_s, b_v, b_s = a_v2, a_s2, b_v2, b_s2
+        if not A_BF16:
+            a_v, a_s = a_v2, a_s2
+        b_v, b_s = b_v2, b_s2
     return acc
 
 
@@ -244,8 +287,8 @@ def split_k_combine(
 @triton.jit(do_not_specialize=["M"])
 def mxfp8_linear_kernel(
     # pointers
-    x_ptr,  # uint8 view of E4M3 activations [M, K]
-    xs_ptr,  # uint8 swizzled activation scales
+    x_ptr,  # uint8 view of E4M3 activations [M, K]; bf16 [M, K], row stride stride_xm, when A_BF16
+    xs_ptr,  # uint8 swizzled activation scales (unused when A_BF16)
     w_ptr,  # uint8 view of E4M3 weights [N, K]
     wsc_ptr,  # uint8 swizzled weight scales
     out_ptr,  # bf16 [M, N], row stride stride_om
@@ -254,9 +297,11 @@ def mxfp8_linear_kernel(
     # sizes
     M,
     N,
+    stride_xm,
     stride_om,
     # constexprs
     K: tl.constexpr,  # per layer; a constexpr loop bound (the interpreter rejects runtime ones with numpy 2.4)
+    A_BF16: tl.constexpr,  # x is BF16, quantized to MXFP8 in the kernel
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -275,7 +320,7 @@ def mxfp8_linear_kernel(
     K_SPLIT: tl.constexpr = K // SPLIT_K
     acc = mxfp8_mainloop(
         acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-        K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K,
+        K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, stride_xm, A_BF16,
     )
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -288,13 +333,18 @@ def mxfp8_linear_kernel(
 
 
 def launch_mxfp8_linear(
-    xq: torch.Tensor, xs: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile
 ) -> None:
-    """out[M, N] = bf16(A_deq @ B_deq^T) for validated MXFP8 operands (swizzled scales)."""
+    """out[M, N] = bf16(A_deq @ B_deq^T) for validated operands (swizzled scales).
+
+    ``xs`` None: ``xq`` is the BF16 activation [M, K] (unit column stride), quantized
+    to MXFP8 inside the kernel; otherwise ``xq`` is E4M3 with scales ``xs``.
+    """
     m, k = xq.shape
     n = wq.shape[0]
     if m == 0:
         return
+    a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
     grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)
     if tile.split_k > 1:
@@ -302,8 +352,8 @@ def launch_mxfp8_linear(
     else:
         work, counters = out, out  # unused
     mxfp8_linear_kernel[grid](
-        xq.view(torch.uint8),
-        xs,
+        xq if a_bf16 else xq.view(torch.uint8),
+        xq if a_bf16 else xs,  # unused when A_BF16
         wq.view(torch.uint8),
         ws,
         out,
@@ -311,8 +361,10 @@ def launch_mxfp8_linear(
         counters,
         m,
         n,
+        xq.stride(0),
         out.stride(0),
         K=k,
+        A_BF16=a_bf16,
         BLOCK_M=tile.block_m,
         BLOCK_N=tile.block_n,
         BLOCK_K=tile.block_k,

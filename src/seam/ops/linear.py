@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 import torch
 
 from seam import checks
@@ -11,6 +13,25 @@ from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.kernels.mxfp8_gemm import Tile, launch_mxfp8_linear, pick_tile
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
+
+
+class LinearQuantize(str, enum.Enum):
+    """Where :func:`mxfp8_linear` quantizes a BF16 activation."""
+
+    SEPARATE = "separate"  #: one ``seam.mxfp8_quantize`` launch, then the GEMM on E4M3 + scales
+    IN_GEMM = "in_gemm"  #: the GEMM loads BF16 tiles and quantizes them in registers (one launch)
+
+    @classmethod
+    def parse(cls, value: "LinearQuantize | str", name: str = "quantize") -> "LinearQuantize":
+        """Accept the enum or its string value; raise ValueError naming ``name`` otherwise."""
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or seam.LinearQuantize, got {type(value).__name__}")
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"{name} must be 'separate' or 'in_gemm', got {value!r}") from None
 
 
 def _launch(
@@ -29,7 +50,23 @@ def _launch(
     launch_mxfp8_linear(xq, xs, wq, ws, out, Tile(block_m, block_n, block_k, num_warps, num_stages, split_k))
 
 
+def _launch_in_gemm(
+    x: torch.Tensor,
+    wq: torch.Tensor,
+    ws: torch.Tensor,
+    out: torch.Tensor,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    num_warps: int,
+    num_stages: int,
+    split_k: int,
+) -> None:
+    launch_mxfp8_linear(x, None, wq, ws, out, Tile(block_m, block_n, block_k, num_warps, num_stages, split_k))
+
+
 _linear = register("mxfp8_linear", ("out",), _launch)
+_linear_in_gemm = register("mxfp8_linear_in_gemm", ("out",), _launch_in_gemm)
 
 
 def check_tile(tile: object, k: int) -> Tile | None:
@@ -57,6 +94,7 @@ def mxfp8_linear(
     *,
     out: torch.Tensor | None = None,
     tile: Tile | None = None,
+    quantize: LinearQuantize | str = LinearQuantize.SEPARATE,
 ) -> torch.Tensor:
     """MXFP8 GEMM: ``out[m, n] = bf16_rne( sum_k A_deq[m, k] * W_deq[n, k] )``, fp32 accumulation.
 
@@ -66,24 +104,35 @@ def mxfp8_linear(
     ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
 
     Args:
-        x: BF16 [M, K] (quantized inside with :func:`seam.mxfp8_quantize`, swizzled
-            scales) or a :class:`seam.QuantizedActivation` with swizzled scales, used as is.
-            Not modified.
+        x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
+            MXFP8 as ``quantize`` says; or a :class:`seam.QuantizedActivation` with
+            swizzled scales, used as is. Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override (tests); default picks BLOCK_M and the K split by wave
             count on the SM count (split-K launches share a per-device workspace: keep
             them on one stream, and make a first call before graph capture).
+        quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
+            ``"separate"`` (default): a :func:`seam.mxfp8_quantize` launch, then the GEMM;
+            ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
+            32-wide block in registers with the same rule. With the same tile the output
+            is byte-identical to the separate path. In-GEMM quantization saves a launch
+            and the E4M3 round trip but repeats A's quantization once per 128-wide N
+            tile, so it can only win at small M. The carve-out (``"in_gemm"`` when
+            M <= X and K <= Y) is NOT decided yet: X and Y come from ``seam bench
+            linear`` on the H200, and until then the default stays ``"separate"``.
 
     Returns:
         BF16 [M, N] (``out`` when given).
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
-            out not BF16, tile of the wrong type.
+            out not BF16, tile of the wrong type, quantize not a str.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
-            scales, devices, strides, tile sizes or a split_k that does not divide K.
+            scales, devices, strides, tile sizes, a split_k that does not divide K, or an
+            unknown ``quantize``.
     """
+    mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):
         raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
     n, k = weight.shape
@@ -111,13 +160,13 @@ def mxfp8_linear(
         out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     else:
         checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device)
+    tile = tile or pick_tile(m, n, k, device)
+    knobs = (tile.block_m, tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k)
     if isinstance(x, QuantizedActivation):
-        xq, xs = x.values, x.scales
+        _linear(x.values, x.scales, weight.values, weight.scales, out, *knobs)
+    elif mode is LinearQuantize.IN_GEMM:
+        _linear_in_gemm(x, weight.values, weight.scales, out, *knobs)
     else:
         xq, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
-    tile = tile or pick_tile(m, n, k, device)
-    _linear(
-        xq, xs, weight.values, weight.scales, out,
-        tile.block_m, tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
-    )
+        _linear(xq, xs, weight.values, weight.scales, out, *knobs)
     return out

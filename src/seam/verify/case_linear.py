@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 import seam
-from seam.verify.core import Check, Context, Outcome
+from seam.verify.core import Check, Context, Outcome, bytes_equal
 
 
 def within_reordering_error(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> tuple[bool, str]:
@@ -43,9 +43,31 @@ def _run(ctx: Context, m: int, n: int, k: int) -> Outcome:
     )
 
 
+def _run_in_gemm(ctx: Context, m: int, n: int, k: int) -> Outcome:
+    """BF16 input quantized inside the GEMM: the same bytes as quantizer launch + GEMM."""
+    x = ctx.randn(m, k, seed=m + 2)
+    weight = seam.MXFP8Weight.from_bf16(ctx.randn(n, k, seed=m + 3, scale=k**-0.5))
+    separate = seam.mxfp8_linear(x, weight, quantize="separate")
+    in_gemm = seam.mxfp8_linear(x, weight, quantize="in_gemm")
+    ok = bytes_equal(in_gemm, separate)
+    out = torch.empty_like(in_gemm)
+    return Outcome(
+        exact=ok,
+        detail="bytes equal to quantize + GEMM" if ok else "bytes differ from quantize + GEMM",
+        fused=lambda: seam.mxfp8_linear(x, weight, quantize="in_gemm", out=out),
+        unfused=lambda: seam.mxfp8_linear(x, weight, quantize="separate", out=out),
+        bytes_moved=n * k + weight.scales.numel() + 2 * m * k + 2 * m * n,
+    )
+
+
 def checks(ctx: Context) -> list[Check]:
     n, k = ctx.pick(2560, 256), ctx.pick(6144, 256)
-    return [
+    out = [
         Check("mxfp8_linear", m, f"N={n} K={k}", lambda m=m: _run(ctx, m, n, k))
         for m in ctx.pick([1, 8, 64, 256, 2048], [1, 17])
     ]
+    out += [
+        Check("mxfp8_linear[in_gemm quant]", m, f"N={n} K={k}", lambda m=m: _run_in_gemm(ctx, m, n, k))
+        for m in ctx.pick([1, 8, 16, 64], [1, 5])
+    ]
+    return out
