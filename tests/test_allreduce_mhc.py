@@ -1,4 +1,4 @@
-"""AllReduceMHC (shared/spec/lamport.md, Consumer B) on simulated TP groups: residual_output
+"""AllReduceMHC (docs/spec/lamport.md, Consumer B) on simulated TP groups: residual_output
 bit-identical to the reference, layer_input within 1 BF16 ulp, MXFP8 == mxfp8_quantize(layer_input),
 residual_only == the full variant's streams, long sequences with changing M (generation rotation,
 re-arming), the MoE finalize publish, every rejected argument combination of the issue, the split-step

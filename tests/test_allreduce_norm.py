@@ -1,4 +1,4 @@
-"""allreduce_gemma_rms_norm_mxfp8: each dispatch path and the deferral (shared/spec/integration.md)."""
+"""allreduce_gemma_rms_norm_mxfp8: each dispatch path and the deferral (docs/spec/integration.md)."""
 
 import pytest
 import torch

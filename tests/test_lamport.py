@@ -1,4 +1,4 @@
-"""Lamport one-shot all-reduce and its consumers (``shared/spec/lamport.md``), simulated TP.
+"""Lamport one-shot all-reduce and its consumers (``docs/spec/lamport.md``), simulated TP.
 
 CPU: every rank in one process under the Triton interpreter (hidden 128-256, capacity 16),
 bytes compared with ``seam.ref.lamport`` where the spec says bit-identical, normed within

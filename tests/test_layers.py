@@ -1,4 +1,4 @@
-"""MXFP8Linear and the pre-quantized hand-off (shared/spec/integration.md)."""
+"""MXFP8Linear and the pre-quantized hand-off (docs/spec/integration.md)."""
 
 import pytest
 import torch
@@ -74,3 +74,34 @@ def test_quantized_activation_input_matches_bf16_input(device):
     v, s = seam.mxfp8_quantize(x)
     y_q = layer(seam.QuantizedActivation(v, s, torch.bfloat16, (3, 256)))
     assert bytes_equal(y_q, layer(x))
+
+
+def test_prequant_not_used_after_the_buffer_is_rewritten(device, counted_quantize):
+    """A static input buffer refilled by the next step must not reuse last step's MXFP8 rows."""
+    layer = _layer(device)
+    buf = torch.randn(3, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(buf)
+    layer.set_prequant(buf, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
+    buf.copy_(torch.randn(3, 128).bfloat16().to(device))
+    counted_quantize.clear()
+    y = layer(buf)
+    assert len(counted_quantize) == 1
+    assert bytes_equal(y, seam.mxfp8_linear(buf, layer.weight))
+
+
+def test_prequant_not_used_for_a_dead_tensor_at_a_reused_address(device, counted_quantize):
+    layer = _layer(device)
+    x = torch.randn(3, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(x)
+    layer.set_prequant(x.clone(), seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))  # temporary dies
+    counted_quantize.clear()
+    layer(x.clone())  # may land at the same address
+    assert len(counted_quantize) == 1
+
+
+def test_prequant_rejects_non_bf16(device):
+    layer = _layer(device)
+    x = torch.randn(3, 128, device=device)
+    values, scales = seam.mxfp8_quantize(x)
+    with pytest.raises(TypeError, match="BF16"):
+        layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))

@@ -1,4 +1,4 @@
-"""mHC post-mix + collapse + RMSNorm (+MXFP8) on a reduced input, shared/spec/lamport.md Consumer B:
+"""mHC post-mix + collapse + RMSNorm (+MXFP8) on a reduced input, docs/spec/lamport.md Consumer B:
 residual_output bit-identical to the reference, layer_input within 1 BF16 ulp, MXFP8 bytes equal
 to mxfp8_quantize(layer_input) with padding scales zero, residual_only == full variant's streams,
 edge rows, the rank-partial (fallback) input, realistic mHC mixes, bad input rejected untouched."""

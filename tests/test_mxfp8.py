@@ -1,4 +1,4 @@
-"""MXFP8 quantizer (shared/spec/mxfp8.md): Triton kernel vs reference bytes, spec edge cases,
+"""MXFP8 quantizer (docs/spec/mxfp8.md): Triton kernel vs reference bytes, spec edge cases,
 torchao's RCEIL as an independent oracle, layouts, round trips and bad input."""
 
 import math

@@ -1,4 +1,4 @@
-"""seam.mxfp8_linear and seam.MXFP8Weight (``shared/spec/mxfp8.md``).
+"""seam.mxfp8_linear and seam.MXFP8Weight (``docs/spec/mxfp8.md``).
 
 The GEMM's fp32 accumulator must be within fp32 reordering error of
 ``f32(A_deq) @ f32(W_deq)^T``; the output is that accumulator rounded to BF16, so it

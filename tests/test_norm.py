@@ -1,4 +1,4 @@
-"""Fused add + (Gemma) RMSNorm (+ MXFP8), shared/spec/norm_act.md: residual_out bit-identical,
+"""Fused add + (Gemma) RMSNorm (+ MXFP8), docs/spec/norm_act.md: residual_out bit-identical,
 normed within 1 BF16 ulp of the reference, MXFP8 bytes identical to mxfp8_quantize of the
 same call's normed row (with and without also_bf16), edge rows, out= buffers, bad input,
 torch.compile."""

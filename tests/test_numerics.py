@@ -1,7 +1,7 @@
 """The exact conversion helpers of seam.kernels.numerics against torch, exhaustively where feasible.
 
 Every fused kernel's bit-exactness rests on these helpers: on a GPU they are the native
-RNE conversions, under the interpreter integer bit arithmetic (shared/platform.md).
+RNE conversions, under the interpreter integer bit arithmetic (docs/platform.md).
 """
 
 import torch

@@ -1,4 +1,4 @@
-"""NVFP4 format (``shared/spec/qkv_epilogue.md``): E2M1 rounding, rz product, quantizer, cache layout.
+"""NVFP4 format (``docs/spec/qkv_epilogue.md``): E2M1 rounding, rz product, quantizer, cache layout.
 
 The Triton helpers of ``seam.kernels.nvfp4`` are checked byte for byte against the
 pure-PyTorch reference of ``seam.formats.nvfp4``.

@@ -1,4 +1,4 @@
-"""seam.qkv_index_fused_epilogue (``shared/spec/qkv_epilogue.md``).
+"""seam.qkv_index_fused_epilogue (``docs/spec/qkv_epilogue.md``).
 
 - the epilogue on a given fp32 accumulator: bytes equal to ``seam.ref.qkv`` (the
   kernel's own code path with the GEMM replaced by a load);

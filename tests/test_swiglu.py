@@ -1,4 +1,4 @@
-"""SwiGLU-OAI (+ MXFP8), shared/spec/norm_act.md: BF16 activation within relative L2 5e-3 of
+"""SwiGLU-OAI (+ MXFP8), docs/spec/norm_act.md: BF16 activation within relative L2 5e-3 of
 float64; the fused MXFP8 (fp32 act) has the unfused chain's scales on random data and is at
 least as close to float64; round_to_bf16 is bit-identical to mxfp8_quantize(swiglu_oai(x));
 layouts, limit=None, edge values, out= buffers, bad input, torch.compile."""

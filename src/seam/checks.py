@@ -52,7 +52,7 @@ def tensor(
         raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous (strides {t.stride()} for shape {list(t.shape)})")
-    if align and t.data_ptr() % align:
+    if align and not torch.compiler.is_compiling() and t.data_ptr() % align:
         raise ValueError(f"{name} must be {align}-byte aligned (data_ptr % {align} = {t.data_ptr() % align})")
     return t
 
@@ -61,6 +61,13 @@ def kernel_device(name: str, t: torch.Tensor) -> torch.device:
     """Raise unless seam's kernels can run on ``t``'s device; return that device."""
     runtime.check_kernel_device(name, t)
     return t.device
+
+
+def flag(name: str, value: object) -> bool:
+    """A bool argument; raise TypeError for anything else (a truthy string is not a flag)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
 
 
 def multiple_of(name: str, value: int, k: int) -> None:
@@ -85,15 +92,44 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     return v
 
 
-def no_overlap(*named: tuple[str, torch.Tensor]) -> None:
-    """Raise ValueError if two output buffers share storage bytes."""
-    spans = []
-    for name, t in named:
-        if t is None or t.numel() == 0:
-            continue
-        start = t.data_ptr()
-        spans.append((start, start + t.numel() * t.element_size(), name))
-    spans.sort()
-    for (s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, past-last) byte addresses ``t`` can touch, from its shape and strides."""
+    if t.numel() == 0:
+        return 0, 0
+    extent = sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
+    return t.data_ptr(), t.data_ptr() + extent * t.element_size()
+
+
+def no_overlap(*named: tuple[str, torch.Tensor | None]) -> None:
+    """Raise ValueError if two of the named buffers (None entries skipped) share bytes.
+
+    Skipped while ``torch.compile`` traces: fake tensors have no addresses.
+    """
+    if torch.compiler.is_compiling():
+        return
+    spans = sorted((*_span(t), name) for name, t in named if t is not None and t.numel())
+    for (_s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
         if s1 < e0:
             raise ValueError(f"{n0} and {n1} overlap in memory; pass separate buffers")
+
+
+def outputs_apart(
+    outputs: list[tuple[str, torch.Tensor | None]], inputs: list[tuple[str, torch.Tensor | None]]
+) -> None:
+    """Outputs must not overlap each other nor any input: a kernel reads and writes them from
+    different programs in no fixed order, so an alias gives wrong results. Raises ValueError
+    naming both buffers. Skipped while ``torch.compile`` traces (fake tensors have no addresses).
+    """
+    if torch.compiler.is_compiling():
+        return
+    no_overlap(*outputs)
+    for on, o in outputs:
+        if o is None or not o.numel():
+            continue
+        o0, o1 = _span(o)
+        for iname, i in inputs:
+            if i is None or not i.numel():
+                continue
+            i0, i1 = _span(i)
+            if o0 < i1 and i0 < o1:
+                raise ValueError(f"{on} overlaps input {iname} in memory; pass a separate buffer")

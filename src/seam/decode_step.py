@@ -1,6 +1,6 @@
 """Decode-step harness: one decoder-layer boundary run as the unfused chain and as seam's chain.
 
-Two boundaries (``shared/spec/integration.md``, seed 004's launch-count tables):
+Two boundaries (``docs/spec/integration.md``, seed 004's launch-count tables):
 
 * **MiniMax-M3.1 at TP 4** (hidden 6144, 64/4 heads of 128, one KV head per rank, top_k 4
   of 128 experts, shared expert I 768 per rank, SwiGLU-OAI, MXFP8 weights): o_proj output

@@ -1,14 +1,17 @@
-"""Linear layers that consume seam's quantized activations (``shared/spec/integration.md``).
+"""Linear layers that consume seam's quantized activations (``docs/spec/integration.md``).
 
 :class:`MXFP8Linear` is the MXFP8 linear an engine's MLP or MoE shared expert calls. It
 takes BF16 input (quantized inside) or a :class:`seam.QuantizedActivation` (used as is),
 and supports the pre-quantized hand-off: a producer that already wrote the MXFP8 rows of
 the layer's input (the fused add+norm+quant, the fused all-reduce consumer) registers
 them with :meth:`MXFP8Linear.set_prequant`; the next forward whose BF16 input is that
-same tensor (same ``data_ptr`` and shape) uses them once instead of quantizing again.
+same tensor (same ``data_ptr``, shape and dtype, still alive and not written since) uses
+them once instead of quantizing again.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 
@@ -32,7 +35,7 @@ class MXFP8Linear(torch.nn.Module):
         if not isinstance(weight, MXFP8Weight):
             raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
         self.weight = weight
-        self._prequant: tuple[int, tuple[int, ...], QuantizedActivation] | None = None
+        self._prequant: tuple[weakref.ref, int, tuple[int, ...], int, QuantizedActivation] | None = None
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
@@ -55,26 +58,33 @@ class MXFP8Linear(torch.nn.Module):
             qa: its MXFP8 rows (swizzled scales), e.g. from
                 ``seam.gemma_fused_add_rms_norm_mxfp8``.
 
+        The registration is keyed on x's ``data_ptr`` and shape (the seed's contract) and also
+        requires x to be alive and unmodified at the forward (its version counter unchanged):
+        a static buffer refilled by the next step, or a freed temporary whose address was
+        reused, falls back to quantizing instead of using stale rows.
+
         Raises:
-            TypeError: x not a tensor or qa not a QuantizedActivation.
+            TypeError: x not a BF16 tensor or qa not a QuantizedActivation.
             ValueError: qa's shape differs from x's, or qa has row-major scales.
         """
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16:
+            raise TypeError(f"x must be a BF16 torch.Tensor, got {getattr(x, 'dtype', type(x).__name__)}")
         if not isinstance(qa, QuantizedActivation):
             raise TypeError(f"qa must be a seam.QuantizedActivation, got {type(qa).__name__}")
         if tuple(qa.shape) != tuple(x.shape):
             raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
         qa.require_layout(ScaleLayout.SWIZZLED, "qa")
-        self._prequant = (x.data_ptr(), tuple(x.shape), qa)
+        self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x._version, qa)
 
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
         """The registered rows if ``x`` is the registered tensor; clears the registration."""
         pending, self._prequant = self._prequant, None
         if pending is None:
             return None
-        ptr, shape, qa = pending
-        if x.data_ptr() == ptr and tuple(x.shape) == shape:
+        ref, ptr, shape, version, qa = pending
+        registered = ref()
+        alive_and_unchanged = registered is not None and registered._version == version
+        if alive_and_unchanged and x.data_ptr() == ptr and tuple(x.shape) == shape and x.dtype == torch.bfloat16:
             return qa
         return None
 

@@ -6,7 +6,7 @@ set here, before any kernel module is imported, so that ``seam`` works on CPU te
 out of the box (slowly: this mode exists for tests and for checking a CPU machine).
 
 ``INTERPRET`` also selects the conversion helpers of ``seam.kernels.numerics``: the
-interpreter's float conversions are not round-to-nearest-even (``shared/platform.md``),
+interpreter's float conversions are not round-to-nearest-even (``docs/platform.md``),
 so under it every fp32 -> BF16/E4M3 rounding is done with integer bit arithmetic.
 """
 

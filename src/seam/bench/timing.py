@@ -1,4 +1,4 @@
-"""GPU timing: CUDA-graph replay of back-to-back launches, median of repeats (``shared/style.md`` habit 5)."""
+"""GPU timing: CUDA-graph replay of back-to-back launches, median of repeats."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:
     """Device copy bandwidth in GB/s, counting bytes read + written: the memory ceiling.
 
     An eager device-to-device copy of an ``nbytes`` tensor, timed with CUDA events
-    (median of 10). The same method as ``shared/platform.md`` (4.23 TB/s on the H200).
+    (median of 10). The same method as ``docs/platform.md`` (4.23 TB/s on the H200).
     """
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)

@@ -1,4 +1,4 @@
-"""TP groups and the Lamport mailbox (``shared/spec/lamport.md``).
+"""TP groups and the Lamport mailbox (``docs/spec/lamport.md``).
 
 ``Group`` is what every Lamport op takes: :class:`DistGroup` (a real rank with
 torch symmetric memory, unicast) or :class:`SimulatedGroup` (all ranks in one process).

@@ -1,4 +1,4 @@
-"""The Lamport mailbox: per-rank buffers and state of ``shared/spec/lamport.md``.
+"""The Lamport mailbox: per-rank buffers and state of ``docs/spec/lamport.md``.
 
 A :class:`LamportMailbox` holds, for every rank this process drives, a
 :class:`LamportRankState`: the BF16 mailbox ``[3, TP, capacity, hidden]`` (every lane

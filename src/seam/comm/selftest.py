@@ -1,4 +1,4 @@
-"""Multi-GPU self-test of the Lamport all-reduce on a real TP group (``shared/spec/lamport.md``).
+"""Multi-GPU self-test of the Lamport all-reduce on a real TP group (``docs/spec/lamport.md``).
 
 Run with one process per GPU::
 

@@ -1,4 +1,4 @@
-"""QuantizedActivation: the MXFP8 rows one kernel hands to the next (``shared/spec/integration.md``)."""
+"""QuantizedActivation: the MXFP8 rows one kernel hands to the next (``docs/spec/integration.md``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """MXFP8: E4M3 values with one UE8M0 scale byte per 32 consecutive elements of a row.
 
 Pure PyTorch, runnable on any device: the reference quantizer (step by step from
-``shared/spec/mxfp8.md``, FlashInfer's rule), the dequantizer, and the two scale
+``docs/spec/mxfp8.md``, FlashInfer's rule), the dequantizer, and the two scale
 layouts (row-major ``[M, K/32]`` and the 128x4-swizzled flat layout that
 cuBLAS/CUTLASS block-scaled GEMMs read). The Triton quantizer in
 ``seam.kernels.mxfp8_quant`` must match :func:`mxfp8_quantize_ref` byte for byte.
@@ -31,7 +31,7 @@ class ScaleLayout(str, enum.Enum):
     def parse(cls, value: "ScaleLayout | str", name: str = "scale_layout") -> "ScaleLayout":
         """Accept the enum or its string value; raise ValueError naming ``name`` otherwise.
 
-        ``"swizzled_128x4"`` (the name ``shared/spec/integration.md`` uses) is accepted too.
+        ``"swizzled_128x4"`` (the name ``docs/spec/integration.md`` uses) is accepted too.
         """
         if isinstance(value, cls):
             return value
@@ -145,7 +145,7 @@ def e4m3_saturate_ref(q: torch.Tensor) -> torch.Tensor:
 def mxfp8_quantize_ref(
     x: torch.Tensor, *, scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference MXFP8 quantizer (``shared/spec/mxfp8.md``), pure PyTorch.
+    """Reference MXFP8 quantizer (``docs/spec/mxfp8.md``), pure PyTorch.
 
     Args:
         x: BF16/FP16/FP32 [M, K], K a multiple of 32.

@@ -1,4 +1,4 @@
-"""MXFP8Weight: a linear layer's weight as MXFP8 (``shared/spec/mxfp8.md``), the B operand of seam's GEMMs.
+"""MXFP8Weight: a linear layer's weight as MXFP8 (``docs/spec/mxfp8.md``), the B operand of seam's GEMMs.
 
 E4M3 values [N, K] K-major (row n holds output feature n's K inputs), one UE8M0 scale
 per 32 consecutive K elements in the 128x4-swizzled layout (rows = N), padding zero.
@@ -47,7 +47,7 @@ class MXFP8Weight:
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Weight":
-        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``shared/spec/mxfp8.md``."""
+        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``docs/spec/mxfp8.md``."""
         if not isinstance(w, torch.Tensor) or w.dim() != 2:
             raise ValueError(f"w must be a 2-D [N, K] tensor, got {getattr(w, 'shape', type(w))}")
         values, scales = mxfp8_quantize_ref(w, scale_layout="swizzled")

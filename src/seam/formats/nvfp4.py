@@ -1,4 +1,4 @@
-"""NVFP4 KV-cache entries: E2M1 codes with one E4M3 scale per 16 values (``shared/spec/qkv_epilogue.md``).
+"""NVFP4 KV-cache entries: E2M1 codes with one E4M3 scale per 16 values (``docs/spec/qkv_epilogue.md``).
 
 Pure PyTorch, any device. One entry is one 128-dim head of one token: 64 data bytes
 (two E2M1 codes per byte, the even element in the low nibble) and 8 E4M3 scale bytes.

@@ -1,4 +1,4 @@
-"""Lamport one-shot TP all-reduce with unicast peer stores (``shared/spec/lamport.md``).
+"""Lamport one-shot TP all-reduce with unicast peer stores (``docs/spec/lamport.md``).
 
 Contract of the shared ``@triton.jit`` pieces (stable: the mHC consumer builds on them)
 ---------------------------------------------------------------------------------

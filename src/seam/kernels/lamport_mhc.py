@@ -1,4 +1,4 @@
-"""Lamport consumer with the mHC epilogue (``shared/spec/lamport.md``, Consumer B).
+"""Lamport consumer with the mHC epilogue (``docs/spec/lamport.md``, Consumer B).
 
 The publish side is the Lamport core's (``seam.kernels.lamport``: plain or MoE finalize
 publish). This consumer is the core's protocol with ``seam.kernels.mhc``'s epilogue:

@@ -1,4 +1,4 @@
-"""mHC post-mix + collapse + RMSNorm (+MXFP8): the epilogue of Consumer B (``shared/spec/lamport.md``).
+"""mHC post-mix + collapse + RMSNorm (+MXFP8): the epilogue of Consumer B (``docs/spec/lamport.md``).
 
 Per token (row) of an already-reduced BF16 input ``reduced [M, hidden]``:
 

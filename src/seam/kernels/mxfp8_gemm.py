@@ -1,4 +1,4 @@
-"""MXFP8 x MXFP8 -> BF16 GEMM for Hopper: tiles dequantized to BF16 in the kernel (``shared/spec/mxfp8.md``).
+"""MXFP8 x MXFP8 -> BF16 GEMM for Hopper: tiles dequantized to BF16 in the kernel (``docs/spec/mxfp8.md``).
 
 The H200 has no MXFP8 tensor cores. ``e4m3 * 2^(s - 127)`` has 4 significant bits, so
 it is exact in BF16 unless it falls below BF16's subnormal range (< 2^-133): each

@@ -1,4 +1,4 @@
-"""Standalone MXFP8 quantizer (``shared/spec/mxfp8.md``).
+"""Standalone MXFP8 quantizer (``docs/spec/mxfp8.md``).
 
 Bytes moved per row of K: 2K read (BF16), K + K/32 written. One program covers
 ``BLOCK_M`` rows by ``BLOCK_K`` columns; the grid spans the padded scale area

@@ -1,4 +1,4 @@
-"""Fused residual add + (Gemma) RMSNorm, optionally + MXFP8 (``shared/spec/norm_act.md``).
+"""Fused residual add + (Gemma) RMSNorm, optionally + MXFP8 (``docs/spec/norm_act.md``).
 
 Bytes moved per row of H (fused add + norm + MXFP8 + BF16 normed): 2H (x) + 2H (residual)
 read, 2H (residual_out) + H + H/32 (E4M3 values, scales) + 2H (normed, optional) written;

@@ -1,11 +1,11 @@
 """Exact rounding helpers shared by every seam kernel (``@triton.jit`` device functions).
 
 Every fp32 -> BF16 and fp32 -> E4M3 rounding in seam goes through this module, and so
-does the MXFP8 block rule of ``shared/spec/mxfp8.md``. On a GPU the hardware
+does the MXFP8 block rule of ``docs/spec/mxfp8.md``. On a GPU the hardware
 conversions are already round-to-nearest-even (``cvt.rn.bf16.f32``,
 ``cvt.rn.satfinite.e4m3x2.f32``), so the native casts are used. Under the Triton
 interpreter they are not (fp32 -> bf16 truncates, fp8 rounding is approximate:
-``shared/platform.md``), so the same results are built from integer bit arithmetic,
+``docs/platform.md``), so the same results are built from integer bit arithmetic,
 which the interpreter executes exactly. ``tests/test_numerics.py`` checks both paths
 against torch's conversions over every BF16 pattern and every E4M3 rounding boundary.
 
@@ -130,7 +130,7 @@ def e4m3_bits_to_f32(code):
 def ue8m0_from_amax(amax):
     """UE8M0 scale byte (int32 in [0, 254]) of a 32-element block from its fp32 amax.
 
-    ``shared/spec/mxfp8.md`` steps 2-3: n = amax * f32(1/448); exponent of n rounded
+    ``docs/spec/mxfp8.md`` steps 2-3: n = amax * f32(1/448); exponent of n rounded
     up when its mantissa is non-zero, except fp32 subnormals at or below 2^-127.
     """
     n = amax * bits_f32(tl.full(amax.shape, _INV_448_BITS, tl.uint32))
@@ -162,7 +162,7 @@ def mxfp8_quantize_tile(x, ROWS: tl.constexpr, COLS: tl.constexpr):
     """MXFP8-quantize an fp32 tile [ROWS, COLS] (COLS a multiple of 32) row by row.
 
     Returns (values as E4M3 bits uint8 [ROWS, COLS], scale bytes uint8 [ROWS, COLS // 32]).
-    The block amax ignores NaN; ``shared/spec/mxfp8.md`` steps 1-5.
+    The block amax ignores NaN; ``docs/spec/mxfp8.md`` steps 1-5.
     """
     blocks = tl.reshape(x, (ROWS, COLS // 32, 32))
     mag = tl.abs(blocks)
@@ -179,7 +179,7 @@ def mxfp8_quantize_tile(x, ROWS: tl.constexpr, COLS: tl.constexpr):
 def swizzled_scale_offset(r, c, padded_cols):
     """Byte offset of scale (row r, block column c) in the 128x4 swizzled layout.
 
-    ``padded_cols`` is P = ceil(cols / 4) * 4 (``shared/spec/mxfp8.md``).
+    ``padded_cols`` is P = ceil(cols / 4) * 4 (``docs/spec/mxfp8.md``).
     """
     return (
         (r // 128) * (128 * padded_cols)

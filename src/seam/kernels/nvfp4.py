@@ -1,4 +1,4 @@
-"""NVFP4 quantization and cache-entry stores as ``@triton.jit`` helpers (``shared/spec/qkv_epilogue.md``).
+"""NVFP4 quantization and cache-entry stores as ``@triton.jit`` helpers (``docs/spec/qkv_epilogue.md``).
 
 Byte for byte equal to :func:`seam.formats.nvfp4.nvfp4_quantize_ref`: every step is a
 correctly rounded fp32 operation (``div_rn``, RNE ``*``), the one round-toward-zero

@@ -1,4 +1,4 @@
-"""QKV+indexer projection with the norm / RoPE / NVFP4-KV epilogue in one kernel (``shared/spec/qkv_epilogue.md``).
+"""QKV+indexer projection with the norm / RoPE / NVFP4-KV epilogue in one kernel (``docs/spec/qkv_epilogue.md``).
 
 One output tile is BLOCK_M tokens x one 128-wide head of N = (19*nkv + 1)*128 columns
 ``[q x 16nkv | k x nkv | v x nkv | index_q x nkv | index_k]``: its programs (``SPLIT_K``

@@ -1,4 +1,4 @@
-"""SwiGLU-OAI activation, BF16 output or fused MXFP8 output (``shared/spec/norm_act.md``).
+"""SwiGLU-OAI activation, BF16 output or fused MXFP8 output (``docs/spec/norm_act.md``).
 
 Bytes moved per row of I: 4I read (gate_up BF16 [2I]); 2I written (BF16) or I + I/32
 (E4M3 values, scales). One program covers ``BLOCK_M`` rows by ``BLOCK_I`` activation

@@ -1,4 +1,4 @@
-"""Lamport one-shot TP all-reduce and its fused consumers: the public API (``shared/spec/lamport.md``).
+"""Lamport one-shot TP all-reduce and its fused consumers: the public API (``docs/spec/lamport.md``).
 
 :class:`LamportAllReduce` owns a group's mailbox and exposes each fused all-reduce in
 two forms: the **split steps** ``publish*`` / ``collect*`` (a simulated driver publishes
@@ -144,12 +144,6 @@ _consume = register(
 )
 
 
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
-
-
 def _debug_default() -> bool:
     return os.environ.get(DEBUG_ENV, "0") not in ("", "0")
 
@@ -174,7 +168,7 @@ class LamportAllReduce:
       padding rows zero) bit-identical to ``seam.mxfp8_quantize(normed)``.
 
     residual_out and the sum are bit-identical to ``seam.ref.lamport``; normed within
-    1 BF16 ulp. Spec: ``shared/spec/lamport.md`` (Publish, Consumer, Consumer A).
+    1 BF16 ulp. Spec: ``docs/spec/lamport.md`` (Publish, Consumer, Consumer A).
 
     Args:
         hidden_size: row width, a positive multiple of 128.
@@ -218,7 +212,7 @@ class LamportAllReduce:
         self.tp = group.tp
         self.hidden_size = hidden_size
         self.capacity = max_num_tokens
-        self.debug = _debug_default() if debug is None else _flag("debug", debug)
+        self.debug = _debug_default() if debug is None else checks.flag("debug", debug)
         self.spin_limit = spin_limit if self.debug else 0
         # A real TP == 1 group needs no mailbox; a simulated one keeps the Lamport path
         # so that single-rank simulation exercises the kernels.
@@ -348,7 +342,7 @@ class LamportAllReduce:
             RuntimeError: debug mode and a peer never published.
         """
         r = self._rank(rank)
-        gemma = _flag("gemma", gemma)
+        gemma = checks.flag("gemma", gemma)
         m = self._pending_m(r)
         eps = self._check_norm_inputs(m, residual, weight, eps)
         normed = torch.empty_like(residual)
@@ -387,7 +381,7 @@ class LamportAllReduce:
             RuntimeError: debug mode and a peer never published.
         """
         r = self._rank(rank)
-        also_bf16 = _flag("also_bf16", also_bf16)
+        also_bf16 = checks.flag("also_bf16", also_bf16)
         m = self._pending_m(r)
         eps = self._check_norm_inputs(m, residual, weight, eps)
         hidden = self.hidden_size
@@ -425,7 +419,7 @@ class LamportAllReduce:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Consumer (b) in one call: publish ``x``, return ``(normed, residual_out)`` (see :meth:`collect_rms_norm`)."""
         self._rows("x", x)
-        gemma = _flag("gemma", gemma)
+        gemma = checks.flag("gemma", gemma)
         eps = self._check_norm_inputs(x.shape[0], residual, weight, eps)
         if not self.fused:
             return _fallback_norm(self._fallback_sum(x), residual, weight, eps, gemma)
@@ -439,7 +433,7 @@ class LamportAllReduce:
     ):
         """Consumer (a) in one call: publish ``x``, return ``(QuantizedActivation, residual_out[, normed])``."""
         self._rows("x", x)
-        also_bf16 = _flag("also_bf16", also_bf16)
+        also_bf16 = checks.flag("also_bf16", also_bf16)
         eps = self._check_norm_inputs(x.shape[0], residual, weight, eps)
         if not self.fused:
             return _fallback_mxfp8(self._fallback_sum(x), residual, weight, eps, also_bf16)
@@ -523,7 +517,7 @@ def all_reduce_rms_norm(
         TypeError / ValueError: bad inputs (before any launch).
         RuntimeError: debug mode and a peer never published.
 
-    Spec: ``shared/spec/lamport.md`` (Publish, Consumer; the RMSNorm epilogue of Consumer A).
+    Spec: ``docs/spec/lamport.md`` (Publish, Consumer; the RMSNorm epilogue of Consumer A).
     """
     if not isinstance(comm, LamportAllReduce):
         raise TypeError(f"comm must be a LamportAllReduce, got {type(comm).__name__}")
@@ -561,7 +555,7 @@ def all_reduce_gemma_rms_norm_mxfp8(
         TypeError / ValueError: bad inputs (before any launch).
         RuntimeError: debug mode and a peer never published.
 
-    Spec: ``shared/spec/lamport.md`` (Consumer A without the MoE finalize).
+    Spec: ``docs/spec/lamport.md`` (Consumer A without the MoE finalize).
     """
     if not isinstance(comm, LamportAllReduce):
         raise TypeError(f"comm must be a LamportAllReduce, got {type(comm).__name__}")
@@ -577,7 +571,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
     consumer: ``residual_out = bf16(sum_p f32(x_p) + f32(residual))``,
     ``normed = bf16(f32(residual_out) * rsqrt(mean(f32(residual_out)^2) + eps) * (1 + f32(w)))``,
     ``(values, scales) = mxfp8_quantize(normed)`` (128x4 swizzled, padding zero).
-    Spec: ``shared/spec/lamport.md`` (MoE finalize publish, Consumer A). Each instance owns
+    Spec: ``docs/spec/lamport.md`` (MoE finalize publish, Consumer A). Each instance owns
     a mailbox for ``max_num_tokens`` rows that all layers may share; construction is
     collective over the TP group.
 
@@ -610,7 +604,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
         if isinstance(top_k, bool) or not isinstance(top_k, int):
             raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
         checks.in_range("top_k", top_k, 1, 64)
-        self.fp32_weights = _flag("fp32_weights", fp32_weights)
+        self.fp32_weights = checks.flag("fp32_weights", fp32_weights)
         if group is None:
             group = DistGroup(device=device)
         if not isinstance(group, Group):

@@ -1,6 +1,6 @@
 """AllReduceMHC: Lamport TP all-reduce fused with the DeepSeek-V4.1 mHC boundary.
 
-``shared/spec/lamport.md`` (protocol, MoE finalize publish, Consumer B). Each call is two
+``docs/spec/lamport.md`` (protocol, MoE finalize publish, Consumer B). Each call is two
 launches: the Lamport core's publish (``seam.kernels.lamport``, plain or MoE finalize)
 and the mHC consumer (``seam.kernels.lamport_mhc``). Without peer access the same
 outputs come from an all-gather of the BF16 contributions and the fused mHC kernel,
@@ -108,14 +108,14 @@ class AllReduceMHC:
         if self.device != group.device:
             raise ValueError(f"device={self.device} differs from the group's device {group.device}")
         runtime.check_kernel_device("device", torch.empty(0, device=self.device))
-        self.quantize_layer_input = bool(quantize_layer_input)
-        self.residual_only = bool(residual_only)
+        self.quantize_layer_input = checks.flag("quantize_layer_input", quantize_layer_input)
+        self.residual_only = checks.flag("residual_only", residual_only)
         if isinstance(spin_limit, bool) or not isinstance(spin_limit, int):
             raise TypeError(f"spin_limit must be an int, got {type(spin_limit).__name__}")
         checks.in_range("spin_limit", spin_limit, 1, 1 << 62)
         if debug is None:
             debug = os.environ.get(DEBUG_ENV, "0") not in ("", "0")
-        self.debug = bool(debug)
+        self.debug = checks.flag("debug", debug)
         self.spin_limit = spin_limit if self.debug else 0
         self.tp = group.tp
         #: True: Lamport mailbox (peer stores); False: all-gather + fused mHC kernel. A
@@ -182,7 +182,11 @@ class AllReduceMHC:
                     "mxfp8_out was given for a residual-only call (pre and norm_weight None): "
                     "no layer input to quantize"
                 )
-            mxfp8 = check_mxfp8_out(mxfp8_out, m, self.hidden_size, ScaleLayout.SWIZZLED, self.device, "mxfp8_out")
+            mxfp8 = check_mxfp8_out(
+                mxfp8_out, m, self.hidden_size, ScaleLayout.SWIZZLED, self.device, "mxfp8_out",
+                inputs=[("residual", residual), ("post", post), ("comb", comb), ("pre", pre),
+                        ("norm_weight", norm_weight)],
+            )
         return eps, mxfp8
 
     # -- separate steps (the simulated driver; __call__/finalize chain them) ------------

@@ -1,6 +1,6 @@
 """The all-reduce + add + Gemma RMSNorm + MXFP8 dispatch an engine calls at a layer boundary.
 
-``shared/spec/integration.md`` ("allreduce + norm + quant dispatch"), seed 004's
+``docs/spec/integration.md`` ("allreduce + norm + quant dispatch"), seed 004's
 ``allreduce_gemma_rms_norm_mxfp8``: one entry point that picks the cheapest exact path
 for the group it is given, so a model's code does not branch on TP or peer access.
 """
@@ -30,10 +30,10 @@ def allreduce_gemma_rms_norm_mxfp8(
     Paths:
 
     * ``group`` None (TP 1): the fused add+norm+quant kernel
-      (:func:`seam.gemma_fused_add_rms_norm_mxfp8`, ``shared/spec/norm_act.md``: the RMS of
+      (:func:`seam.gemma_fused_add_rms_norm_mxfp8`, ``docs/spec/norm_act.md``: the RMS of
       the unrounded fp32 sum).
     * ``group`` a :class:`seam.LamportAllReduce` with peer access: the Lamport fused
-      all-reduce, consumer A (``shared/spec/lamport.md``: the RMS of the BF16-rounded
+      all-reduce, consumer A (``docs/spec/lamport.md``: the RMS of the BF16-rounded
       residual_out).
     * ``group`` without peer access: ``torch.distributed.all_reduce`` then the fused
       kernel (the LamportAllReduce fallback).

@@ -1,4 +1,4 @@
-"""Public MXFP8 linear layer: ``out = bf16(A_deq @ W_deq^T)`` (``shared/spec/mxfp8.md``)."""
+"""Public MXFP8 linear layer: ``out = bf16(A_deq @ W_deq^T)`` (``docs/spec/mxfp8.md``)."""
 
 from __future__ import annotations
 
@@ -160,6 +160,8 @@ def mxfp8_linear(
         out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     else:
         checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device)
+        inputs = [("x.values", x.values), ("x.scales", x.scales)] if isinstance(x, QuantizedActivation) else [("x", x)]
+        checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
     tile = tile or pick_tile(m, n, k, device)
     knobs = (tile.block_m, tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k)
     if isinstance(x, QuantizedActivation):

@@ -1,6 +1,6 @@
 """Public mHC boundary on an already-reduced input: post-mix + collapse + RMSNorm (+MXFP8).
 
-One launch of ``seam.kernels.mhc`` (``shared/spec/lamport.md``, Consumer B's epilogue).
+One launch of ``seam.kernels.mhc`` (``docs/spec/lamport.md``, Consumer B's epilogue).
 It is the non-TP DeepSeek-V4.1 mHC boundary, and the tail of ``AllReduceMHC``'s
 fallback after a ``torch.distributed`` collective.
 """
@@ -182,7 +182,7 @@ def mhc_post_collapse_rms_norm(
             of 128, hc not in (1, 2, 4, 8), pre/norm_weight given without the other,
             mxfp8_out without a layer input, or mxfp8_out buffers of the wrong size.
 
-    Spec: ``shared/spec/lamport.md`` (Consumer B), ``shared/spec/mxfp8.md``.
+    Spec: ``docs/spec/lamport.md`` (Consumer B), ``docs/spec/mxfp8.md``.
     """
     checks.tensor("x", x, dtype=torch.bfloat16)
     if x.dim() != 2:
@@ -201,7 +201,11 @@ def mhc_post_collapse_rms_norm(
             raise ValueError(
                 "mxfp8_out was given for a residual-only call (pre and norm_weight None): no layer input to quantize"
             )
-        mxfp8 = check_mxfp8_out(mxfp8_out, m, hidden, ScaleLayout.SWIZZLED, device, name="mxfp8_out")
+        mxfp8 = check_mxfp8_out(
+            mxfp8_out, m, hidden, ScaleLayout.SWIZZLED, device, name="mxfp8_out",
+            inputs=[("x", x), ("residual", residual), ("post", post), ("comb", comb), ("pre", pre),
+                    ("norm_weight", norm_weight)],
+        )
     if m == 0:
         empty = None if pre is None else torch.empty((0, hidden), dtype=torch.bfloat16, device=device)
         return torch.empty_like(residual), empty

@@ -1,4 +1,4 @@
-"""Public MXFP8 quantizer: validation, output allocation, launch (``shared/spec/mxfp8.md``)."""
+"""Public MXFP8 quantizer: validation, output allocation, launch (``docs/spec/mxfp8.md``)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,12 @@ def check_mxfp8_out(
     layout: ScaleLayout,
     device: torch.device,
     name: str = "out",
+    inputs: list[tuple[str, torch.Tensor | None]] = (),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (or allocate) MXFP8 output buffers (values [M, K] E4M3, scales uint8).
 
-    Buffers must be contiguous and 16-byte aligned (``shared/spec/mxfp8.md``).
+    Buffers must be contiguous, 16-byte aligned (``docs/spec/mxfp8.md``), apart from each
+    other and from every tensor in ``inputs``.
     """
     numel = scale_numel(m, k, layout)
     if out is None:
@@ -48,7 +50,7 @@ def check_mxfp8_out(
             f"{name}[1] (scales) must hold {numel} bytes for {layout.value} scales of [{m}, {k}], "
             f"got {scales.numel()}"
         )
-    checks.no_overlap((f"{name}[0] (values)", values), (f"{name}[1] (scales)", scales))
+    checks.outputs_apart([(f"{name}[0] (values)", values), (f"{name}[1] (scales)", scales)], list(inputs))
     return values, scales
 
 
@@ -60,7 +62,7 @@ def mxfp8_quantize(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize rows to MXFP8: E4M3 values and one UE8M0 scale per 32 elements.
 
-    ``s = ceil-exponent(amax / 448)`` per block (FlashInfer's rule, ``shared/spec/mxfp8.md``),
+    ``s = ceil-exponent(amax / 448)`` per block (FlashInfer's rule, ``docs/spec/mxfp8.md``),
     ``values = e4m3(x * 2^(127 - s))`` saturating, NaN -> +448. One Triton launch;
     bit-identical to :func:`seam.ref.mxfp8_quantize_ref`.
 
@@ -77,7 +79,8 @@ def mxfp8_quantize(
     Raises:
         TypeError: x not a tensor or not BF16/FP16/FP32.
         ValueError: x not 2-D, K not a multiple of 32, non-unit column stride, device
-            without kernels, or out buffers of the wrong dtype/size/alignment.
+            without kernels, or out buffers of the wrong size/alignment or overlapping x or
+            each other (a wrong out dtype is a TypeError).
     """
     layout = ScaleLayout.parse(scale_layout)
     checks.tensor("x", x, dtype=FLOAT_INPUTS, contiguous=False)
@@ -88,6 +91,6 @@ def mxfp8_quantize(
     m, k = x.shape
     checks.multiple_of("K (x.shape[1])", k, 32)
     device = checks.kernel_device("x", x)
-    values, scales = check_mxfp8_out(out, m, k, layout, device)
+    values, scales = check_mxfp8_out(out, m, k, layout, device, inputs=[("x", x)])
     _quantize(x, values, scales, layout is ScaleLayout.SWIZZLED)
     return values, scales

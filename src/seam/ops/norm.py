@@ -1,6 +1,6 @@
 """Public (Gemma) RMSNorm ops: plain, fused residual add, and fused add + MXFP8 output.
 
-All of them are one launch of ``seam.kernels.norm_quant`` (``shared/spec/norm_act.md``).
+All of them are one launch of ``seam.kernels.norm_quant`` (``docs/spec/norm_act.md``).
 """
 
 from __future__ import annotations
@@ -93,28 +93,6 @@ def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: tor
     return t
 
 
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    if t.numel() == 0:
-        return 0, 0
-    extent = sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1
-    return t.data_ptr(), t.data_ptr() + extent * t.element_size()
-
-
-def check_outputs_apart(outputs: list[tuple[str, torch.Tensor]], inputs: list[tuple[str, torch.Tensor]]) -> None:
-    """Outputs must not overlap each other nor any input (rows are read and written by
-    different programs' timing, so an alias would race). Skipped while torch.compile
-    traces: fake tensors have no addresses."""
-    if torch.compiler.is_compiling():
-        return
-    checks.no_overlap(*outputs)
-    for on, o in outputs:
-        o0, o1 = _span(o)
-        for iname, i in inputs:
-            i0, i1 = _span(i)
-            if o0 < i1 and i0 < o1:
-                raise ValueError(f"{on} overlaps input {iname} in memory; pass a separate buffer")
-
-
 def _check_common(x, weight, eps, residual=None):
     _check_rows("x", x, None, None)
     m, hidden = x.shape
@@ -139,7 +117,7 @@ def gemma_rms_norm(
 ) -> torch.Tensor:
     """Gemma RMSNorm: ``bf16( f32(x) * rsqrt(mean(f32(x)^2) + eps) * (1 + f32(w)) )`` per row.
 
-    Spec: ``shared/spec/norm_act.md`` (Gemma RMSNorm). One launch. Within 1 BF16 ulp of
+    Spec: ``docs/spec/norm_act.md`` (Gemma RMSNorm). One launch. Within 1 BF16 ulp of
     :func:`seam.ref.norm.gemma_rms_norm_ref` (reduction order differs).
 
     Args:
@@ -160,7 +138,7 @@ def gemma_rms_norm(
     m, hidden, device, eps = _check_common(x, weight, eps)
     normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device) if out is None else out
     _bf16_out("out", normed, m, hidden, device)
-    check_outputs_apart([("out", normed)], [("x", x), ("weight", weight)])
+    checks.outputs_apart([("out", normed)], [("x", x), ("weight", weight)])
     _norm(x, weight, normed, eps, True)
     return normed
 
@@ -178,7 +156,7 @@ def gemma_fused_add_rms_norm(
     ``s = f32(x) + f32(residual)``; ``residual_out = bf16(s)`` (bit-identical);
     ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * (1 + f32(w)) )`` from the
     unrounded fp32 ``s`` (within 1 BF16 ulp of the reference). Spec:
-    ``shared/spec/norm_act.md`` (Fused residual add + Gemma RMSNorm). One launch.
+    ``docs/spec/norm_act.md`` (Fused residual add + Gemma RMSNorm). One launch.
 
     Args:
         x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous. Read only.
@@ -205,7 +183,7 @@ def gemma_fused_add_rms_norm(
         normed, residual_out = out
         _bf16_out("out[0] (normed)", normed, m, hidden, device)
         _bf16_out("out[1] (residual_out)", residual_out, m, hidden, device)
-    check_outputs_apart(
+    checks.outputs_apart(
         [("out[0] (normed)", normed), ("out[1] (residual_out)", residual_out)],
         [("x", x), ("residual", residual), ("weight", weight)],
     )
@@ -230,8 +208,8 @@ def fused_add_rms_norm_mxfp8(
     ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * w' )`` with ``w' = f32(w)``
     (plain RMSNorm, DeepSeek; the default here) or ``1 + f32(w)`` (``gemma=True``), then
     ``(values, scales) = mxfp8_quantize(normed)`` of that same BF16 ``normed``, bit for
-    bit, with or without ``also_bf16``. Spec: ``shared/spec/norm_act.md`` (... + MXFP8
-    output) and ``shared/spec/mxfp8.md``.
+    bit, with or without ``also_bf16``. Spec: ``docs/spec/norm_act.md`` (... + MXFP8
+    output) and ``docs/spec/mxfp8.md``.
 
     Args:
         x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read only.
@@ -278,7 +256,7 @@ def fused_add_rms_norm_mxfp8(
     outputs = [("values", values), ("scales", scales), ("residual_out", residual_out)]
     if normed is not None:
         outputs.append(("normed", normed))
-    check_outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)])
+    checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)])
     swizzled = layout is ScaleLayout.SWIZZLED
     if also_bf16:
         _add_norm_mxfp8_bf16(x, residual, weight, values, scales, normed, residual_out, eps, gemma, swizzled)
@@ -303,7 +281,7 @@ def gemma_fused_add_rms_norm_mxfp8(
     ``residual_out = bf16(f32(x) + f32(residual))`` (bit-identical);
     ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * (1 + f32(w)) )``;
     ``(values, scales) == mxfp8_quantize(normed)`` bit for bit for the same call's normed.
-    Spec: ``shared/spec/norm_act.md`` (... + MXFP8 output), ``shared/spec/mxfp8.md``.
+    Spec: ``docs/spec/norm_act.md`` (... + MXFP8 output), ``docs/spec/mxfp8.md``.
 
     Args:
         x, residual: BF16 [M, hidden], hidden a multiple of 32, rows contiguous. Read only.

@@ -1,4 +1,4 @@
-"""Public QKV+indexer projection with fused norm / RoPE / NVFP4-KV epilogue (``shared/spec/qkv_epilogue.md``).
+"""Public QKV+indexer projection with fused norm / RoPE / NVFP4-KV epilogue (``docs/spec/qkv_epilogue.md``).
 
 Also the pieces around it: the epilogue alone on a given accumulator (the test entry
 and the unfused chain's Triton epilogue), the unfused chain itself
@@ -105,8 +105,12 @@ def _check_epilogue(
     q_out,
     q_fp8_out,
     scales,
+    operands: list[tuple[str, torch.Tensor]],
 ) -> tuple[float, tuple[float, float, float]]:
-    """Validate everything but the GEMM operands; returns (eps, host fp32 reciprocals of the scales)."""
+    """Validate everything but the GEMM operands; returns (eps, host fp32 reciprocals of the scales).
+
+    ``operands`` (the GEMM operands or the given accumulator) are inputs the outputs must not overlap.
+    """
     for name, t in (("positions", positions), ("slot_mapping", slot_mapping), ("index_slot_mapping", index_slot_mapping)):
         checks.tensor(name, t, dtype=torch.int64, shape=(m,), device=device)
     checks.tensor("cos_sin_cache", cos_sin_cache, dtype=torch.bfloat16, shape=(-1, 64), device=device)
@@ -160,9 +164,12 @@ def _check_epilogue(
         # bytes a cache may touch: from its first to past its last page
         return t.as_strided(((t.shape[0] - 1) * t.stride(0) + t[0].numel(),), (1,)) if t is not None else None
 
-    checks.no_overlap(
-        ("kv_cache", span(kv_cache)), ("index_cache", span(index_cache)), ("index_q_out", index_q_out),
-        ("q_out", q_out), ("q_fp8_out", q_fp8_out),
+    checks.outputs_apart(
+        [("kv_cache", span(kv_cache)), ("index_cache", span(index_cache)), ("index_q_out", index_q_out),
+         ("q_out", q_out), ("q_fp8_out", q_fp8_out)],
+        [*operands, ("positions", positions), ("cos_sin_cache", cos_sin_cache), ("slot_mapping", slot_mapping),
+         ("index_slot_mapping", index_slot_mapping),
+         *((f"{role}_norm_weight", w) for role, w in zip(("q", "k", "index_q", "index_k"), norm_weights))],
     )
     return eps, inv
 
@@ -264,6 +271,7 @@ def qkv_index_fused_epilogue(
     eps, inv = _check_epilogue(
         m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
+        [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)],
     )
     tile = check_tile(tile, k) or pick_tile(m, wq.shape[0], k, device, large=False)
     if tile.block_n != 128:
@@ -321,6 +329,7 @@ def qkv_epilogue(
     eps, inv = _check_epilogue(
         m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
+        [("acc", acc)],
     )
     # no K here: the accumulator is given
     tile = dataclasses.replace(check_tile(tile, 128) or small_tile(m), split_k=1)

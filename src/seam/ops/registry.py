@@ -3,9 +3,9 @@
 Every op is registered as a ``torch.library.custom_op`` that writes into caller-visible
 output buffers (``mutates_args``), with a fake implementation, so ``torch.compile``
 traces it as one opaque node and CUDA-graph capture records its launch. In eager
-mode the dispatcher adds Python overhead comparable to a decode-size kernel
-(``shared/style.md`` habit 4), so the public function calls the launcher directly
-unless it is being traced.
+mode the dispatcher's Python overhead is of the order of a decode-size kernel
+(microseconds), so the public function calls the launcher directly unless it is
+being traced.
 """
 
 from __future__ import annotations

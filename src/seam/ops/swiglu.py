@@ -1,6 +1,6 @@
 """Public SwiGLU-OAI ops: BF16 activation, and activation + MXFP8 in one launch.
 
-Spec: ``shared/spec/norm_act.md`` (SwiGLU-OAI, SwiGLU-OAI + MXFP8).
+Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI, SwiGLU-OAI + MXFP8).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from seam import checks
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.swiglu_quant import launch_swiglu_oai
 from seam.ops.mxfp8 import check_mxfp8_out
-from seam.ops.norm import check_outputs_apart
 from seam.ops.registry import register
 
 
@@ -88,7 +87,7 @@ def swiglu_oai(
     """SwiGLU-OAI activation, BF16 out: ``bf16( g * sigmoid(alpha * g) * (u + beta) )`` with
     ``g = min(gate, limit)``, ``u = clamp(up, -limit, limit)`` in fp32.
 
-    Spec: ``shared/spec/norm_act.md`` (SwiGLU-OAI). Relative L2 error < 5e-3 against the
+    Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI). Relative L2 error < 5e-3 against the
     float64 reference (the sigmoid differs between targets). One launch.
 
     Args:
@@ -111,7 +110,7 @@ def swiglu_oai(
     if out is None:
         out = torch.empty((m, inter), dtype=torch.bfloat16, device=device)
     checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, inter), device=device)
-    check_outputs_apart([("out", out)], [("gate_up", gate_up)])
+    checks.outputs_apart([("out", out)], [("gate_up", gate_up)])
     _swiglu(gate_up, out, alpha, beta, 0.0 if limit is None else limit, limit is not None,
             layout is GateUpLayout.INTERLEAVED)
     return out
@@ -132,7 +131,7 @@ def swiglu_oai_mxfp8(
     ``act = g * sigmoid(alpha * g) * (u + beta)`` (no BF16 round trip), or of ``bf16(act)``
     with ``round_to_bf16`` (then bit-identical to ``mxfp8_quantize(swiglu_oai(gate_up))``).
 
-    Spec: ``shared/spec/norm_act.md`` (SwiGLU-OAI + MXFP8), ``shared/spec/mxfp8.md``.
+    Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI + MXFP8), ``docs/spec/mxfp8.md``.
     The default differs from the unfused chain in about 2% of E4M3 bytes and is at least
     as close to the exact activation.
 
@@ -161,7 +160,7 @@ def swiglu_oai_mxfp8(
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
     checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
     values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
-    check_outputs_apart([("values", values), ("scales", scales)], [("gate_up", gate_up)])
+    checks.outputs_apart([("values", values), ("scales", scales)], [("gate_up", gate_up)])
     _swiglu_mxfp8(gate_up, values, scales, alpha, beta, 0.0 if limit is None else limit, limit is not None,
                   layout is GateUpLayout.INTERLEAVED, round_to_bf16, scale_layout is ScaleLayout.SWIZZLED)
     return values, scales

@@ -1,4 +1,4 @@
-"""Pure-PyTorch references of every seam op, step by step from ``shared/spec`` (same rounding points)."""
+"""Pure-PyTorch references of every seam op, step by step from ``docs/spec`` (same rounding points)."""
 
 from seam.formats.mxfp8 import mxfp8_dequantize, mxfp8_quantize_ref
 

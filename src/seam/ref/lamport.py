@@ -1,4 +1,4 @@
-"""Pure-PyTorch reference of the Lamport all-reduce and its consumers (``shared/spec/lamport.md``).
+"""Pure-PyTorch reference of the Lamport all-reduce and its consumers (``docs/spec/lamport.md``).
 
 Step by step with the kernels' rounding points: the MoE finalize sums products rounded
 to fp32 in k order, each rank's BF16 contribution has -0.0 replaced by +0.0, the rank

@@ -1,4 +1,4 @@
-"""Reference of the DeepSeek-V4.1 mHC layer boundary (``shared/spec/lamport.md``, Consumer B).
+"""Reference of the DeepSeek-V4.1 mHC layer boundary (``docs/spec/lamport.md``, Consumer B).
 
 Pure PyTorch, step by step with the spec's rounding points, runnable on CPU:
 

@@ -1,6 +1,6 @@
 """Reference (Gemma) RMSNorm, fused residual add + RMSNorm, and their MXFP8 outputs.
 
-Pure PyTorch, step by step from ``shared/spec/norm_act.md``, with the kernel's rounding
+Pure PyTorch, step by step from ``docs/spec/norm_act.md``, with the kernel's rounding
 points: ``s = f32(x) + f32(residual)`` rounded once for ``residual_out``; the norm uses
 the unrounded fp32 ``s``; ``rsqrt`` is taken as ``1 / sqrt`` with both steps correctly
 rounded (what the kernel does); the MXFP8 output quantizes the BF16-rounded normed row.
@@ -24,7 +24,7 @@ def _rms_norm_f32(s: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool
     return (s * rstd * w).to(torch.bfloat16)
 
 
-def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float, *, gemma: bool = True) -> torch.Tensor:
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float, *, gemma: bool = False) -> torch.Tensor:
     """RMSNorm of BF16 rows x [M, hidden] with BF16 weight [hidden]; BF16 [M, hidden]."""
     return _rms_norm_f32(x.float(), weight, eps, gemma)
 
@@ -35,7 +35,7 @@ def gemma_rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tor
 
 
 def fused_add_rms_norm_ref(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, gemma: bool = True
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, gemma: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(normed, residual_out): ``s = f32(x) + f32(residual)``, ``residual_out = bf16(s)``,
     ``normed`` = RMSNorm of the unrounded fp32 ``s``."""
@@ -56,7 +56,7 @@ def fused_add_rms_norm_mxfp8_ref(
     weight: torch.Tensor,
     eps: float,
     *,
-    gemma: bool = True,
+    gemma: bool = False,
     also_bf16: bool = False,
     scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
 ) -> tuple[torch.Tensor, ...]:

@@ -1,4 +1,4 @@
-"""Pure-PyTorch reference of the QKV+indexer GEMM and its epilogue (``shared/spec/qkv_epilogue.md``).
+"""Pure-PyTorch reference of the QKV+indexer GEMM and its epilogue (``docs/spec/qkv_epilogue.md``).
 
 Same rounding points as ``seam.kernels.qkv_epilogue``, step by step, on any device:
 - sum of squares: ``x*x`` rounded, then a pairwise tree over the 128 dims in index

@@ -1,4 +1,4 @@
-"""Reference SwiGLU-OAI (fp32 and float64) and its MXFP8 outputs (``shared/spec/norm_act.md``).
+"""Reference SwiGLU-OAI (fp32 and float64) and its MXFP8 outputs (``docs/spec/norm_act.md``).
 
     g = min(f32(gate), limit)            # upper clamp only
     u = clamp(f32(up), -limit, limit)

@@ -1,7 +1,7 @@
 """verify: Lamport all-reduce + consumers on simulated TP ranks vs ``seam.ref.lamport``.
 
 Every rank of a :class:`seam.comm.SimulatedGroup` publishes, then every rank collects.
-Exactness (``shared/spec/lamport.md``): residual_out and the sum bit-identical, normed
+Exactness (``docs/spec/lamport.md``): residual_out and the sum bit-identical, normed
 within 1 BF16 ulp, MXFP8 bit-identical to ``seam.mxfp8_quantize`` of the same normed.
 Timed per call for all ranks: fused = TP publishes + TP consumers; unfused = TP torch
 finalizes + the fp32 rank sum + TP fused norm+quant launches.

@@ -1,4 +1,4 @@
-"""verify: MXFP8 linear (``shared/spec/mxfp8.md``): the GEMM accumulator within fp32 reordering error.
+"""verify: MXFP8 linear (``docs/spec/mxfp8.md``): the GEMM accumulator within fp32 reordering error.
 
 The output is ``bf16(acc)``; it must lie within one BF16 rounding plus the fp32
 reordering bound ``K * 2^-24 * (|A_deq| @ |W_deq|^T)`` of ``f32(A_deq) @ f32(W_deq)^T``.

@@ -1,4 +1,4 @@
-"""verify: the DeepSeek-V4.1 mHC boundary vs ``seam.ref.mhc`` (``shared/spec/lamport.md``, Consumer B).
+"""verify: the DeepSeek-V4.1 mHC boundary vs ``seam.ref.mhc`` (``docs/spec/lamport.md``, Consumer B).
 
 * ``mhc_post_collapse_rms_norm[+mxfp8]``: the fused kernel on a reduced input (non-TP boundary).
 * ``allreduce_mhc[TP4]``: every rank of a simulated group publishes, then every rank consumes

@@ -1,4 +1,4 @@
-"""verify: fused add + Gemma RMSNorm (+ MXFP8) vs the reference (``shared/spec/norm_act.md``).
+"""verify: fused add + Gemma RMSNorm (+ MXFP8) vs the reference (``docs/spec/norm_act.md``).
 
 residual_out bytes equal; normed within 1 BF16 ulp (equal fraction reported); MXFP8 bytes
 equal to ``mxfp8_quantize`` of the same call's normed, with and without ``also_bf16``.

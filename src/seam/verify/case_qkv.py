@@ -1,4 +1,4 @@
-"""verify: MXFP8 QKV+indexer GEMM with fused norm / RoPE / NVFP4-KV epilogue (``shared/spec/qkv_epilogue.md``).
+"""verify: MXFP8 QKV+indexer GEMM with fused norm / RoPE / NVFP4-KV epilogue (``docs/spec/qkv_epilogue.md``).
 
 Two checks per shape:
 - ``qkv_epilogue[acc]``: the kernel's epilogue on a given fp32 accumulator, bytes equal

@@ -1,4 +1,4 @@
-"""verify: SwiGLU-OAI and SwiGLU-OAI + MXFP8 (``shared/spec/norm_act.md``).
+"""verify: SwiGLU-OAI and SwiGLU-OAI + MXFP8 (``docs/spec/norm_act.md``).
 
 BF16 activation: relative L2 < 5e-3 against float64. Fused MXFP8 of the fp32 act: scale
 bytes equal to the unfused chain's (``mxfp8_quantize(swiglu_oai(x))``) except in blocks

@@ -83,7 +83,7 @@ def run_check(ctx: Context, check: Check, timing: bool) -> Row:
 def render(rows: list[Row], ctx: Context, console: Console) -> None:
     where = f"{torch.cuda.get_device_name(ctx.device)}" if ctx.device.type == "cuda" else "CPU (Triton interpreter)"
     table = Table(title=f"seam verify on {where}: {'model' if ctx.full else 'reduced'} shapes")
-    for col in ("op", "M", "shape", "exact", "detail", "fused us", "unfused us", "speed-up", "GB/s"):
+    for col in ("op", "M", "shape", "meets spec", "detail", "fused us", "unfused us", "speed-up", "GB/s"):
         table.add_column(col, justify="right" if col in ("M", "fused us", "unfused us", "speed-up", "GB/s") else "left")
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in rows:
