@@ -247,7 +247,7 @@ def test_m_outside_capacity(device):
             op.publish(x, rank=0)
     with pytest.raises(ValueError, match="x must have shape"):
         op.publish(torch.zeros(2, 256, dtype=torch.bfloat16, device=device), rank=0)
-    assert not op._pending
+    assert not op._ledger._pending
 
 
 @pytest.mark.parametrize(
@@ -267,7 +267,7 @@ def test_finalize_rejects_routing_inputs(device, mutate, match):
     mutate(moe)
     with pytest.raises(ValueError, match=match):
         op.publish_finalize(*moe, rank=0)
-    assert not op._pending
+    assert not op._ledger._pending
     assert int(op.mailbox.state(0).stage_state[1]) == 0
 
 

@@ -6,6 +6,10 @@ import seam
 from seam.verify.core import bytes_equal
 
 
+def setup_function():
+    torch.manual_seed(0)
+
+
 def _compile(fn, device):
     return torch.compile(fn, backend="inductor" if device.type == "cuda" else "aot_eager", fullgraph=True)
 

@@ -374,3 +374,12 @@ def test_fused_full_shapes_gpu(nkv, m):
     qkv_epilogue(acc, *p.args(), **p.kw(**scales), **a)
     qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **b)
     _assert_outputs_equal(a, b)
+
+
+def test_block_k_must_divide_k(device):
+    """A block_k that leaves a K tail would drop it: refused (the fused kernel has no tail)."""
+    p = make_problem(nkv=1, m=2, k=384, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    bad = small_tile(2).__class__(16, 128, 256, 4, 1)
+    with pytest.raises(ValueError, match="block_k=256 must divide K=384"):
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=bad, **p.outputs())

@@ -35,7 +35,7 @@ class MXFP8Linear(torch.nn.Module):
         if not isinstance(weight, MXFP8Weight):
             raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
         self.weight = weight
-        self._prequant: tuple[weakref.ref, int, tuple[int, ...], int, QuantizedActivation] | None = None
+        self._prequant: tuple | None = None  # (weakref, data_ptr, shape, stride, version, qa)
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
@@ -74,17 +74,18 @@ class MXFP8Linear(torch.nn.Module):
         if tuple(qa.shape) != tuple(x.shape):
             raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
         qa.require_layout(ScaleLayout.SWIZZLED, "qa")
-        self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x._version, qa)
+        self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), x._version, qa)
 
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
         """The registered rows if ``x`` is the registered tensor; clears the registration."""
         pending, self._prequant = self._prequant, None
         if pending is None:
             return None
-        ref, ptr, shape, version, qa = pending
+        ref, ptr, shape, stride, version, qa = pending
         registered = ref()
         alive_and_unchanged = registered is not None and registered._version == version
-        if alive_and_unchanged and x.data_ptr() == ptr and tuple(x.shape) == shape and x.dtype == torch.bfloat16:
+        same_view = x.data_ptr() == ptr and tuple(x.shape) == shape and x.stride() == stride
+        if alive_and_unchanged and same_view and x.dtype == torch.bfloat16 and x.device == registered.device:
             return qa
         return None
 

@@ -117,6 +117,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, large: bool = Tru
 
 
 _SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown scratch that captured graphs may still use
 
 
 def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,13 +126,18 @@ def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch
     The counters start at zero and the last program of each tile rearms its counter, so
     one allocation serves every later launch (and CUDA-graph replays). Launches that
     share it must be ordered (one stream): allocate it before graph capture, e.g. in a
-    warmup call.
+    warmup call. A buffer outgrown by a later launch is kept alive (``_RETIRED``): a CUDA
+    graph captured earlier still points at it.
     """
     need_ws = tiles * tile.split_k * tile.block_m * tile.block_n
     ws, counters = _SCRATCH.get(device, (None, None))
     if ws is None or ws.numel() < need_ws:
+        if ws is not None:
+            _RETIRED.append(ws)
         ws = torch.empty(need_ws, dtype=torch.float32, device=device)
     if counters is None or counters.numel() < tiles:
+        if counters is not None:
+            _RETIRED.append(counters)
         counters = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
     _SCRATCH[device] = (ws, counters)
     return ws, counters

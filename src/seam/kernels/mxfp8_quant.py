@@ -29,7 +29,7 @@ def mxfp8_quant_kernel(
 ):
     pid_m = tl.program_id(0)
     pid_k = tl.program_id(1)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)  # M * K may exceed 2^31
     cols = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
     scols = pid_k * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     num_scols = K // 32

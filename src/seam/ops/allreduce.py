@@ -31,6 +31,7 @@ import torch
 
 from seam import checks, runtime
 from seam.comm.group import DistGroup, Group, SimulatedGroup
+from seam.comm.ledger import CallLedger
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
 from seam.kernels.lamport import (
@@ -45,6 +46,10 @@ from seam.ops.registry import register
 #: Re-loads of one fragment before a debug-mode spin gives up. On a GPU one re-load is
 #: well under a microsecond, so this is seconds; under the interpreter each is slow.
 DEFAULT_SPIN_LIMIT = 200 if runtime.INTERPRET else 1 << 24
+#: The device spin counter is int32.
+SPIN_LIMIT_MAX = 2**31 - 1
+#: Largest hidden_size: the consumer keeps one whole row in registers.
+MAX_HIDDEN = 16384
 DEBUG_ENV = "SEAM_LAMPORT_DEBUG"
 
 
@@ -202,8 +207,10 @@ class LamportAllReduce:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError(f"{name} must be an int, got {type(v).__name__}")
         checks.multiple_of("hidden_size", hidden_size, 128)
+        # The consumer holds a whole row in registers (one program per token).
+        checks.in_range("hidden_size", hidden_size, 128, MAX_HIDDEN)
         checks.in_range("max_num_tokens", max_num_tokens, 1, 1 << 24)
-        checks.in_range("spin_limit", spin_limit, 1, 1 << 62)
+        checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
         if device is not None and torch.device(device) not in (group.device, torch.device(group.device.type)):
             raise ValueError(f"device={device} differs from the group's device {group.device}")
         group.agree("(hidden_size, max_num_tokens)", (hidden_size, max_num_tokens))
@@ -219,7 +226,7 @@ class LamportAllReduce:
         self.fused = group.peer_access and (group.tp > 1 or isinstance(group, SimulatedGroup))
         self.mailbox = group.create_mailbox(hidden_size, max_num_tokens) if self.fused else None
         self.use_pdl = self.fused and runtime.supports_pdl(self.device)
-        self._pending: dict[int, int] = {}
+        self._ledger = CallLedger(group.tp, isinstance(group, SimulatedGroup) and not self.debug)
 
     # -- validation ----------------------------------------------------------------------
     def _rank(self, rank: int | None) -> int:
@@ -237,12 +244,8 @@ class LamportAllReduce:
         checks.in_range(f"M ({name}.shape[0])", t.shape[0], 1, self.capacity)
         return t
 
-    def _check_publish(self, rank: int) -> None:
-        if rank in self._pending:
-            raise ValueError(
-                f"rank {rank} already published {self._pending[rank]} rows that were not collected; "
-                "run its collect first"
-            )
+    def _check_publish(self, rank: int, m: int) -> None:
+        self._ledger.check_publish(rank, m)
 
     def _check_norm_inputs(self, m: int, residual, weight, eps) -> float:
         self._rows("residual", residual, m)
@@ -253,9 +256,7 @@ class LamportAllReduce:
         return eps
 
     def _pending_m(self, rank: int) -> int:
-        if rank not in self._pending:
-            raise ValueError(f"rank {rank} has no pending publish to collect")
-        return self._pending[rank]
+        return self._ledger.pending_m(rank)
 
     # -- split steps -----------------------------------------------------------------------
     def publish(self, x: torch.Tensor, *, rank: int | None = None) -> None:
@@ -271,17 +272,17 @@ class LamportAllReduce:
         """
         r = self._rank(rank)
         self._rows("x", x)
-        self._check_publish(r)
+        self._check_publish(r, x.shape[0])
         self._launch_publish(r, x.shape[0], x, None, None, None)
 
     def _launch_publish(self, r, m, x, gemm2, weights, idx) -> None:
         s = self.mailbox.state(r)
         _publish(x, gemm2, weights, idx, s.mailbox, s.peer_offsets, s.stage_state, m, r, self.use_pdl)
-        self._pending[r] = m
+        self._ledger.published(r, m)
 
     def _launch_consume(self, r, m, epilogue, **kw) -> None:
         s = self.mailbox.state(r)
-        del self._pending[r]
+        self._ledger.collected(r)
         _consume(
             s.mailbox,
             s.stage_state,
@@ -410,7 +411,7 @@ class LamportAllReduce:
             out.copy_(self._fallback_sum(x))
             return out
         r = self._rank(None)
-        self._check_publish(r)
+        self._check_publish(r, x.shape[0])
         self._launch_publish(r, x.shape[0], x, None, None, None)
         return self.collect(rank=r, out=out)
 
@@ -424,7 +425,7 @@ class LamportAllReduce:
         if not self.fused:
             return _fallback_norm(self._fallback_sum(x), residual, weight, eps, gemma)
         r = self._rank(None)
-        self._check_publish(r)
+        self._check_publish(r, x.shape[0])
         self._launch_publish(r, x.shape[0], x, None, None, None)
         return self.collect_rms_norm(residual, weight, eps, gemma=gemma, rank=r)
 
@@ -438,7 +439,7 @@ class LamportAllReduce:
         if not self.fused:
             return _fallback_mxfp8(self._fallback_sum(x), residual, weight, eps, also_bf16)
         r = self._rank(None)
-        self._check_publish(r)
+        self._check_publish(r, x.shape[0])
         self._launch_publish(r, x.shape[0], x, None, None, None)
         return self.collect_gemma_rms_norm_mxfp8(residual, weight, eps, also_bf16=also_bf16, rank=r)
 
@@ -447,7 +448,7 @@ class LamportAllReduce:
 
         Needed only after a debug-mode timeout left the ranks out of step.
         """
-        self._pending.clear()
+        self._ledger.clear()
         if self.mailbox is not None:
             self.mailbox.reset()
 
@@ -674,7 +675,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
         """
         r = self.comm._rank(rank)
         m = self._check_moe(moe_output)
-        self.comm._check_publish(r)
+        self.comm._check_publish(r, m)
         self._launch_publish(r, m, moe_output)
 
     def _launch_publish(self, r: int, m: int, moe_output: MoEOutput) -> None:
@@ -720,7 +721,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
             )
             return _fallback_mxfp8(self.comm._fallback_sum(x), residual, norm_weight, eps, False)
         r = self.comm._rank(None)
-        self.comm._check_publish(r)
+        self.comm._check_publish(r, m)
         self._launch_publish(r, m, moe_output)
         return self.collect(residual, norm_weight, eps, rank=r)
 

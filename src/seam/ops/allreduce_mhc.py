@@ -21,10 +21,11 @@ import torch
 
 from seam import checks, runtime
 from seam.comm import Group, LamportMailbox, SimulatedGroup
+from seam.comm.ledger import CallLedger
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.lamport import launch_lamport_publish
 from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
-from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT
+from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT, SPIN_LIMIT_MAX
 from seam.ops.mhc import check_hidden_hc, check_mhc_inputs, launch_checked
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ref.lamport import moe_finalize_ref
@@ -104,15 +105,15 @@ class AllReduceMHC:
         if not isinstance(group, Group):
             raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
         self.group = group
-        self.device = torch.device(device) if device is not None else group.device
-        if self.device != group.device:
-            raise ValueError(f"device={self.device} differs from the group's device {group.device}")
+        if device is not None and torch.device(device) not in (group.device, torch.device(group.device.type)):
+            raise ValueError(f"device={device} differs from the group's device {group.device}")
+        self.device = group.device
         runtime.check_kernel_device("device", torch.empty(0, device=self.device))
         self.quantize_layer_input = checks.flag("quantize_layer_input", quantize_layer_input)
         self.residual_only = checks.flag("residual_only", residual_only)
         if isinstance(spin_limit, bool) or not isinstance(spin_limit, int):
             raise TypeError(f"spin_limit must be an int, got {type(spin_limit).__name__}")
-        checks.in_range("spin_limit", spin_limit, 1, 1 << 62)
+        checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
         if debug is None:
             debug = os.environ.get(DEBUG_ENV, "0") not in ("", "0")
         self.debug = checks.flag("debug", debug)
@@ -121,6 +122,8 @@ class AllReduceMHC:
         #: True: Lamport mailbox (peer stores); False: all-gather + fused mHC kernel. A
         #: simulated TP 1 group keeps the Lamport path so that it exercises the kernels.
         self.fused = group.peer_access and (group.tp > 1 or isinstance(group, SimulatedGroup))
+        # Every rank must build the same mailbox shape: peers address each other's rows with it.
+        group.agree("(hidden_size, hc_mult, max_num_tokens, top_k)", (self.hidden_size, self.hc_mult, self.capacity, self.top_k))
         self.mailbox: LamportMailbox | None = None
         if self.fused:
             self.mailbox = group.create_mailbox(self.hidden_size, self.capacity)
@@ -129,7 +132,7 @@ class AllReduceMHC:
             self._gathered = torch.empty(
                 self.tp * self.capacity * self.hidden_size, dtype=torch.bfloat16, device=self.device
             )
-        self._pending: dict[int, int] = {}  # rank -> M of its publish, until consumed
+        self._ledger = CallLedger(self.tp, isinstance(group, SimulatedGroup) and not self.debug, "consume")
 
     # -- validation ---------------------------------------------------------------------
     def _check_m(self, m: int) -> None:
@@ -199,7 +202,7 @@ class AllReduceMHC:
         """
         rank = self.group.check_rank(rank)
         m = self._check_contribution("x", x)
-        self._check_not_pending(rank)
+        self._ledger.check_publish(rank, m)
         self._publish(rank, m, x)
 
     def publish_finalize(
@@ -217,7 +220,7 @@ class AllReduceMHC:
         """
         rank = self.group.check_rank(rank)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
-        self._check_not_pending(rank)
+        self._ledger.check_publish(rank, m)
         self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
 
     def consume(
@@ -239,9 +242,7 @@ class AllReduceMHC:
                 this rank is pending. A rejected consume leaves the publish pending.
         """
         rank = self.group.check_rank(rank)
-        if rank not in self._pending:
-            raise ValueError(f"rank {rank} has no pending publish to consume")
-        m = self._pending[rank]  # every mHC input must have the published M rows
+        m = self._ledger.pending_m(rank)  # every mHC input must have the published M rows
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
@@ -284,7 +285,7 @@ class AllReduceMHC:
         rank = self.group.check_rank(None)
         m = self._check_contribution("x", x)
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
-        self._check_not_pending(rank)
+        self._ledger.check_publish(rank, m)
         self._publish(rank, m, x)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
@@ -322,7 +323,7 @@ class AllReduceMHC:
         rank = self.group.check_rank(None)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
-        self._check_not_pending(rank)
+        self._ledger.check_publish(rank, m)
         self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
@@ -331,18 +332,11 @@ class AllReduceMHC:
 
         Needed only after a debug-mode timeout left the ranks out of step.
         """
-        self._pending.clear()
+        self._ledger.clear()
         if self.mailbox is not None:
             self.mailbox.reset()
 
     # -- launches on validated inputs ---------------------------------------------------
-    def _check_not_pending(self, rank: int) -> None:
-        if rank in self._pending:
-            raise ValueError(
-                f"rank {rank} already published {self._pending[rank]} rows that were not consumed; "
-                "run its consume first"
-            )
-
     def _publish(self, rank: int, m: int, x: torch.Tensor) -> None:
         if self.fused:
             state = self.mailbox.state(rank)
@@ -352,7 +346,7 @@ class AllReduceMHC:
             )
         else:
             self._gather(m, x)
-        self._pending[rank] = m
+        self._ledger.published(rank, m)
 
     def _publish_finalize(self, rank, m, gemm2_permuted, expert_weights, idx, shared_output) -> None:
         if self.fused:
@@ -366,7 +360,7 @@ class AllReduceMHC:
             # Fallback only (no peer access): the spec's formula in eager PyTorch, whose
             # separate mul and add kernels keep the products rounded before each add.
             self._gather(m, moe_finalize_ref(gemm2_permuted, expert_weights, idx, shared_output))
-        self._pending[rank] = m
+        self._ledger.published(rank, m)
 
     def _gather(self, m: int, contribution: torch.Tensor) -> None:
         out = self._gathered[: self.tp * m * self.hidden_size].view(self.tp * m, self.hidden_size)
@@ -378,7 +372,7 @@ class AllReduceMHC:
         dist.all_gather_into_tensor(out, contribution, group=self.group.process_group)
 
     def _consume(self, rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8):
-        del self._pending[rank]
+        self._ledger.collected(rank)
         if not self.fused:
             partials = self._gathered[: self.tp * m * self.hidden_size].view(self.tp, m, self.hidden_size)
             return launch_checked(partials, residual, post, comb, pre, norm_weight, eps, mxfp8)

@@ -276,6 +276,8 @@ def qkv_index_fused_epilogue(
     tile = check_tile(tile, k) or pick_tile(m, wq.shape[0], k, device, large=False)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
+    if k % tile.block_k:
+        raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
     if tile.block_m > MAX_BLOCK_M:
         raise ValueError(f"tile.block_m must be <= {MAX_BLOCK_M} for the fused QKV kernel, got {tile.block_m}")
     _qkv(

@@ -60,8 +60,8 @@ class Check:
 
 
 def bytes_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same shape and the same bytes."""
-    if a.shape != b.shape or a.element_size() != b.element_size():
+    """Same dtype, shape and bytes."""
+    if a.dtype != b.dtype or a.shape != b.shape:
         return False
     return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
 
@@ -70,7 +70,12 @@ def bf16_ulp_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Per-element distance in BF16 units in the last place (ordered-integer distance).
 
     NaN positions must match and count as 0; +0 and -0 are 0 apart.
+
+    Raises:
+        TypeError: a or b not BF16.
     """
+    if a.dtype != torch.bfloat16 or b.dtype != torch.bfloat16:
+        raise TypeError(f"bf16_ulp_diff compares BF16 tensors, got {a.dtype} and {b.dtype}")
     ia = a.contiguous().view(torch.int16).to(torch.int32)
     ib = b.contiguous().view(torch.int16).to(torch.int32)
     # map sign-magnitude to a monotonic integer line
