@@ -302,3 +302,18 @@ def test_gpu_cuda_graph_replay(device):
     graph.replay()
     torch.cuda.synchronize()
     assert all(bytes_equal(a, b) for a, b in zip(out, want))
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_fused_add_rms_norm_both_weights(device, gemma):
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(5, 256, generator=g) * 2).bfloat16().to(device)
+    r = torch.randn(5, 256, generator=g).bfloat16().to(device)
+    w = (torch.randn(256, generator=g) * 0.1 + (0 if gemma else 1)).bfloat16().to(device)
+    normed, residual_out = seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=gemma)
+    ref_n, ref_ro = ref.fused_add_rms_norm_ref(x.cpu(), r.cpu(), w.cpu(), 1e-6, gemma=gemma)
+    assert bytes_equal(residual_out.cpu(), ref_ro)
+    ok, detail = ulp_summary(normed.cpu(), ref_n)
+    assert ok, detail
+    with pytest.raises(TypeError, match="gemma must be a bool"):
+        seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=1)

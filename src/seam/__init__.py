@@ -20,6 +20,7 @@ from seam.formats.mxfp8_weight import MXFP8Weight
 # Single-GPU fused ops
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.norm import (
+    fused_add_rms_norm,
     fused_add_rms_norm_mxfp8,
     gemma_fused_add_rms_norm,
     gemma_fused_add_rms_norm_mxfp8,
@@ -63,6 +64,7 @@ __all__ = [
     "GateUpLayout",
     "LinearQuantize",
     "MXFP8Linear",
+    "fused_add_rms_norm",
     "fused_add_rms_norm_mxfp8",
     "gemma_fused_add_rms_norm",
     "gemma_fused_add_rms_norm_mxfp8",

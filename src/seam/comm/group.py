@@ -39,10 +39,6 @@ class Group(abc.ABC):
     device: torch.device
     peer_access: bool
 
-    @property
-    def simulated(self) -> bool:
-        return len(self.ranks) > 1
-
     def check_rank(self, rank: int | None) -> int:
         """The driven rank meant by ``rank`` (None: the only one); ValueError otherwise."""
         if rank is None:

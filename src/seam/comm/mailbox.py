@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from seam.kernels.lamport import GENERATIONS, SENTINEL_BITS
+from seam.kernels.lamport import SENTINEL_BITS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,3 @@ class LamportMailbox:
         for state in self.states.values():
             state.arm()
         self.group.barrier()
-
-    def generation_bytes(self) -> int:
-        """Bytes of one rank's mailbox."""
-        return GENERATIONS * self.tp * self.capacity * self.hidden * 2

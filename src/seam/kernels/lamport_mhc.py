@@ -21,7 +21,6 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
-from seam.kernels.numerics import round_bf16
 from seam.kernels.mhc import (
     block_h,
     mhc_inv_rms,
@@ -33,7 +32,7 @@ from seam.kernels.mhc import (
     mxfp8_zero_scale_padding,
     num_warps_for,
 )
-from seam.kernels.numerics import to_bf16_rne
+from seam.kernels.numerics import round_bf16, to_bf16_rne
 
 
 @triton.jit

@@ -455,13 +455,9 @@ class LamportAllReduce:
 
 def _fallback_norm(y, residual, weight, eps, gemma):
     # Lazy: seam.ops.norm is only needed without peer access.
-    if gemma:
-        from seam.ops.norm import gemma_fused_add_rms_norm
+    from seam.ops.norm import fused_add_rms_norm
 
-        return gemma_fused_add_rms_norm(y, residual, weight, eps)
-    from seam.ref.lamport import rms_norm_ref
-
-    return rms_norm_ref(y.float(), residual, weight, eps, gemma=False)
+    return fused_add_rms_norm(y, residual, weight, eps, gemma=gemma)
 
 
 def _fallback_mxfp8(y, residual, weight, eps, also_bf16):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from seam import checks
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.ops.allreduce import LamportAllReduce
@@ -59,7 +60,7 @@ def allreduce_gemma_rms_norm_mxfp8(
         TypeError: ``group`` of another type; otherwise as the path taken.
         ValueError: as the path taken (shapes, dtypes, M outside the capacity).
     """
-    if defer:
+    if checks.flag("defer", defer):
         return None
     if group is None:
         outs = gemma_fused_add_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)

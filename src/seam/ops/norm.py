@@ -143,26 +143,29 @@ def gemma_rms_norm(
     return normed
 
 
-def gemma_fused_add_rms_norm(
+def fused_add_rms_norm(
     x: torch.Tensor,
     residual: torch.Tensor,
     weight: torch.Tensor,
     eps: float,
     *,
+    gemma: bool = False,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fused residual add + Gemma RMSNorm (FlashInfer/vLLM ``gemma_fused_add_rmsnorm``).
+    """Fused residual add + RMSNorm, plain weight (``gemma=False``) or Gemma weight ``1 + w``.
 
     ``s = f32(x) + f32(residual)``; ``residual_out = bf16(s)`` (bit-identical);
-    ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * (1 + f32(w)) )`` from the
-    unrounded fp32 ``s`` (within 1 BF16 ulp of the reference). Spec:
-    ``docs/spec/norm_act.md`` (Fused residual add + Gemma RMSNorm). One launch.
+    ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * w' )`` from the unrounded fp32 ``s``
+    (within 1 BF16 ulp of the reference), ``w' = f32(w)`` or ``1 + f32(w)``. Spec:
+    ``docs/spec/norm_act.md`` (Fused residual add + Gemma RMSNorm; the plain RMSNorm uses
+    ``f32(w)``). One launch.
 
     Args:
         x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous. Read only.
         residual: BF16 [M, hidden], rows contiguous. Read only (not updated in place).
         weight: BF16 [hidden], contiguous.
         eps: finite float >= 0.
+        gemma: weight factor ``1 + w`` (Gemma) instead of ``w``.
         out: optional (normed, residual_out) BF16 [M, hidden] contiguous buffers,
             written in place; they must not overlap each other or the inputs.
 
@@ -170,9 +173,10 @@ def gemma_fused_add_rms_norm(
         (normed, residual_out): BF16 [M, hidden] each.
 
     Raises:
-        TypeError: wrong dtypes, eps not a float, or ``out`` not a pair.
+        TypeError: wrong dtypes, eps not a float, gemma not a bool, or ``out`` not a pair.
         ValueError: wrong shapes, strides or devices, eps out of range, overlapping buffers.
     """
+    gemma = checks.flag("gemma", gemma)
     m, hidden, device, eps = _check_common(x, weight, eps, residual)
     if out is None:
         normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
@@ -187,8 +191,25 @@ def gemma_fused_add_rms_norm(
         [("out[0] (normed)", normed), ("out[1] (residual_out)", residual_out)],
         [("x", x), ("residual", residual), ("weight", weight)],
     )
-    _add_norm(x, residual, weight, normed, residual_out, eps, True)
+    _add_norm(x, residual, weight, normed, residual_out, eps, gemma)
     return normed, residual_out
+
+
+def gemma_fused_add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    *,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused residual add + Gemma RMSNorm (FlashInfer/vLLM ``gemma_fused_add_rmsnorm``).
+
+    :func:`fused_add_rms_norm` with ``gemma=True``: ``normed = bf16(s * rsqrt(sum(s^2)/hidden
+    + eps) * (1 + f32(w)))``, ``residual_out = bf16(s)``. Spec: ``docs/spec/norm_act.md``.
+    Args, Returns and Raises as :func:`fused_add_rms_norm`.
+    """
+    return fused_add_rms_norm(x, residual, weight, eps, gemma=True, out=out)
 
 
 def fused_add_rms_norm_mxfp8(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 
 import seam
 from seam.formats.mxfp8 import mxfp8_quantize_ref
