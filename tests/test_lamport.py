@@ -472,7 +472,7 @@ def _gloo_worker(rank, world, path, capacities, results):
         ok = all(bytes_equal(a, b) for a, b in (
             (qa.values, values), (qa.scales, scales), (normed, normed_want), (residual_out, residual_want)))
         normed, residual_out = s.all_reduce_rms_norm(x, residual, weight, EPS, comm, gemma=False)
-        normed_want, residual_want = rms_norm_ref(want.float(), residual, weight, EPS, gemma=False)
+        normed_want, residual_want = s.fused_add_rms_norm(want, residual, weight, EPS, gemma=False)
         ok &= bytes_equal(normed, normed_want) and bytes_equal(residual_out, residual_want)
         op = s.FinalizeAllReduceGemmaRMSNormMxfp8(hidden_size=128, max_num_tokens=4, top_k=2, fp32_weights=True,
                                                   group=group)
