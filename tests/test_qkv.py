@@ -383,3 +383,15 @@ def test_block_k_must_divide_k(device):
     bad = small_tile(2).__class__(16, 128, 256, 4, 1)
     with pytest.raises(ValueError, match="block_k=256 must divide K=384"):
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=bad, **p.outputs())
+
+
+def test_unfused_chain_validates_before_writing_qkv(device):
+    """A bad epilogue argument must leave the caller's qkv buffer untouched (the GEMM runs after all checks)."""
+    p = make_problem(nkv=1, m=2, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    qkv_out = torch.full((2, p.n), 3.0, dtype=torch.bfloat16, device=device)
+    kw = {**p.kw(), **p.outputs()}
+    kw["slot_mapping"] = kw["slot_mapping"].int()  # wrong dtype: int32
+    with pytest.raises(TypeError, match="slot_mapping"):
+        qkv_unfused(xq, xsf, p.weight, *p.args(), qkv_out=qkv_out, **kw)
+    assert qkv_out.eq(3.0).all()

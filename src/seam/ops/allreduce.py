@@ -461,13 +461,10 @@ def _fallback_norm(y, residual, weight, eps, gemma):
 
 
 def _fallback_mxfp8(y, residual, weight, eps, also_bf16):
-    from seam.ops.norm import gemma_fused_add_rms_norm_mxfp8
+    # Lazy: seam.ops.norm is only needed without peer access.
+    from seam.ops.norm import gemma_norm_mxfp8_activation
 
-    outs = gemma_fused_add_rms_norm_mxfp8(y, residual, weight, eps, also_bf16=also_bf16)
-    values, scales, residual_out = outs[0], outs[1], outs[-1]
-    m, hidden = y.shape
-    qa = QuantizedActivation(values, scales, torch.bfloat16, (m, hidden), ScaleLayout.SWIZZLED)
-    return (qa, residual_out, outs[2]) if also_bf16 else (qa, residual_out)
+    return gemma_norm_mxfp8_activation(y, residual, weight, eps, also_bf16)
 
 
 def all_reduce(x: torch.Tensor, comm: LamportAllReduce, *, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import torch
 
 from seam import checks
-from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import ScaleLayout
 from seam.ops.allreduce import LamportAllReduce
-from seam.ops.norm import gemma_fused_add_rms_norm_mxfp8
+from seam.ops.norm import gemma_norm_mxfp8_activation
 
 
 def allreduce_gemma_rms_norm_mxfp8(
@@ -63,10 +61,7 @@ def allreduce_gemma_rms_norm_mxfp8(
     if checks.flag("defer", defer):
         return None
     if group is None:
-        outs = gemma_fused_add_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)
-        values, scales, residual_out = outs[0], outs[1], outs[-1]
-        qa = QuantizedActivation(values, scales, torch.bfloat16, tuple(x.shape), ScaleLayout.SWIZZLED)
-        return (qa, residual_out, outs[2]) if also_bf16 else (qa, residual_out)
+        return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16)
     if not isinstance(group, LamportAllReduce):
         raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}")
     return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from seam import checks
+from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.norm_quant import launch_fused_add_rms_norm
 from seam.ops.mxfp8 import check_mxfp8_out
@@ -323,3 +324,16 @@ def gemma_fused_add_rms_norm_mxfp8(
     return fused_add_rms_norm_mxfp8(
         x, residual, weight, eps, gemma=True, also_bf16=also_bf16, scale_layout=scale_layout, out=out
     )
+
+
+def gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16: bool = False):
+    """:func:`gemma_fused_add_rms_norm_mxfp8` (swizzled scales) packaged for a consumer GEMM.
+
+    Returns ``(QuantizedActivation, residual_out)`` or with ``also_bf16``
+    ``(QuantizedActivation, residual_out, normed)``: the TP-1 and no-peer-access paths of
+    the all-reduce + norm + quant boundary. Raises as :func:`gemma_fused_add_rms_norm_mxfp8`.
+    """
+    outs = gemma_fused_add_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)
+    values, scales, residual_out = outs[0], outs[1], outs[-1]
+    qa = QuantizedActivation(values, scales, torch.bfloat16, tuple(x.shape), ScaleLayout.SWIZZLED)
+    return (qa, residual_out, outs[2]) if also_bf16 else (qa, residual_out)

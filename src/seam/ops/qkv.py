@@ -8,6 +8,8 @@ configuration before serving.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dataclasses
 from typing import Optional
 
@@ -287,6 +289,52 @@ def qkv_index_fused_epilogue(
     )
 
 
+def _prepare_epilogue(
+    acc: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    index_q_norm_weight: torch.Tensor,
+    index_k_norm_weight: torch.Tensor,
+    eps: float,
+    *,
+    slot_mapping: torch.Tensor,
+    index_slot_mapping: torch.Tensor,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor,
+    index_q_out: torch.Tensor,
+    q_out: torch.Tensor | None = None,
+    q_fp8_out: torch.Tensor | None = None,
+    q_fp8_scale: float = 1.0,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    tile: Tile | None = None,
+) -> Callable[[], None]:
+    """Validate every argument of :func:`qkv_epilogue`; return its launch (nothing written yet)."""
+    checks.tensor("acc", acc, dtype=(torch.float32, torch.bfloat16), contiguous=False)
+    if acc.dim() != 2 or (acc.stride(1) != 1 and acc.shape[1] > 1):
+        raise ValueError(f"acc must be 2-D [M, N] with unit column stride, got {list(acc.shape)} {acc.stride()}")
+    device = checks.kernel_device("acc", acc)
+    m, n = acc.shape
+    nkv = nkv_from_n(n, "acc.shape[1]")
+    norm_weights = (q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight)
+    eps, inv = _check_epilogue(
+        m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
+        kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
+        [("acc", acc)],
+    )
+    # no K here: the accumulator is given
+    tile = dataclasses.replace(check_tile(tile, 128) or small_tile(m), split_k=1)
+    return lambda: _qkv(
+        None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
+        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
+        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
+    )
+
+
+
+
 def qkv_epilogue(
     acc: torch.Tensor,
     positions: torch.Tensor,
@@ -321,25 +369,12 @@ def qkv_epilogue(
     Raises:
         TypeError, ValueError: as :func:`qkv_index_fused_epilogue`.
     """
-    checks.tensor("acc", acc, dtype=(torch.float32, torch.bfloat16), contiguous=False)
-    if acc.dim() != 2 or (acc.stride(1) != 1 and acc.shape[1] > 1):
-        raise ValueError(f"acc must be 2-D [M, N] with unit column stride, got {list(acc.shape)} {acc.stride()}")
-    device = checks.kernel_device("acc", acc)
-    m, n = acc.shape
-    nkv = nkv_from_n(n, "acc.shape[1]")
-    norm_weights = (q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight)
-    eps, inv = _check_epilogue(
-        m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
-        kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
-        [("acc", acc)],
-    )
-    # no K here: the accumulator is given
-    tile = dataclasses.replace(check_tile(tile, 128) or small_tile(m), split_k=1)
-    _qkv(
-        None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
-        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
-        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
-    )
+    _prepare_epilogue(
+        acc, positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps,
+        slot_mapping=slot_mapping, index_slot_mapping=index_slot_mapping, kv_cache=kv_cache, index_cache=index_cache,
+        index_q_out=index_q_out, q_out=q_out, q_fp8_out=q_fp8_out, q_fp8_scale=q_fp8_scale, k_scale=k_scale,
+        v_scale=v_scale, tile=tile,
+    )()
 
 
 def qkv_unfused(
@@ -371,11 +406,22 @@ def qkv_unfused(
     """
     if epilogue not in ("triton", "torch"):
         raise ValueError(f"epilogue must be 'triton' or 'torch', got {epilogue!r}")
-    x = QuantizedActivation(xq, xsf.reshape(-1).view(torch.uint8), torch.bfloat16, tuple(xq.shape))
-    qkv = mxfp8_linear(x, weight, out=qkv_out)
+    checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
+    checks.tensor("xsf", xsf, dtype=torch.uint8)
+    if not isinstance(weight, MXFP8Weight):
+        raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+    shape = (xq.shape[0], weight.shape[0])
+    if qkv_out is None:
+        qkv = torch.empty(shape, dtype=torch.bfloat16, device=xq.device)
+    else:
+        qkv = checks.tensor("qkv_out", qkv_out, dtype=torch.bfloat16, shape=shape, device=xq.device)
     args = (positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps)
+    # Every epilogue argument is checked before the GEMM writes qkv: bad input changes nothing.
+    launch = _prepare_epilogue(qkv, *args, **outputs)
+    x = QuantizedActivation(xq, xsf.reshape(-1), torch.bfloat16, tuple(xq.shape))
+    mxfp8_linear(x, weight, out=qkv)
     if epilogue == "triton":
-        qkv_epilogue(qkv, *args, **outputs)
+        launch()
     else:
         outputs.pop("tile", None)
         qkv_epilogue_ref(qkv, *args, **outputs)
