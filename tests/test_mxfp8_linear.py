@@ -86,6 +86,36 @@ def test_linear_large_tile_matches_small_tile(device):
     _check_close(large, xq, xs, w)
 
 
+def _integer_inputs(m, n, k, seed, device):
+    """Small-integer x and w: every partial sum is an exact fp32 integer, so any tile must give identical bytes."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-4, 5, (m, k), generator=g).to(torch.bfloat16).to(device)
+    w = torch.randint(-4, 5, (n, k), generator=g).to(torch.bfloat16).to(device)
+    return x, seam.MXFP8Weight.from_bf16(w), (x.double() @ w.double().t()).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("tile", [
+    small_tile(1), Tile(32, 128, 64, 8, 4), Tile(64, 128, 64, 8, 4), LARGE_TILE,
+    Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4),
+], ids=str)
+@pytest.mark.parametrize("quantize", ["separate", "in_gemm"])
+def test_linear_bit_exact_on_exact_accumulator(tile, quantize, device):
+    x, w, want = _integer_inputs(37, 256, 256, seed=62, device=device)
+    got = seam.mxfp8_linear(x, w, tile=tile, quantize=quantize)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 20, 64, 200, 2048])
+def test_linear_bit_exact_every_picked_tile_gpu(m):
+    x, w, want = _integer_inputs(m, 2560, 6144, seed=m, device="cuda")
+    tiles = {pick_tile(m, 2560, 6144, x.device), dataclasses.replace(small_tile(m), split_k=1), LARGE_TILE}
+    for tile in sorted(tiles, key=dataclasses.astuple):
+        for quantize in ("separate", "in_gemm"):
+            got = seam.mxfp8_linear(x, w, tile=tile, quantize=quantize)
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (tile, quantize)
+
+
 def test_linear_edge_values(device):
     k = 128
     x = torch.zeros(4, k, dtype=torch.bfloat16)
@@ -110,6 +140,12 @@ def test_tile_choice_by_waves():
     assert pick_split_k(39, 96, 132) == 3
     assert pick_split_k(320, 96, 132) == 1
     assert pick_split_k(1, 4, 132) == 2  # at least two BLOCK_K steps per split
+    assert pick_split_k(20, 96, 132, waves=2) == 12
+    sm90 = torch.device("cuda")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
+        assert pick_tile(1, 2560, 6144, sm90).split_k == 12  # 16-row decode tile: two waves
+        assert pick_tile(64, 2560, 6144, sm90).split_k == 6  # one wave
     assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
 
 
@@ -240,7 +276,7 @@ def test_quantize_keyword_ignored_for_quantized_activation(device):
 def test_quantize_keyword_rejects_bad_values(device):
     x, w = _inputs(2, 128, 128, device=device)
     out = torch.zeros(2, 128, dtype=torch.bfloat16, device=device)
-    with pytest.raises(ValueError, match="quantize must be 'separate' or 'in_gemm', got 'fused'"):
+    with pytest.raises(ValueError, match="quantize must be 'auto', 'separate' or 'in_gemm', got 'fused'"):
         seam.mxfp8_linear(x, w, out=out, quantize="fused")
     with pytest.raises(TypeError, match="quantize must be a str"):
         seam.mxfp8_linear(x, w, out=out, quantize=1)
@@ -253,6 +289,20 @@ def test_quantize_keyword_rejects_bad_values(device):
         seam.mxfp8_linear(x.t().contiguous().t(), w, out=out, quantize="in_gemm")
     assert out.eq(0).all()
     assert seam.LinearQuantize.parse("in_gemm") is seam.LinearQuantize.IN_GEMM
+
+
+@pytest.mark.parametrize("m,quantizer_calls", [(16, 0), (17, 1)])
+def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, monkeypatch):
+    import seam.ops.linear as linear
+
+    assert linear.IN_GEMM_MAX_M == 16
+    calls = []
+    real = linear.mxfp8_quantize
+    monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    x, w = _inputs(m, 128, 128, seed=m, device=device)
+    got = seam.mxfp8_linear(x, w)  # quantize="auto"
+    assert len(calls) == quantizer_calls
+    assert torch.equal(got, seam.mxfp8_linear(x, w, quantize="separate"))
 
 
 @pytest.mark.gpu

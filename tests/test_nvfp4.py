@@ -12,16 +12,17 @@ import triton
 import triton.language as tl
 
 from seam.formats import nvfp4
-from seam.kernels.nvfp4 import e2m1_code, mul_rz, nvfp4_quantize_row, v_scale_offset
+from seam.kernels.nvfp4 import e2m1_code, mul_rz, nvfp4_quantize_group, v_scale_offset
 
 
 @triton.jit
 def _quantize_kernel(x_ptr, data_ptr, sf_ptr, inv_g, ROWS: tl.constexpr, COLS: tl.constexpr):
-    r = tl.arange(0, ROWS)[:, None]
-    x = tl.load(x_ptr + r * COLS + tl.arange(0, COLS)[None, :])
-    data, sf = nvfp4_quantize_row(x, inv_g, ROWS, COLS)
-    tl.store(data_ptr + r * (COLS // 2) + tl.arange(0, COLS // 2)[None, :], data)
-    tl.store(sf_ptr + r * (COLS // 16) + tl.arange(0, COLS // 16)[None, :], sf)
+    r = tl.arange(0, ROWS)
+    for j in tl.static_range(COLS // 16):
+        x = tl.load(x_ptr + r[:, None] * COLS + j * 16 + tl.arange(0, 16)[None, :])
+        data, sf = nvfp4_quantize_group(x, inv_g, ROWS)
+        tl.store(data_ptr + r[:, None] * (COLS // 2) + j * 8 + tl.arange(0, 8)[None, :], data)
+        tl.store(sf_ptr + r * (COLS // 16) + j, sf)
 
 
 @triton.jit

@@ -162,8 +162,9 @@ class MiniMaxBoundary:
         for r in range(s.tp):
             normed, residual = seam.gemma_fused_add_rms_norm(reduced, self.residual, self.w_post, eps)
             weights = self._route(normed)
-            act = seam.swiglu_oai(self.gate_up[r](normed))  # gate_up quantizes normed itself
-            shared = self.down[r](act)  # down quantizes act itself
+            # an engine's unfused layers: a separate quantizer launch before each GEMM
+            act = seam.swiglu_oai(self.gate_up[r](normed, quantize="separate"))
+            shared = self.down[r](act, quantize="separate")
             routed = (self.gemm2[r][self.idx.long()].float() * weights[..., None]).sum(1)
             mid.append((residual, (routed + shared.float()).bfloat16()))
         reduced2 = self._sum([c for _, c in mid])

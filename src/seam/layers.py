@@ -89,8 +89,11 @@ class MXFP8Linear(torch.nn.Module):
             return qa
         return None
 
-    def forward(self, x: torch.Tensor | QuantizedActivation, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation (see :func:`seam.mxfp8_linear`)."""
+    def forward(
+        self, x: torch.Tensor | QuantizedActivation, *, out: torch.Tensor | None = None, quantize: str = "auto"
+    ) -> torch.Tensor:
+        """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
+        without a hand-off is quantized (see :func:`seam.mxfp8_linear`)."""
         if isinstance(x, torch.Tensor):
             x = self.take_prequant(x) or x
-        return mxfp8_linear(x, self.weight, out=out)
+        return mxfp8_linear(x, self.weight, out=out, quantize=quantize)

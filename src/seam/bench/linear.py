@@ -90,6 +90,8 @@ def run(console) -> list[dict]:
             r = _bench_shape(n, k, m, dev, g)
             rows.append({"op": "mxfp8_linear", "layer": layer, "N": n, "K": k, "M": m, **r,
                          "% copy (in_gemm)": 100 * r["in_gemm GB/s"] / copy_gbs})
+            # progress, so a run cut short still reports what it measured
+            console.print(f"{layer} M {m}: separate {r['separate us']:.2f} us, in_gemm {r['in_gemm us']:.2f} us")
     table = Table(title=f"MXFP8 linear, BF16 x: separate quantize vs in-GEMM quantize (us per call; "
                         f"copy {copy_gbs:.0f} GB/s)")
     cols = ["layer", "N", "K", "M", "tile", "separate us", "in_gemm us", "in_gemm/separate",

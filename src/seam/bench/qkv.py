@@ -17,6 +17,7 @@ dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
 from __future__ import annotations
 
 import itertools
+import time
 
 import torch
 from rich.table import Table
@@ -115,7 +116,9 @@ def run(console) -> list[dict]:
     copy_gbs = copy_bandwidth_gbs()
     g = torch.Generator(device="cpu").manual_seed(0)
     for _, nkv in SHAPES:
-        seam.qkv_warmup(nkv, hidden_size=K, device=dev, max_tokens=max(MS))
+        start = time.perf_counter()
+        tiles = seam.qkv_warmup(nkv, hidden_size=K, device=dev, max_tokens=max(MS))
+        console.print(f"qkv_warmup nkv {nkv}: {len(tiles)} tiles compiled in {time.perf_counter() - start:.0f} s")
     rows = []
     for name, nkv in SHAPES:
         for m in MS:
@@ -125,6 +128,8 @@ def run(console) -> list[dict]:
                 "% copy": 100 * r["weight GB/s"] / copy_gbs,
                 "% bf16 peak": 100 * r["TFLOP/s"] / BF16_PEAK_TFLOPS,
             })
+            # progress, so a run cut short still reports what it measured
+            console.print(f"{name} M {m}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k.endswith("us")))
     table = Table(title=f"QKV+indexer MXFP8 GEMM + fused epilogue, K {K} (us per call; copy {copy_gbs:.0f} GB/s)")
     cols = ["shape", "M", "fused us", "unfused us", "bf16+epi us", "fp8+epi us", "fused/cuBLAS+epi",
             "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]

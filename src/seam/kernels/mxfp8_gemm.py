@@ -86,34 +86,43 @@ def num_sms(device: torch.device) -> int:
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
-def pick_split_k(tiles: int, k_steps: int, sms: int) -> int:
-    """Most K splits that still fit one wave (``tiles * split <= sms``: one program per SM
-    at these register counts), each split keeping >= 2 BLOCK_K steps."""
+def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
+    """Most K splits that fit ``waves`` waves (``tiles * split <= waves * sms``: one program
+    per SM at these register counts), each split keeping >= 2 BLOCK_K steps."""
     best = 1
     for s in SPLIT_K_CHOICES:
-        if k_steps % s or k_steps // s < 2 or tiles * s > sms:
+        if k_steps % s or k_steps // s < 2 or tiles * s > waves * sms:
             continue
         best = s
     return best
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, large: bool = True) -> Tile:
-    """Small tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs.
+#: Waves of split-K programs for the 16-row (M <= 16) decode tiles. Measured on the H200
+#: (2026-11-29, N 2560, K 6144, M 1, 16x128x64 tile, 8 warps): split 6 (one wave) 19.6 us,
+#: split 12 (two waves) 12.9 us, split 24 15.8 us for mxfp8_linear; 24.8 vs 19.2 us for
+#: the fused QKV kernel. At M 64 one wave stays faster (split 6 23.6 us, 12 28.8 us).
+DECODE_WAVES = 2
+
+
+def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
+    """Small tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill
+    the SMs (two waves for the 16-row decode tile, :data:`DECODE_WAVES`).
 
     A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
     its time at these shapes, so the small config wins whenever
-    ``3/5 * waves(small) <= waves(large)``. ``large=False`` never picks the 128-row tile.
+    ``3/5 * waves(small) <= waves(large)``.
     """
     sms = num_sms(device)
     tile = small_tile(m)
-    if large and m > tile.block_m:
+    if m > tile.block_m:
         waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)
         waves_large = -(-(-(-m // LARGE_TILE.block_m) * -(-n // LARGE_TILE.block_n)) // sms)
         if 3 * waves_small > 5 * waves_large:
             tile = LARGE_TILE
     tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
     k_steps = k // tile.block_k if k % tile.block_k == 0 else 1  # split only into whole steps
-    return dataclasses.replace(tile, split_k=pick_split_k(tiles, k_steps, sms))
+    waves = DECODE_WAVES if tile.block_m == 16 else 1
+    return dataclasses.replace(tile, split_k=pick_split_k(tiles, k_steps, sms, waves))
 
 
 _SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}

@@ -61,25 +61,26 @@ def e2m1_code(x):
 
 
 @triton.jit
-def nvfp4_quantize_row(v, inv_g, ROWS: tl.constexpr, COLS: tl.constexpr):
-    """NVFP4-quantize fp32 [ROWS, COLS] (COLS a multiple of 16) row by row.
+def nvfp4_quantize_group(v, inv_g, R: tl.constexpr):
+    """NVFP4-quantize fp32 [R, 16], one scale group per row.
 
-    ``inv_g`` is fp32 ``1/g`` computed on the host. Returns (packed data uint8
-    [ROWS, COLS // 2], the even element in the low nibble; E4M3 scale bytes uint8
-    [ROWS, COLS // 16]).
+    ``inv_g`` is fp32 ``1/g`` computed on the host. Returns (packed data uint8 [R, 8],
+    the even element in the low nibble; E4M3 scale byte uint8 [R]).
+
+    Only 2-D ops on purpose: a [R, C // 16, 16] form reduced over its last axis and
+    broadcast back gave wrong E2M1 codes on sm_90 when the values came from the 32- and
+    128-row accumulator layouts of the QKV GEMM (scales right, data wrong), 2026-11-29.
     """
-    groups = tl.reshape(v, (ROWS, COLS // 16, 16))
-    mag = tl.abs(groups)
-    mag = tl.where(groups != groups, 0.0, mag)
-    amax = tl.max(mag, axis=2)
-    a = tl.math.div_rn(amax, 6.0) * inv_g
-    a = tl.maximum(a, _SF_FLOOR)
+    mag = tl.where(v != v, 0.0, tl.abs(v))
+    amax = tl.max(mag, axis=1)
+    a = tl.maximum(tl.math.div_rn(amax, 6.0) * inv_g, _SF_FLOOR)
     sf = e4m3_saturate_bits(a)
     r = tl.math.div_rn(1.0, e4m3_bits_to_f32(sf)) * inv_g
-    codes = e2m1_code(mul_rz(groups, tl.broadcast_to(r[:, :, None], (ROWS, COLS // 16, 16))))
-    pairs = tl.reshape(codes, (ROWS, COLS // 2, 2))
-    lo, hi = tl.split(pairs)
-    return lo | (hi << 4), sf
+    codes = e2m1_code(mul_rz(v, tl.broadcast_to(r[:, None], (R, 16)))).to(tl.int32)
+    nibble_shift = (tl.arange(0, 16) % 2) * 4
+    # adjacent pairs summed: disjoint nibbles, so the sum is the packed byte
+    packed = tl.sum(tl.reshape(codes << nibble_shift[None, :], (R, 8, 2)), axis=2)
+    return packed.to(tl.uint8), sf
 
 
 @triton.jit

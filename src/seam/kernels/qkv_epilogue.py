@@ -28,7 +28,7 @@ import triton.language as tl
 from seam import runtime
 from seam.kernels.mxfp8_gemm import Tile, mxfp8_mainloop, split_k_combine, split_k_scratch
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
-from seam.kernels.nvfp4 import nvfp4_quantize_row, v_scale_offset
+from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
@@ -87,6 +87,23 @@ def _rope(x, y, cs_ptr, pos):
 
 
 @triton.jit
+def _halves(x, R: tl.constexpr, W: tl.constexpr):
+    """[R, W] -> (columns [0, W/2), [W/2, W))."""
+    return tl.split(tl.permute(tl.reshape(x, (R, 2, W // 2)), (0, 2, 1)))
+
+
+@triton.jit
+def _store_group(data, sf_area, tok, valid, v, j: tl.constexpr, inv_g, SWIZZLED: tl.constexpr, R: tl.constexpr):
+    """Quantize dims [16j, 16j + 16) of the head rows; store their 8 data bytes and scale byte j."""
+    packed, sf = nvfp4_quantize_group(v, inv_g, R)
+    tl.store(data + j * 8 + tl.arange(0, 8)[None, :], packed, mask=valid[:, None])
+    if SWIZZLED:
+        tl.store(sf_area + v_scale_offset(tok, j), sf, mask=valid)
+    else:
+        tl.store(sf_area + tok * 8 + j, sf, mask=valid)
+
+
+@triton.jit
 def _store_nvfp4(
     cache_ptr,  # uint8 page base
     slot_base,  # int64 [R]: byte offset of this head's slot in the token's page
@@ -100,27 +117,23 @@ def _store_nvfp4(
     SWIZZLED: tl.constexpr,
     R: tl.constexpr,
 ):
-    """Quantize the head rows to NVFP4 and store data + scales into their cache slots."""
-    dx, sx = nvfp4_quantize_row(x, inv_g, R, 32)
-    dy, sy = nvfp4_quantize_row(y, inv_g, R, 32)
-    dz, sz = nvfp4_quantize_row(z, inv_g, R, 64)
+    """Quantize the head rows (x: dims [0, 32), y: [32, 64), z: [64, 128)) to NVFP4, one
+    16-wide group at a time, into their cache slots (data, then linear or V-swizzled scales)."""
     data = cache_ptr + (slot_base + tok * 64)[:, None]
-    b16 = tl.arange(0, 16)[None, :]
-    tl.store(data + b16, dx, mask=valid[:, None])
-    tl.store(data + 16 + b16, dy, mask=valid[:, None])
-    tl.store(data + 32 + tl.arange(0, 32)[None, :], dz, mask=valid[:, None])
-    sf_area = cache_ptr + (slot_base + block_size * 64)[:, None]
-    t = tok[:, None]
-    j2 = tl.arange(0, 2)[None, :]
-    j4 = tl.arange(0, 4)[None, :]
-    if SWIZZLED:
-        tl.store(sf_area + v_scale_offset(t, j2), sx, mask=valid[:, None])
-        tl.store(sf_area + v_scale_offset(t, 2 + j2), sy, mask=valid[:, None])
-        tl.store(sf_area + v_scale_offset(t, 4 + j4), sz, mask=valid[:, None])
-    else:
-        tl.store(sf_area + t * 8 + j2, sx, mask=valid[:, None])
-        tl.store(sf_area + t * 8 + 2 + j2, sy, mask=valid[:, None])
-        tl.store(sf_area + t * 8 + 4 + j4, sz, mask=valid[:, None])
+    sf_area = cache_ptr + slot_base + block_size * 64
+    x0, x1 = _halves(x, R, 32)
+    y0, y1 = _halves(y, R, 32)
+    z01, z23 = _halves(z, R, 64)
+    z0, z1 = _halves(z01, R, 32)
+    z2, z3 = _halves(z23, R, 32)
+    _store_group(data, sf_area, tok, valid, x0, 0, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, x1, 1, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, y0, 2, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, y1, 3, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z0, 4, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z1, 5, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z2, 6, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z3, 7, inv_g, SWIZZLED, R)
 
 
 @triton.jit

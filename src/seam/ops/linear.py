@@ -18,6 +18,7 @@ from seam.ops.registry import register
 class LinearQuantize(str, enum.Enum):
     """Where :func:`mxfp8_linear` quantizes a BF16 activation."""
 
+    AUTO = "auto"  #: ``IN_GEMM`` when M <= :data:`IN_GEMM_MAX_M`, else ``SEPARATE``
     SEPARATE = "separate"  #: one ``seam.mxfp8_quantize`` launch, then the GEMM on E4M3 + scales
     IN_GEMM = "in_gemm"  #: the GEMM loads BF16 tiles and quantizes them in registers (one launch)
 
@@ -31,7 +32,15 @@ class LinearQuantize(str, enum.Enum):
         try:
             return cls(value)
         except ValueError:
-            raise ValueError(f"{name} must be 'separate' or 'in_gemm', got {value!r}") from None
+            raise ValueError(f"{name} must be 'auto', 'separate' or 'in_gemm', got {value!r}") from None
+
+
+#: The in-GEMM quantization carve-out: ``quantize="auto"`` quantizes inside the GEMM up to
+#: this M. ``seam bench linear`` on the H200 (2026-11-29, MiniMax-M3.1 TP4 shapes, K 768 to
+#: 6144): in_gemm / separate = 0.79-0.99 at every M in 2..16 on all four layers (gate_up,
+#: down, o_proj, qkv) and 0.82-1.01 at M 1; 1.00-1.30 at every M in 32..128 (the 32/64-row
+#: tiles re-quantize A once per N tile). Both give the same bytes.
+IN_GEMM_MAX_M = 16
 
 
 def _launch(
@@ -94,7 +103,7 @@ def mxfp8_linear(
     *,
     out: torch.Tensor | None = None,
     tile: Tile | None = None,
-    quantize: LinearQuantize | str = LinearQuantize.SEPARATE,
+    quantize: LinearQuantize | str = LinearQuantize.AUTO,
 ) -> torch.Tensor:
     """MXFP8 GEMM: ``out[m, n] = bf16_rne( sum_k A_deq[m, k] * W_deq[n, k] )``, fp32 accumulation.
 
@@ -113,14 +122,14 @@ def mxfp8_linear(
             count on the SM count (split-K launches share a per-device workspace: keep
             them on one stream, and make a first call before graph capture).
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
-            ``"separate"`` (default): a :func:`seam.mxfp8_quantize` launch, then the GEMM;
+            ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
             ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
-            32-wide block in registers with the same rule. With the same tile the output
-            is byte-identical to the separate path. In-GEMM quantization saves a launch
-            and the E4M3 round trip but repeats A's quantization once per 128-wide N
-            tile, so it can only win at small M. The carve-out (``"in_gemm"`` when
-            M <= X and K <= Y) is NOT decided yet: X and Y come from ``seam bench
-            linear`` on the H200, and until then the default stays ``"separate"``.
+            32-wide block in registers with the same rule; ``"auto"`` (default):
+            ``"in_gemm"`` when M <= :data:`IN_GEMM_MAX_M` (16), else ``"separate"`` (the
+            carve-out measured by ``seam bench linear`` on the H200, see BENCHMARKS.md).
+            With the same tile the output is byte-identical either way. In-GEMM
+            quantization saves a launch and the E4M3 round trip but repeats A's
+            quantization once per 128-wide N tile, so it only wins at small M.
 
     Returns:
         BF16 [M, N] (``out`` when given).
@@ -166,7 +175,7 @@ def mxfp8_linear(
     knobs = (tile.block_m, tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k)
     if isinstance(x, QuantizedActivation):
         _linear(x.values, x.scales, weight.values, weight.scales, out, *knobs)
-    elif mode is LinearQuantize.IN_GEMM:
+    elif mode is LinearQuantize.IN_GEMM or (mode is LinearQuantize.AUTO and m <= IN_GEMM_MAX_M):
         _linear_in_gemm(x, weight.values, weight.scales, out, *knobs)
     else:
         xq, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)

@@ -24,10 +24,6 @@ from seam.kernels.mxfp8_gemm import Tile, pick_tile, small_tile, split_k_scratch
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.linear import check_tile, mxfp8_linear
 
-# The 128-row tile (LARGE_TILE) wrote NVFP4 cache bytes that differ from every other tile
-# on the H200 (same q_out, different k/v/index_k entries; interpreter exact), 2026-11-29.
-# Until that is understood, the fused QKV kernel uses the 16/32/64-row tiles only.
-MAX_BLOCK_M = 64
 from seam.ops.registry import register
 from seam.ref.qkv import qkv_epilogue_ref
 
@@ -275,13 +271,11 @@ def qkv_index_fused_epilogue(
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
         [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)],
     )
-    tile = check_tile(tile, k) or pick_tile(m, wq.shape[0], k, device, large=False)
+    tile = check_tile(tile, k) or pick_tile(m, wq.shape[0], k, device)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
-    if tile.block_m > MAX_BLOCK_M:
-        raise ValueError(f"tile.block_m must be <= {MAX_BLOCK_M} for the fused QKV kernel, got {tile.block_m}")
     _qkv(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
@@ -458,7 +452,7 @@ def qkv_warmup(
     checks.multiple_of("max_tokens", max_tokens, 1)
     device = device or runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
-    picks = {m: pick_tile(m, n, k, device, large=False) for m in range(1, max_tokens + 1)}
+    picks = {m: pick_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
     tiles = sorted(set(picks.values()), key=dataclasses.astuple)
 
     def workspace(m: int) -> int:

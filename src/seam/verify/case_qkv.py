@@ -1,8 +1,13 @@
 """verify: MXFP8 QKV+indexer GEMM with fused norm / RoPE / NVFP4-KV epilogue (``docs/spec/qkv_epilogue.md``).
 
-Two checks per shape:
+Three checks per shape:
 - ``qkv_epilogue[acc]``: the kernel's epilogue on a given fp32 accumulator, bytes equal
   to ``seam.ref.qkv.qkv_epilogue_ref`` on every output (q, q_fp8, index_q, both caches);
+- ``qkv_index_fused_epilogue[int]``: GEMM + epilogue in one kernel on small-integer
+  operands, whose fp32 accumulator is exact in any summation order, so every output's
+  bytes must equal the reference epilogue of the exact accumulator (this catches a
+  miscompiled epilogue under the GEMM's register layouts, which the given-accumulator
+  check cannot);
 - ``qkv_index_fused_epilogue``: the fused op vs the unfused chain (``mxfp8_linear`` ->
   BF16 qkv -> epilogue): q within 2e-2 of each row's max magnitude (FP8 outputs plus one
   E4M3 step), cache codes within one E2M1 code and scale bytes within one E4M3 step.
@@ -24,12 +29,18 @@ EPS = 1e-6
 SCALES = dict(q_fp8_scale=0.5, k_scale=0.9, v_scale=1.1)
 
 
-def _problem(ctx: Context, nkv: int, m: int, k: int, block_size: int):
+def _problem(ctx: Context, nkv: int, m: int, k: int, block_size: int, integer: bool = False):
     n = (19 * nkv + 1) * 128
     num_blocks = max(2, -(-3 * m // block_size))
     g = ctx.generator(m * 7 + nkv)
-    x = ctx.randn(m, k, seed=m)
-    weight = seam.MXFP8Weight.from_bf16(ctx.randn(n, k, seed=m + 1, scale=4 * k**-0.5))
+    if integer:
+        # |x*w| <= 16, K <= 6144: every partial sum is an integer below 2^24, exact in fp32
+        x = torch.randint(-4, 5, (m, k), generator=g).to(torch.bfloat16).to(ctx.device)
+        w = torch.randint(-4, 5, (n, k), generator=g).to(torch.bfloat16).to(ctx.device)
+        weight = seam.MXFP8Weight.from_bf16(w)
+    else:
+        x = ctx.randn(m, k, seed=m)
+        weight = seam.MXFP8Weight.from_bf16(ctx.randn(n, k, seed=m + 1, scale=4 * k**-0.5))
     angle = torch.arange(256)[:, None] * torch.exp2(-torch.arange(32) / 4.0)[None, :]
     cs = torch.cat((angle.cos(), angle.sin()), dim=1).to(torch.bfloat16).to(ctx.device)
     weights = tuple(ctx.randn(128, seed=100 + i, scale=0.2) for i in range(4))
@@ -68,6 +79,17 @@ def _run_epilogue(ctx: Context, nkv: int, m: int, k: int, block_size: int) -> Ou
     acc = qkv_gemm_ref(xq, xsf, weight.values, weight.scales)
     got, want = _outputs(ctx, nkv, m, block_size, nb), _outputs(ctx, nkv, m, block_size, nb)
     qkv_epilogue(acc, *args, **kw, **got)
+    qkv_epilogue_ref(acc, *args, **kw, **want)
+    bad = [name for name in got if not bytes_equal(got[name], want[name])]
+    return Outcome(exact=not bad, detail="bytes equal" if not bad else "DIFFERS: " + ", ".join(bad))
+
+
+def _run_fused_integer(ctx: Context, nkv: int, m: int, k: int, block_size: int) -> Outcome:
+    x, weight, args, kw, nb = _problem(ctx, nkv, m, k, block_size, integer=True)
+    xq, xsf = seam.mxfp8_quantize(x)
+    acc = qkv_gemm_ref(xq, xsf, weight.values, weight.scales)
+    got, want = _outputs(ctx, nkv, m, block_size, nb), _outputs(ctx, nkv, m, block_size, nb)
+    seam.qkv_index_fused_epilogue(xq, xsf, weight.values, weight.scales, *args, **kw, **got)
     qkv_epilogue_ref(acc, *args, **kw, **want)
     bad = [name for name in got if not bytes_equal(got[name], want[name])]
     return Outcome(exact=not bad, detail="bytes equal" if not bad else "DIFFERS: " + ", ".join(bad))
@@ -128,6 +150,8 @@ def checks(ctx: Context) -> list[Check]:
         shape = f"nkv={nkv} N={(19 * nkv + 1) * 128} K={k}"
         for m in ctx.pick([1, 8, 64, 256, 2048], [3]):
             out.append(Check("qkv_epilogue[acc]", m, shape, lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size)))
+            out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
+                             lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size)))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size)))
     return out
