@@ -107,3 +107,15 @@ def test_prequant_rejects_non_bf16(device):
     values, scales = seam.mxfp8_quantize(x)
     with pytest.raises(TypeError, match="BF16"):
         layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
+
+
+def test_bad_quantize_keeps_the_hand_off(device, counted_quantize):
+    layer = _layer(device)
+    x = torch.randn(5, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(x)
+    layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (5, 128)))
+    with pytest.raises(ValueError, match="quantize"):
+        layer(x, quantize="bogus")
+    counted_quantize.clear()
+    layer(x)
+    assert counted_quantize == []  # the registration survived the rejected call

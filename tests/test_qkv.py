@@ -21,6 +21,7 @@ import seam
 from seam.formats import nvfp4
 from seam.kernels.mxfp8_gemm import LARGE_TILE, Tile, pick_tile, small_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
+from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 
 
@@ -137,6 +138,27 @@ def test_epilogue_on_given_accumulator_is_bit_exact(nkv, block_size, m, device):
     acc = _edge_accumulator(p, seed=m)
     scales = dict(q_fp8_scale=0.37, k_scale=0.8, v_scale=1.7)
     got, want = p.outputs(fill=1), p.outputs(fill=1)
+    qkv_epilogue(acc, *p.args(), **p.kw(**scales), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **want)
+    _assert_outputs_equal(got, want)
+
+
+def test_reference_sqrt_is_correctly_rounded():
+    # seam's rsqrt is 1/sqrt_rn; torch's fp32 CPU sqrt is one ulp off for some inputs
+    v = torch.cat((torch.tensor([0x41797E28], dtype=torch.int32).view(torch.float32),
+                   torch.rand(4096, generator=torch.Generator().manual_seed(0)) * 1e4))
+    s = sqrt_rn(v)
+    err = lambda t: (t.double() ** 2 - v.double()).abs()  # noqa: E731
+    assert bool((err(s) <= err(torch.nextafter(s, torch.tensor(float("inf"))))).all())
+    assert bool((err(s) <= err(torch.nextafter(s, torch.tensor(0.0)))).all())
+
+
+def test_epilogue_bit_exact_on_many_rows(device):
+    # 130 rows of random heads: enough norms to hit values where a library sqrt is not correctly rounded
+    p = make_problem(nkv=1, m=130, block_size=8, seed=135, num_blocks=33, device=device)
+    acc = (torch.randn(p.m, p.n, generator=torch.Generator().manual_seed(130)) * 4).to(device)
+    scales = dict(q_fp8_scale=0.5, k_scale=0.9, v_scale=1.1)
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
     qkv_epilogue(acc, *p.args(), **p.kw(**scales), **got)
     qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **want)
     _assert_outputs_equal(got, want)
@@ -304,7 +326,7 @@ def test_fused_split_k(split_k, device):
 
 
 def test_warmup_compiles_and_writes_nothing_visible(device):
-    tiles = seam.qkv_warmup(1, device=device, has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
+    tiles = seam.qkv_warmup(1, device=str(device), has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else
     assert set(tiles) == {pick_tile(m, 2560, 128, device) for m in range(1, 257)}
     with pytest.raises(ValueError, match="nkv"):
@@ -350,6 +372,8 @@ def _bad_cases(p: Problem, xq, xsf):
         ("eps type", dict(eps="1e-6"), TypeError, "eps"),
         ("k_scale", dict(k_scale=0.0), ValueError, "k_scale"),
         ("v_scale", dict(v_scale=float("nan")), ValueError, "v_scale"),
+        ("q_fp8_scale huge", dict(q_fp8_scale=1e39), ValueError, r"q_fp8_scale must be in \[2\^-126"),
+        ("k_scale tiny", dict(k_scale=1e-45), ValueError, r"k_scale must be in \[2\^-126"),
         ("tile", dict(tile=LARGE_TILE.__class__(16, 64, 128, 4, 1)), ValueError, "block_n"),
     ]
 
@@ -410,8 +434,8 @@ def test_fused_full_shapes_gpu(nkv, m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nkv", [1, 2])
-@pytest.mark.parametrize("m", [1, 20, 64, 200, 513])
+@pytest.mark.parametrize("nkv", [1, 2, 4])
+@pytest.mark.parametrize("m", [1, 20, 64, 128, 192, 513])
 def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     n = (19 * nkv + 1) * 128
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=70 + m, device="cuda", integer=True,

@@ -18,7 +18,7 @@ import torch
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
-from seam.ops.linear import mxfp8_linear
+from seam.ops.linear import LinearQuantize, mxfp8_linear
 
 
 class MXFP8Linear(torch.nn.Module):
@@ -90,10 +90,15 @@ class MXFP8Linear(torch.nn.Module):
         return None
 
     def forward(
-        self, x: torch.Tensor | QuantizedActivation, *, out: torch.Tensor | None = None, quantize: str = "auto"
+        self,
+        x: torch.Tensor | QuantizedActivation,
+        *,
+        out: torch.Tensor | None = None,
+        quantize: LinearQuantize | str = LinearQuantize.AUTO,
     ) -> torch.Tensor:
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
         without a hand-off is quantized (see :func:`seam.mxfp8_linear`)."""
+        quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
         if isinstance(x, torch.Tensor):
             x = self.take_prequant(x) or x
         return mxfp8_linear(x, self.weight, out=out, quantize=quantize)

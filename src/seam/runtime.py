@@ -38,6 +38,15 @@ def kernel_device() -> torch.device:
     return torch.device("cpu")
 
 
+def normalize_device(device: torch.device | str) -> torch.device:
+    """``torch.device(device)`` with the current CUDA index filled in (``"cuda"`` -> ``cuda:N``),
+    so per-device caches key one device one way."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def supports_pdl(device: torch.device) -> bool:
     """Whether programmatic dependent launch (``launch_pdl=True``) is available.
 

@@ -11,7 +11,8 @@ Bytes moved per call: N*K (weights) + N*K/32 (weight scales) + M*K (+ scales) + 
 out. At decode M the weight stream dominates, so small BLOCK_M (16/32/64) keeps the A
 tile cheap; large M takes 128-row tiles. With one program per output tile, decode has
 only N/128 programs (20 at N = 2560) for 132 SMs, too few to stream the weights at HBM
-speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs. The
+speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs (two
+waves of them for the 16-row decode tile, measured). The
 splits combine deterministically inside the kernel (:func:`split_k_combine`): each
 stores its fp32 partial to a workspace, and the last to arrive at the tile's counter
 sums all partials in split order and runs the epilogue, so results do not depend on
@@ -138,6 +139,7 @@ def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch
     warmup call. A buffer outgrown by a later launch is kept alive (``_RETIRED``): a CUDA
     graph captured earlier still points at it.
     """
+    device = runtime.normalize_device(device)
     need_ws = tiles * tile.split_k * tile.block_m * tile.block_n
     ws, counters = _SCRATCH.get(device, (None, None))
     if ws is None or ws.numel() < need_ws:

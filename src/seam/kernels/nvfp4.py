@@ -67,9 +67,12 @@ def nvfp4_quantize_group(v, inv_g, R: tl.constexpr):
     ``inv_g`` is fp32 ``1/g`` computed on the host. Returns (packed data uint8 [R, 8],
     the even element in the low nibble; E4M3 scale byte uint8 [R]).
 
-    Only 2-D ops on purpose: a [R, C // 16, 16] form reduced over its last axis and
-    broadcast back gave wrong E2M1 codes on sm_90 when the values came from the 32- and
-    128-row accumulator layouts of the QKV GEMM (scales right, data wrong), 2026-11-29.
+    The group's amax is a 2-D reduction broadcast back over 2-D rows on purpose: a
+    [R, C // 16, 16] form reduced over its last axis and broadcast back gave wrong E2M1
+    codes on sm_90 when the values came from the 32- and 128-row accumulator layouts of the
+    QKV GEMM (scales right, data wrong), 2026-11-29. The pair packing sums a [R, 8, 2] view,
+    the form the Gemma norm's tree sum uses; both are checked at every tile on the GPU by
+    the integer-operand tests of ``tests/test_qkv.py``.
     """
     mag = tl.where(v != v, 0.0, tl.abs(v))
     amax = tl.max(mag, axis=1)

@@ -38,8 +38,9 @@ class LinearQuantize(str, enum.Enum):
 #: The in-GEMM quantization carve-out: ``quantize="auto"`` quantizes inside the GEMM up to
 #: this M. ``seam bench linear`` on the H200 (2026-11-29, MiniMax-M3.1 TP4 shapes, K 768 to
 #: 6144): in_gemm / separate = 0.79-0.99 at every M in 2..16 on all four layers (gate_up,
-#: down, o_proj, qkv) and 0.82-1.01 at M 1; 1.00-1.30 at every M in 32..128 (the 32/64-row
-#: tiles re-quantize A once per N tile). Both give the same bytes.
+#: down, o_proj, qkv) and 0.82-1.01 at M 1; 1.00-1.30 at every M in 32..128. Every N tile
+#: re-quantizes its A tile; with 32/64-row tiles that work outgrows the saved launch and
+#: E4M3 round trip. Both give the same bytes.
 IN_GEMM_MAX_M = 16
 
 

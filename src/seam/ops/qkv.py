@@ -117,10 +117,13 @@ def _check_epilogue(
     eps = checks.finite_float("eps", eps)
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
-    inv = tuple(
-        f32_reciprocal(checks.finite_float(name, s, positive=True))
-        for name, s in zip(("q_fp8_scale", "k_scale", "v_scale"), scales)
-    )
+    inv = []
+    for name, s in zip(("q_fp8_scale", "k_scale", "v_scale"), scales):
+        v = checks.finite_float(name, s, positive=True)
+        # s and its fp32 reciprocal normal: the GPU flushes subnormal operands to zero
+        if not 2.0**-126 <= v <= 2.0**126:
+            raise ValueError(f"{name} must be in [2^-126, 2^126] (fp32 normal, with a normal reciprocal), got {v}")
+        inv.append(f32_reciprocal(v))
     if q_out is None and q_fp8_out is None:
         raise ValueError("no q output: pass q_out and/or q_fp8_out")
     qn = 16 * nkv * HEAD_DIM
@@ -169,7 +172,7 @@ def _check_epilogue(
          ("index_slot_mapping", index_slot_mapping),
          *((f"{role}_norm_weight", w) for role, w in zip(("q", "k", "index_q", "index_k"), norm_weights))],
     )
-    return eps, inv
+    return eps, tuple(inv)
 
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
@@ -242,7 +245,8 @@ def qkv_index_fused_epilogue(
         index_q_out: float8_e4m3fn [M, nkv*128] contiguous, written.
         q_out: optional BF16 [M, 16*nkv*128] contiguous, written.
         q_fp8_out: optional float8_e4m3fn [M, 16*nkv*128] contiguous, written.
-        q_fp8_scale, k_scale, v_scale: positive finite dequantization scales.
+        q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
+            and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default picks BLOCK_M and the K split by wave count
             on the SM count. With ``split_k > 1`` the programs of a tile combine through a
             per-device workspace (``seam.kernels.mxfp8_gemm.split_k_scratch``): launches
@@ -427,7 +431,7 @@ def qkv_warmup(
     *,
     hidden_size: int = 6144,
     max_tokens: int = 8192,
-    device: torch.device | None = None,
+    device: torch.device | str | None = None,
     has_q: bool = True,
     has_qfp8: bool = False,
     block_size: int = 64,
@@ -450,7 +454,7 @@ def qkv_warmup(
         raise ValueError("no q output: has_q and/or has_qfp8 must be True")
     checks.multiple_of("hidden_size", hidden_size, 128)
     checks.multiple_of("max_tokens", max_tokens, 1)
-    device = device or runtime.kernel_device()
+    device = runtime.normalize_device(device) if device is not None else runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
     picks = {m: pick_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
     tiles = sorted(set(picks.values()), key=dataclasses.astuple)

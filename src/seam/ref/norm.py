@@ -13,11 +13,18 @@ import torch
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_quantize_ref
 
 
+def sqrt_rn(v: torch.Tensor) -> torch.Tensor:
+    """Correctly rounded fp32 square root: through fp64, which holds the exact root to more than
+    2*24 + 2 bits, so rounding it to fp32 is correct. torch's fp32 CPU sqrt is not (one ulp off
+    for some inputs, e.g. bits 0x41797e28 on torch 2.13)."""
+    return torch.sqrt(v.double()).float()
+
+
 def _rms_norm_f32(s: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:
     """bf16( s * rsqrt(sum(s^2)/hidden + eps) * w' ) with w' = 1 + f32(w) (Gemma) or f32(w)."""
     hidden = s.shape[-1]
     mean_sq = (s * s).sum(dim=-1, keepdim=True) / hidden
-    rstd = 1.0 / torch.sqrt(mean_sq + eps)
+    rstd = 1.0 / sqrt_rn(mean_sq + eps)
     w = weight.float()
     if gemma:
         w = 1.0 + w

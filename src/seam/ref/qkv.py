@@ -16,6 +16,7 @@ import torch
 
 from seam.formats.mxfp8 import e4m3_saturate_ref, mxfp8_dequantize
 from seam.formats.nvfp4 import HEAD_DIM, f32_reciprocal, write_entries
+from seam.ref.norm import sqrt_rn
 
 
 def qkv_gemm_ref(xq: torch.Tensor, xsf: torch.Tensor, wq: torch.Tensor, wsf: torch.Tensor) -> torch.Tensor:
@@ -36,7 +37,7 @@ def tree_sum_sq(x: torch.Tensor) -> torch.Tensor:
 def gemma_rms_norm_ref(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """Gemma RMSNorm of fp32 heads [..., 128] with BF16 weight [128]."""
     v = tree_sum_sq(x) * (1.0 / HEAD_DIM) + torch.tensor(eps, dtype=torch.float32, device=x.device)
-    r = 1.0 / torch.sqrt(v)
+    r = 1.0 / sqrt_rn(v)
     n = x * r[..., None]
     return n + n * w.float()
 

@@ -21,6 +21,7 @@ import torch
 
 import seam
 from seam.formats import nvfp4
+from seam.kernels.mxfp8_gemm import pick_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 from seam.verify.core import Check, Context, Outcome, bytes_equal
@@ -92,7 +93,9 @@ def _run_fused_integer(ctx: Context, nkv: int, m: int, k: int, block_size: int) 
     seam.qkv_index_fused_epilogue(xq, xsf, weight.values, weight.scales, *args, **kw, **got)
     qkv_epilogue_ref(acc, *args, **kw, **want)
     bad = [name for name in got if not bytes_equal(got[name], want[name])]
-    return Outcome(exact=not bad, detail="bytes equal" if not bad else "DIFFERS: " + ", ".join(bad))
+    t = pick_tile(m, weight.shape[0], k, ctx.device)
+    tile = f"tile {t.block_m}x{t.block_n}x{t.block_k} split {t.split_k}"
+    return Outcome(exact=not bad, detail=f"bytes equal ({tile})" if not bad else f"DIFFERS ({tile}): " + ", ".join(bad))
 
 
 def _rows_close(got: torch.Tensor, want: torch.Tensor, fp8: bool) -> bool:
@@ -150,8 +153,10 @@ def checks(ctx: Context) -> list[Check]:
         shape = f"nkv={nkv} N={(19 * nkv + 1) * 128} K={k}"
         for m in ctx.pick([1, 8, 64, 256, 2048], [3]):
             out.append(Check("qkv_epilogue[acc]", m, shape, lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size)))
-            out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
-                             lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size)))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size)))
+        # M values that make the picker choose every tile shape (16/32/64/128 rows, split-K or not)
+        for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [3, 20]):
+            out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
+                             lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size)))
     return out
