@@ -272,6 +272,10 @@ class LamportAllReduce:
         """
         r = self._rank(rank)
         self._rows("x", x)
+        self._publish_rows(r, x)
+
+    def _publish_rows(self, r: int, x: torch.Tensor) -> None:
+        """Publish validated rows ``x`` as rank ``r`` (refused while r's last publish is pending)."""
         self._check_publish(r, x.shape[0])
         self._launch_publish(r, x.shape[0], x, None, None, None)
 
@@ -411,8 +415,7 @@ class LamportAllReduce:
             out.copy_(self._fallback_sum(x))
             return out
         r = self._rank(None)
-        self._check_publish(r, x.shape[0])
-        self._launch_publish(r, x.shape[0], x, None, None, None)
+        self._publish_rows(r, x)
         return self.collect(rank=r, out=out)
 
     def all_reduce_rms_norm(
@@ -425,8 +428,7 @@ class LamportAllReduce:
         if not self.fused:
             return _fallback_norm(self._fallback_sum(x), residual, weight, eps, gemma)
         r = self._rank(None)
-        self._check_publish(r, x.shape[0])
-        self._launch_publish(r, x.shape[0], x, None, None, None)
+        self._publish_rows(r, x)
         return self.collect_rms_norm(residual, weight, eps, gemma=gemma, rank=r)
 
     def all_reduce_gemma_rms_norm_mxfp8(
@@ -439,8 +441,7 @@ class LamportAllReduce:
         if not self.fused:
             return _fallback_mxfp8(self._fallback_sum(x), residual, weight, eps, also_bf16)
         r = self._rank(None)
-        self._check_publish(r, x.shape[0])
-        self._launch_publish(r, x.shape[0], x, None, None, None)
+        self._publish_rows(r, x)
         return self.collect_gemma_rms_norm_mxfp8(residual, weight, eps, also_bf16=also_bf16, rank=r)
 
     def reset(self) -> None:
