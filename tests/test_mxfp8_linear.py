@@ -15,7 +15,7 @@ import torch
 
 import seam
 from seam.formats.mxfp8 import mxfp8_quantize_ref
-from seam.kernels.mxfp8_gemm import LARGE_TILE, Tile, pick_split_k, pick_tile, small_tile
+from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_split_k, pick_tile, small_tile
 
 
 def _check_close(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> None:
@@ -97,16 +97,17 @@ def _integer_inputs(m, n, k, seed, device):
 @pytest.mark.parametrize("tile", [
     small_tile(1), Tile(32, 128, 64, 8, 4), Tile(64, 128, 64, 8, 4), LARGE_TILE,
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4),
+    GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 32, 64, 4, 1),
 ], ids=str)
 @pytest.mark.parametrize("quantize", ["separate", "in_gemm"])
 def test_linear_bit_exact_on_exact_accumulator(tile, quantize, device):
-    x, w, want = _integer_inputs(37, 256, 256, seed=62, device=device)
+    x, w, want = _integer_inputs(5 if tile.block_m == 1 else 37, 256, 256, seed=62, device=device)
     got = seam.mxfp8_linear(x, w, tile=tile, quantize=quantize)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 20, 64, 200, 2048])
+@pytest.mark.parametrize("m", [1, 2, 20, 64, 200, 2048])
 def test_linear_bit_exact_every_picked_tile_gpu(m):
     x, w, want = _integer_inputs(m, 2560, 6144, seed=m, device="cuda")
     tiles = {pick_tile(m, 2560, 6144, x.device), dataclasses.replace(small_tile(m), split_k=1), LARGE_TILE}
@@ -132,7 +133,8 @@ def test_linear_edge_values(device):
 
 def test_tile_choice_by_waves():
     cpu = torch.device("cpu")
-    assert pick_tile(1, 2560, 6144, cpu).block_m == 16
+    assert pick_tile(1, 2560, 6144, cpu) == GEMV_TILE  # one token: the CUDA-core GEMV mainloop
+    assert pick_tile(2, 2560, 6144, cpu).block_m == 16
     assert pick_tile(40, 2560, 6144, cpu).block_m == 64
     assert pick_tile(2048, 2560, 6144, cpu).block_m == 128
     # split K fills one wave: 20 head tiles x 6 splits <= 132 SMs (8 would need a second wave)
@@ -144,7 +146,8 @@ def test_tile_choice_by_waves():
     sm90 = torch.device("cuda")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
-        assert pick_tile(1, 2560, 6144, sm90).split_k == 12  # 16-row decode tile: two waves
+        assert pick_tile(12, 2560, 6144, sm90).split_k == 12  # 16-row decode tile: two waves
+        assert pick_tile(1, 2560, 6144, sm90) == dataclasses.replace(GEMV_TILE, split_k=12)  # GEMV: two waves
         assert pick_tile(64, 2560, 6144, sm90).split_k == 6  # one wave
     assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
 
@@ -182,6 +185,8 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(x, w, out=torch.zeros(2, 128, device=device))
     with pytest.raises(ValueError, match="tile.block_m"):
         seam.mxfp8_linear(x, w, tile=Tile(24, 128, 128, 4, 1))
+    with pytest.raises(ValueError, match="tile.block_m"):
+        seam.mxfp8_linear(x, w, tile=Tile(8, 128, 128, 4, 1))
     with pytest.raises(TypeError, match="tile"):
         seam.mxfp8_linear(x, w, tile=(16, 128))
     with pytest.raises(ValueError, match="split_k"):
@@ -255,6 +260,8 @@ def test_in_gemm_edge_rows(device):
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, k, generator=torch.Generator().manual_seed(1)).to(device))
     out = _assert_in_gemm_bytes_equal(x.to(device), w)
     assert out[0].eq(0).all() and out[7].eq(0).all()
+    for row in range(10):  # one token at a time: the GEMV mainloop
+        _assert_in_gemm_bytes_equal(x[row:row + 1].to(device), w, GEMV_TILE)
 
 
 def test_in_gemm_strided_rows(device):

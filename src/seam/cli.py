@@ -37,14 +37,22 @@ def _bench_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(seam.bench.__path__) if m.name != "timing")
 
 
-def _bench(name: str) -> int:
+def _bench(name: str, ms: list[int] | None) -> int:
     from rich.console import Console
 
     if name not in _bench_names():
         print(f"unknown benchmark {name!r}; choose from {', '.join(_bench_names())}", file=sys.stderr)
         return 2
+    if ms is not None and any(m < 1 for m in ms):
+        print(f"--m takes token counts >= 1, got {ms}", file=sys.stderr)
+        return 2
     # Benchmark tables are wide; keep every column when the output is a file or a pipe.
-    importlib.import_module(f"seam.bench.{name}").run(Console(width=None if sys.stdout.isatty() else 220))
+    console = Console(width=None if sys.stdout.isatty() else 220)
+    module = importlib.import_module(f"seam.bench.{name}")
+    if ms is None:
+        module.run(console)
+    else:
+        module.run(console, ms=tuple(ms))
     return 0
 
 
@@ -58,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
     bench.add_argument("name", help="benchmark name (e.g. norm, swiglu, lamport, mhc, qkv, step)")
+    bench.add_argument("--m", type=int, nargs="+", metavar="M",
+                       help="token counts to run instead of the benchmark's default list (a short run)")
     args = parser.parse_args(argv)
     if args.cmd == "info":
         return _info()
@@ -65,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         from seam.verify.runner import main as verify_main
 
         return verify_main(args.json, args.only, timing=not args.no_timing)
-    return _bench(args.name)
+    return _bench(args.name, args.m)
 
 
 if __name__ == "__main__":

@@ -62,16 +62,16 @@ def _time(fn) -> float:
         return _eager_us(fn)
 
 
-def run(console) -> list[dict]:
+def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     weight = (torch.randn(HIDDEN, generator=torch.Generator().manual_seed(1)) * 0.1).bfloat16().to(dev)
     rows = []
     for tp in TPS:
         op = FinalizeAllReduceGemmaRMSNormMxfp8(
-            hidden_size=HIDDEN, max_num_tokens=max(MS), top_k=TOP_K, fp32_weights=True,
+            hidden_size=HIDDEN, max_num_tokens=max(ms), top_k=TOP_K, fp32_weights=True,
             group=SimulatedGroup(tp, dev),
         )
-        for m in MS:
+        for m in ms:
             moes = [_moe(m, 100 * r + m, dev) for r in range(tp)]
             residual = torch.randn(m, HIDDEN, generator=torch.Generator().manual_seed(m)).bfloat16().to(dev)
 

@@ -80,13 +80,13 @@ def carve_out(rows: list[dict], layer: str) -> int:
     return best
 
 
-def run(console) -> list[dict]:
+def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     copy_gbs = copy_bandwidth_gbs()
     g = torch.Generator(device="cpu").manual_seed(0)
     rows = []
     for layer, n, k in SHAPES:
-        for m in MS:
+        for m in ms:
             r = _bench_shape(n, k, m, dev, g)
             rows.append({"op": "mxfp8_linear", "layer": layer, "N": n, "K": k, "M": m, **r,
                          "% copy (in_gemm)": 100 * r["in_gemm GB/s"] / copy_gbs})

@@ -85,14 +85,14 @@ def _time(fn) -> float:
         return start.elapsed_time(end) * 1000.0 / 200
 
 
-def run(console) -> list[dict]:
+def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     op = seam.AllReduceMHC(
-        hidden_size=HIDDEN, hc_mult=HC, max_num_tokens=max(MS), top_k=1, group=SimulatedGroup(TP, dev),
+        hidden_size=HIDDEN, hc_mult=HC, max_num_tokens=max(ms), top_k=1, group=SimulatedGroup(TP, dev),
         quantize_layer_input=True,
     )
     rows = []
-    for m in MS:
+    for m in ms:
         xs, res, post, comb, pre, w = _inputs(m, dev)
         mx = [(torch.empty(m, HIDDEN, dtype=torch.float8_e4m3fn, device=dev),
                torch.empty(seam.mxfp8_scale_numel(m, HIDDEN), dtype=torch.uint8, device=dev)) for _ in range(TP)]

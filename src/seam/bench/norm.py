@@ -50,7 +50,7 @@ def time_us(fn) -> float:
         return sorted(times)[len(times) // 2]
 
 
-def run(console) -> list[dict]:
+def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     copy_gbs = copy_bandwidth_gbs()
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -60,7 +60,7 @@ def run(console) -> list[dict]:
     torch._dynamo.reset()
     compiled = torch.compile(_chain, dynamic=True)
     rows = []
-    for m in MS:
+    for m in ms:
         x = (torch.randn(m, HIDDEN, generator=g) * 3).bfloat16().to(dev)
         r = torch.randn(m, HIDDEN, generator=g).bfloat16().to(dev)
         out4 = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True)

@@ -111,17 +111,17 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
     }
 
 
-def run(console) -> list[dict]:
+def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     copy_gbs = copy_bandwidth_gbs()
     g = torch.Generator(device="cpu").manual_seed(0)
     for _, nkv in SHAPES:
         start = time.perf_counter()
-        tiles = seam.qkv_warmup(nkv, hidden_size=K, device=dev, max_tokens=max(MS))
+        tiles = seam.qkv_warmup(nkv, hidden_size=K, device=dev, max_tokens=max(ms))
         console.print(f"qkv_warmup nkv {nkv}: {len(tiles)} tiles compiled in {time.perf_counter() - start:.0f} s")
     rows = []
     for name, nkv in SHAPES:
-        for m in MS:
+        for m in ms:
             r = _bench_shape(nkv, m, dev, g)
             rows.append({
                 "op": "qkv_index_fused_epilogue", "shape": name, "nkv": nkv, "M": m, "K": K, **r,

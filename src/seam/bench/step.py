@@ -81,10 +81,10 @@ def _plot(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def run(console) -> dict[str, list[dict]]:
+def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
     device = runtime.kernel_device()
     gpu = device.type == "cuda"
-    ms = MS_GPU if gpu else MS_CPU
+    ms = ms or (MS_GPU if gpu else MS_CPU)
     mm_shape = MiniMaxShape() if gpu else MiniMaxShape.reduced()
     mhc_shape = MhcShape() if gpu else MhcShape.reduced()
     results: dict[str, list[dict]] = {"minimax": [], "mhc": []}

@@ -32,7 +32,7 @@ def _chain(gate_up):
     return mxfp8_quantize_ref(swiglu_oai_ref(gate_up))
 
 
-def run(console) -> list[dict]:
+def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     copy_gbs = copy_bandwidth_gbs()
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -41,7 +41,7 @@ def run(console) -> list[dict]:
     torch._dynamo.reset()
     compiled = torch.compile(_chain, dynamic=True)
     rows = []
-    for m in MS:
+    for m in ms:
         x = (torch.randn(m, 2 * INTER, generator=g) * 8).bfloat16().to(dev)
         out = seam.swiglu_oai_mxfp8(x)
         act = torch.empty(m, INTER, dtype=torch.bfloat16, device=dev)

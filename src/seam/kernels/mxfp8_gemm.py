@@ -19,6 +19,10 @@ sums all partials in split order and runs the epilogue, so results do not depend
 arrival order and the fused QKV epilogue stays in the kernel. The helpers here are
 shared with the fused QKV kernel (``seam.kernels.qkv_epilogue``).
 
+One token (``BLOCK_M`` 1, :data:`GEMV_TILE`) takes a CUDA-core GEMV mainloop instead
+(:func:`mxfp8_gemv_mainloop`): fp32 dequantization, products into a per-thread fp32
+accumulator, no MMA padding to 16 rows and no operand-layout conversion of the weights.
+
 In-GEMM quantization (``A_BF16``): the kernel can take the BF16 activation [M, K]
 instead of its MXFP8 form and quantize each A tile in registers with the same block
 rule as ``seam.mxfp8_quantize`` (:func:`seam.kernels.numerics.mxfp8_quantize_tile`),
@@ -76,6 +80,14 @@ def small_tile(m: int) -> Tile:
 #: Prefill tiles; BLOCK_K 32 keeps the 128-row QKV epilogue's spills small on sm_90.
 LARGE_TILE = Tile(128, 128, 32, 8, 4)
 
+#: The single-token decode tile: BLOCK_M 1 selects the CUDA-core GEMV mainloop
+#: (:func:`mxfp8_gemv_mainloop`); M >= 2 takes the dot tiles. Tile sweep on the H200
+#: (2026-11-29, N 2560, K 6144, M 1, split 12, ``BENCHMARKS.md``): mxfp8_linear 9.0 us and
+#: the fused QKV kernel 15.1 us, against 12.8 and 20.6 us with the 16-row dot tile; 4 warps
+#: beat 8 for the fused kernel (18.7 us). A [BLOCK_M, 128, BLOCK_K] CUDA-core form for
+#: M 2..8 measured 1.5-4x slower than the 16-row dot tile, so only M = 1 takes this path.
+GEMV_TILE = Tile(1, 128, 128, 4, 1)
+
 
 def num_sms(device: torch.device) -> int:
     """SM count of a CUDA device (132 on H200); 1 under the interpreter (no waves to balance)."""
@@ -98,23 +110,25 @@ def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
     return best
 
 
-#: Waves of split-K programs for the 16-row (M <= 16) decode tiles. Measured on the H200
-#: (2026-11-29, N 2560, K 6144, M 1, 16x128x64 tile, 8 warps): split 6 (one wave) 19.6 us,
+#: Waves of split-K programs for the decode tiles (1 and 16 rows, M <= 16). Measured on the
+#: H200 (2026-11-29, N 2560, K 6144, M 1, 16x128x64 tile, 8 warps): split 6 (one wave) 19.6 us,
 #: split 12 (two waves) 12.9 us, split 24 15.8 us for mxfp8_linear; 24.8 vs 19.2 us for
-#: the fused QKV kernel. At M 64 one wave stays faster (split 6 23.6 us, 12 28.8 us).
+#: the fused QKV kernel. At M 64 one wave stays faster (split 6 23.6 us, 12 28.8 us). For
+#: the fused kernel on :data:`GEMV_TILE`: split 6 18.7, 12 15.1, 24 17.8 us.
 DECODE_WAVES = 2
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
-    """Small tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill
-    the SMs (two waves for the 16-row decode tile, :data:`DECODE_WAVES`).
+    """:data:`GEMV_TILE` for one token; else small tiles unless 128-row tiles need fewer waves on
+    this device's SMs; then split K to fill the SMs (two waves for the 1- and 16-row decode
+    tiles, :data:`DECODE_WAVES`).
 
     A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
     its time at these shapes, so the small config wins whenever
     ``3/5 * waves(small) <= waves(large)``.
     """
     sms = num_sms(device)
-    tile = small_tile(m)
+    tile = GEMV_TILE if m == 1 else small_tile(m)
     if m > tile.block_m:
         waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)
         waves_large = -(-(-(-m // LARGE_TILE.block_m) * -(-n // LARGE_TILE.block_n)) // sms)
@@ -122,7 +136,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
             tile = LARGE_TILE
     tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
     k_steps = k // tile.block_k if k % tile.block_k == 0 else 1  # split only into whole steps
-    waves = DECODE_WAVES if tile.block_m == 16 else 1
+    waves = DECODE_WAVES if tile.block_m <= 16 else 1
     return dataclasses.replace(tile, split_k=pick_split_k(tiles, k_steps, sms, waves))
 
 
@@ -268,6 +282,56 @@ def mxfp8_mainloop(
 
 
 @triton.jit
+def dequantize_mxfp8_f32(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """fp32 [R, BLOCK_K] = e4m3 * 2^(s - 127): exact for every E4M3 code and scale byte."""
+    f = tl.reshape(e4m3_to_f32(vals), (R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
+    return tl.reshape(f, (R, BLOCK_K))
+
+
+@triton.jit
+def mxfp8_gemv_mainloop(
+    acc,  # fp32 [1, BN] accumulator
+    x_ptr,  # uint8 view of E4M3 activations [M, K]; bf16 [M, K] when A_BF16
+    xs_ptr,  # swizzled activation scales (unused when A_BF16)
+    w_ptr,  # uint8 view of E4M3 weights [N, K]
+    wsc_ptr,  # swizzled weight scales
+    rows,  # int64 [1]: the token
+    row_mask,
+    cols,  # int64 [BN]: weight rows (output columns)
+    col_mask,
+    k_base,  # first K column of this program's range
+    K: tl.constexpr,
+    N_STEPS: tl.constexpr,  # BLOCK_K steps in this program's range
+    BN: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    stride_xm=0,  # row stride of the bf16 activations (A_BF16)
+    A_BF16: tl.constexpr = False,  # quantize BF16 A tiles in the kernel (in-GEMM quantization)
+):
+    """acc += A_deq[row, range] @ W_deq[cols, range]^T for one token, on CUDA cores.
+
+    An MMA would pad the token to 16 rows and need each weight tile converted into its
+    operand layout; here the weight tile stays in its load layout: every thread multiplies
+    its fp32-dequantized weights by the token's activations into a [BN, BLOCK_K] fp32
+    accumulator, reduced over K once after the loop. A product of two dequantized MXFP8
+    values is exact in fp32 (8 significant bits) unless it underflows, so the result is
+    ``f32(A_deq) @ f32(W_deq)^T`` up to summation order. With ``A_BF16`` the A tile is
+    quantized in the kernel exactly as in :func:`mxfp8_mainloop`.
+    """
+    part = tl.zeros((BN, BLOCK_K), tl.float32)
+    for i in range(N_STEPS):
+        k0 = k_base + i * BLOCK_K
+        if A_BF16:
+            a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
+            a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), 1, BLOCK_K)
+        else:
+            a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k0, K, 1, BLOCK_K)
+        b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
+        # the [1, BLOCK_K] A tile broadcasts over the weight rows: only it changes layout
+        part += dequantize_mxfp8_f32(b_v, b_s, BN, BLOCK_K) * dequantize_mxfp8_f32(a_v, a_s, 1, BLOCK_K)
+    return acc + tl.reshape(tl.sum(part, axis=1), (1, BN))
+
+
+@triton.jit
 def split_k_combine(
     acc,  # fp32 [BM, BN]: this program's partial over its K range
     ws_ptr,  # fp32 workspace [tiles, SPLIT_K, BM, BN]
@@ -335,10 +399,16 @@ def mxfp8_linear_kernel(
         tl.extra.cuda.gdc_wait()
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     K_SPLIT: tl.constexpr = K // SPLIT_K
-    acc = mxfp8_mainloop(
-        acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-        K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, stride_xm, A_BF16,
-    )
+    if BLOCK_M == 1:
+        acc = mxfp8_gemv_mainloop(
+            acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
+            K, -(-K_SPLIT // BLOCK_K), BLOCK_N, BLOCK_K, stride_xm, A_BF16,
+        )
+    else:
+        acc = mxfp8_mainloop(
+            acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
+            K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, stride_xm, A_BF16,
+        )
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
     if SPLIT_K > 1:

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.mxfp8_gemm import Tile, mxfp8_mainloop, split_k_combine, split_k_scratch
+from seam.kernels.mxfp8_gemm import Tile, mxfp8_gemv_mainloop, mxfp8_mainloop, split_k_combine, split_k_scratch
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 
@@ -209,10 +209,16 @@ def qkv_epilogue_kernel(
         kid = tl.program_id(2)
         acc = tl.zeros((BLOCK_M, 128), tl.float32)
         K_SPLIT: tl.constexpr = K // SPLIT_K
-        acc = mxfp8_mainloop(
-            acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-            K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K,
-        )
+        if BLOCK_M == 1:
+            acc = mxfp8_gemv_mainloop(
+                acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
+                K, K_SPLIT // BLOCK_K, 128, BLOCK_K,
+            )
+        else:
+            acc = mxfp8_mainloop(
+                acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
+                K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K,
+            )
         if SPLIT_K > 1:
             tile_id = pid_m * (19 * NKV + 1) + head
             acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, 128)

@@ -40,7 +40,8 @@ class LinearQuantize(str, enum.Enum):
 #: 6144): in_gemm / separate = 0.79-0.99 at every M in 2..16 on all four layers (gate_up,
 #: down, o_proj, qkv) and 0.82-1.01 at M 1; 1.00-1.30 at every M in 32..128. Every N tile
 #: re-quantizes its A tile; with 32/64-row tiles that work outgrows the saved launch and
-#: E4M3 round trip. Both give the same bytes.
+#: E4M3 round trip. Both give the same bytes. With the one-token GEMV tile (third session,
+#: same layers, M 1): in_gemm / separate = 0.66-0.77.
 IN_GEMM_MAX_M = 16
 
 
@@ -85,7 +86,9 @@ def check_tile(tile: object, k: int) -> Tile | None:
         return None
     if not isinstance(tile, Tile):
         raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm.Tile or None, got {type(tile).__name__}")
-    for name in ("block_m", "block_n", "block_k"):
+    if tile.block_m != 1 and (tile.block_m < 16 or tile.block_m & (tile.block_m - 1)):
+        raise ValueError(f"tile.block_m must be 1 (the GEMV mainloop) or a power of two >= 16, got {tile.block_m}")
+    for name in ("block_n", "block_k"):
         v = getattr(tile, name)
         if v < 16 or v & (v - 1):
             raise ValueError(f"tile.{name} must be a power of two >= 16, got {v}")
@@ -110,8 +113,9 @@ def mxfp8_linear(
 
     ``A_deq = e4m3 * 2^(s - 127)`` per 32-element block (likewise W). On Hopper the
     tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133)
-    and multiplied on BF16 tensor cores, so the fp32 accumulator equals
-    ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
+    and multiplied on BF16 tensor cores; one token (M = 1) takes a CUDA-core GEMV on
+    fp32-dequantized tiles instead (``seam.kernels.mxfp8_gemm.GEMV_TILE``). Either way
+    the fp32 accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
 
     Args:
         x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
@@ -119,9 +123,11 @@ def mxfp8_linear(
             swizzled scales, used as is. Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
-        tile: launch tile override (tests); default picks BLOCK_M and the K split by wave
-            count on the SM count (split-K launches share a per-device workspace: keep
-            them on one stream, and make a first call before graph capture).
+        tile: launch tile override (tests); default picks BLOCK_M (1, the GEMV, for one
+            token; 16 to 128 otherwise) and the K split by wave count on the SM count
+            (split-K launches share a per-device workspace: keep them on one stream, and
+            make a first call before graph capture). ``block_m`` must be 1 or a power of
+            two >= 16.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
             ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each

@@ -247,8 +247,9 @@ def qkv_index_fused_epilogue(
         q_fp8_out: optional float8_e4m3fn [M, 16*nkv*128] contiguous, written.
         q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
-        tile: tile override (tests); default picks BLOCK_M and the K split by wave count
-            on the SM count. With ``split_k > 1`` the programs of a tile combine through a
+        tile: tile override (tests); default picks BLOCK_M (1, the CUDA-core GEMV, for one
+            token; 16 to 128 otherwise) and the K split by wave count on the SM count;
+            ``block_n`` must be 128 (one head). With ``split_k > 1`` the programs of a tile combine through a
             per-device workspace (``seam.kernels.mxfp8_gemm.split_k_scratch``): launches
             must be ordered on one stream, and :func:`qkv_warmup` allocates it before
             graph capture.

@@ -155,8 +155,8 @@ def checks(ctx: Context) -> list[Check]:
             out.append(Check("qkv_epilogue[acc]", m, shape, lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size)))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size)))
-        # M values that make the picker choose every tile shape (16/32/64/128 rows, split-K or not)
-        for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [3, 20]):
+        # M values that make the picker choose every tile shape (1/16/32/64/128 rows, split-K or not)
+        for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [1, 3, 20]):
             out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
                              lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size)))
     return out
