@@ -251,21 +251,25 @@ def test_m_outside_capacity(device):
 
 
 @pytest.mark.parametrize(
-    "mutate,match",
+    "mutate,error,match",
     [
-        (lambda moe: moe.__setitem__(1, moe[1].bfloat16()), r"expert_weights must be FP32 \[M, top_k\]"),
-        (lambda moe: moe.__setitem__(1, moe[1][:, :1].contiguous()), r"expert_weights must have shape \[3, 2\]"),
-        (lambda moe: moe.__setitem__(2, moe[2].long()), r"expanded_idx_to_permuted_idx must be int32 \[M, top_k\]"),
-        (lambda moe: moe.__setitem__(2, moe[2][:2].contiguous()), r"expanded_idx_to_permuted_idx must have shape \[3, 2\]"),
-        (lambda moe: moe.__setitem__(0, moe[0][:, :64].contiguous()), r"gemm2_permuted must have shape \[rows, 128\]"),
-        (lambda moe: moe.__setitem__(3, moe[3][:, :64].contiguous()), r"shared_output must have shape \[M, 128\]"),
+        (lambda moe: moe.__setitem__(1, moe[1].bfloat16()), TypeError, "expert_weights must have dtype torch.float32"),
+        (lambda moe: moe.__setitem__(1, moe[1][:, :1].contiguous()), ValueError, r"expert_weights must have shape \[3, 2\]"),
+        (lambda moe: moe.__setitem__(2, moe[2].long()), TypeError,
+         "expanded_idx_to_permuted_idx must have dtype torch.int32"),
+        (lambda moe: moe.__setitem__(2, moe[2][:2].contiguous()), ValueError,
+         r"expanded_idx_to_permuted_idx must have shape \[3, 2\]"),
+        (lambda moe: moe.__setitem__(0, moe[0][:, :64].contiguous()), ValueError,
+         r"gemm2_permuted must have shape \[rows, 128\]"),
+        (lambda moe: moe.__setitem__(3, moe[3][:, :64].contiguous()), ValueError,
+         r"shared_output must have shape \[M, 128\]"),
     ],
 )
-def test_finalize_rejects_routing_inputs(device, mutate, match):
+def test_finalize_rejects_routing_inputs(device, mutate, error, match):
     op, args = _setup(device)
     moe = make_moe(3, 128, 2, seed=0, device=device)
     mutate(moe)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         op.publish_finalize(*moe, rank=0)
     assert not op._ledger._pending
     assert int(op.mailbox.state(0).stage_state[1]) == 0

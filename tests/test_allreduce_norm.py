@@ -47,5 +47,5 @@ def test_lamport_path_single_simulated_rank(device):
 
 def test_rejects_other_group_types(device):
     x, r, w = _inputs(device)
-    with pytest.raises(TypeError, match="LamportAllReduce"):
+    with pytest.raises(TypeError, match=r"LamportAllReduce, got SimulatedGroup \(wrap it once"):
         allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, seam.SimulatedGroup(1, device))

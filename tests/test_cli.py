@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from seam.cli import main
 
@@ -20,3 +21,14 @@ def test_bench_rejects_token_counts_below_one(capsys):
 def test_bench_m_needs_integers():
     with pytest.raises(SystemExit):
         main(["bench", "qkv", "--m", "one"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_gpu_bench_without_cuda_says_so(capsys):
+    assert main(["bench", "norm", "--m", "1"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_verify_only_matching_nothing_says_so(capsys):
+    assert main(["verify", "--only", "nosuch", "--no-timing"]) == 1
+    assert "no verify case matches --only 'nosuch'" in capsys.readouterr().out

@@ -426,6 +426,13 @@ def test_constructor_validation():
         LamportAllReduce(hidden_size=128, max_num_tokens=0, group=g)
     with pytest.raises(TypeError, match="group must be a seam.comm.Group"):
         LamportAllReduce(hidden_size=128, max_num_tokens=4, group=None)
+    with pytest.raises(ValueError, match="device must be a torch.device"):
+        SimulatedGroup(2, device="nowhere")
+    with pytest.raises(ValueError, match="device is on meta"):
+        SimulatedGroup(2, device="meta")
+    if not torch.cuda.is_available():  # a CUDA device on a machine without one: a ValueError, not an assert
+        with pytest.raises(ValueError, match="device is on cuda"):
+            SimulatedGroup(2, device="cuda")
     with pytest.raises(ValueError, match=r"top_k=0 is outside"):
         FinalizeAllReduceGemmaRMSNormMxfp8(hidden_size=128, max_num_tokens=4, top_k=0, fp32_weights=True, group=g)
     with pytest.raises(TypeError, match="fp32_weights must be a bool"):

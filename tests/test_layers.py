@@ -119,3 +119,30 @@ def test_bad_quantize_keeps_the_hand_off(device, counted_quantize):
     counted_quantize.clear()
     layer(x)
     assert counted_quantize == []  # the registration survived the rejected call
+
+
+def test_prequant_not_used_after_a_seam_kernel_rewrites_the_buffer(device, counted_quantize):
+    """seam's eager ops launch Triton directly; they still bump the version of the buffers
+    they write, so a hand-off registered for a buffer a seam op then refills is not used."""
+    layer = _layer(device)
+    buf = torch.randn(3, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(buf)
+    layer.set_prequant(buf, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
+    w = torch.randn(128).bfloat16().to(device)
+    seam.gemma_rms_norm(torch.randn(3, 128).bfloat16().to(device), w, 1e-6, out=buf)
+    counted_quantize.clear()
+    y = layer(buf)
+    assert len(counted_quantize) == 1
+    assert bytes_equal(y, seam.mxfp8_linear(buf, layer.weight))
+
+
+def test_rejected_out_keeps_the_hand_off(device, counted_quantize):
+    layer = _layer(device)
+    x = torch.randn(5, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(x)
+    layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (5, 128)))
+    with pytest.raises(ValueError, match="out must have shape"):
+        layer(x, out=torch.empty(5, 32, dtype=torch.bfloat16, device=device))
+    counted_quantize.clear()
+    layer(x)
+    assert counted_quantize == []  # the registration survived the rejected call

@@ -212,6 +212,10 @@ def test_rejects_bad_input(device):
     assert values.view(torch.uint8).eq(0x38).all() and small.eq(9).all()  # untouched
     with pytest.raises(TypeError, match=r"out\[0\].*float8_e4m3fn"):
         seam.mxfp8_quantize(x, out=(values.view(torch.uint8), small))
+    flat = torch.zeros(8, dtype=torch.uint8, device=device)  # the right byte count, not [M, K // 32]
+    with pytest.raises(ValueError, match=r"out\[1\] \(scales\) must have shape \[4, 2\]"):
+        seam.mxfp8_quantize(x, scale_layout="row_major", out=(values, flat))
+    assert flat.eq(0).all()
     with pytest.raises(ValueError, match="multiple of 32"):
         seam.mxfp8_scale_numel(4, 100)
     with pytest.raises(ValueError, match="unswizzle|bytes"):
@@ -230,8 +234,26 @@ def test_quantized_activation_record(device):
     qa.require_layout("swizzled")
     with pytest.raises(ValueError, match="row_major"):
         qa.require_layout("row_major")
-    with pytest.raises(ValueError, match="scales must be uint8"):
+    with pytest.raises(ValueError, match="scales must hold"):
         seam.QuantizedActivation(v, s[:10], torch.bfloat16, (3, 64), "swizzled")
+    with pytest.raises(TypeError, match="values must be a torch.Tensor"):
+        seam.QuantizedActivation([1.0], s, torch.bfloat16, (3, 64))
+    with pytest.raises(TypeError, match="values must have dtype"):
+        seam.QuantizedActivation(v.view(torch.uint8), s, torch.bfloat16, (3, 64))
+    with pytest.raises(TypeError, match="scales must have dtype"):
+        seam.QuantizedActivation(v, s.float(), torch.bfloat16, (3, 64))
+    with pytest.raises(TypeError, match="dtype must be"):
+        seam.QuantizedActivation(v, s, "bf16", (3, 64))
+    with pytest.raises(ValueError, match=r"values must have shape \[3, 32\]"):
+        seam.QuantizedActivation(v, s, torch.bfloat16, (3, 32))
+    with pytest.raises(ValueError, match="multiple of 32"):
+        seam.QuantizedActivation(v, s, torch.bfloat16, (3, 48))
+    with pytest.raises(ValueError, match=r"shape must be \(M, K\)"):
+        seam.QuantizedActivation(v, s, torch.bfloat16, (3, 64.0))
+    rv, rs = seam.mxfp8_quantize(x, scale_layout="row_major")
+    assert seam.QuantizedActivation(rv, rs, torch.bfloat16, (3, 64), "row_major").layout.value == "row_major"
+    with pytest.raises(ValueError, match=r"scales must have shape \[3, 2\] \(row-major\)"):
+        seam.QuantizedActivation(rv, rs.reshape(-1), torch.bfloat16, (3, 64), "row_major")
 
 
 def test_torch_compile(device):

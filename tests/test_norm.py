@@ -239,6 +239,19 @@ def test_bad_input_rejected_and_buffers_untouched(device):
             assert bytes_equal(snap, buf), f"out buffer written on {match}"
 
 
+def test_missing_residual_rejected(device):
+    """residual is required by every fused add+norm (a None used to leave residual_out unwritten)."""
+    x, r, w = _inputs(2, 64, device)
+    outs = (torch.full_like(x, 123.0), torch.full_like(x, 123.0))
+    with pytest.raises(TypeError, match="residual must be a torch.Tensor"):
+        seam.fused_add_rms_norm(x, None, w, EPS, out=outs)
+    with pytest.raises(TypeError, match="residual must be a torch.Tensor"):
+        seam.gemma_fused_add_rms_norm_mxfp8(x, None, w, EPS)
+    with pytest.raises(TypeError, match="residual must be a torch.Tensor"):
+        seam.allreduce_gemma_rms_norm_mxfp8(x, None, w, EPS)
+    assert all(o.eq(123.0).all() for o in outs)
+
+
 def test_bad_out_for_bf16_norms(device):
     x, r, w = _inputs(4, 64, device)
     with pytest.raises(ValueError, match="out must have shape"):

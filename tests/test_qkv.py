@@ -335,6 +335,8 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
         seam.qkv_warmup(3, device=device, hidden_size=128)
     with pytest.raises(ValueError, match="no q output"):
         seam.qkv_warmup(1, device=device, has_q=False, hidden_size=128)
+    with pytest.raises(ValueError, match="device"):
+        seam.qkv_warmup(1, device="meta", hidden_size=128)
 
 
 def _bad_cases(p: Problem, xq, xsf):
@@ -357,6 +359,7 @@ def _bad_cases(p: Problem, xq, xsf):
         ("index slot", dict(index_slot_mapping=p.index_slots.float()), TypeError, "index_slot_mapping"),
         ("cos_sin", dict(cos_sin_cache=p.cos_sin_cache[:, :32]), ValueError, "cos_sin_cache must have shape"),
         ("cos_sin dtype", dict(cos_sin_cache=p.cos_sin_cache.float()), TypeError, "cos_sin_cache"),
+        ("cos_sin empty", dict(cos_sin_cache=p.cos_sin_cache[:0]), ValueError, "at least one position"),
         ("weight", dict(k_norm_weight=p.norm_weights[1][:64]), ValueError, "k_norm_weight"),
         ("no q", dict(q_out=None, q_fp8_out=None), ValueError, "no q output"),
         ("q_out", dict(q_out=base["q_out"][:, :128]), ValueError, "q_out must have shape"),
@@ -401,6 +404,38 @@ def test_bad_arguments_rejected_and_buffers_untouched(device):
             xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
             **{**out, "q_fp8_out": out["q_out"].view(torch.float8_e4m3fn).view(-1)[: 3 * 16 * 128].view(3, -1)},
         )
+
+
+def test_debug_mode_range_checks_indices(device, monkeypatch):
+    """With SEAM_DEBUG=1, out-of-range positions and slots (which would be read or written out of
+    bounds) are rejected on the host before the launch; -1 slots stay valid."""
+    p = make_problem(nkv=1, m=3, block_size=4, seed=61, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    capacity = p.num_blocks * p.block_size
+    monkeypatch.setenv("SEAM_DEBUG", "1")
+    cases = [
+        (dict(positions=p.positions.clone().fill_(p.cos_sin_cache.shape[0])), r"positions must lie in \[0, "),
+        (dict(positions=p.positions.clone().fill_(-1)), "positions must lie"),
+        (dict(slot_mapping=p.slots.clone().fill_(capacity)), rf"slot_mapping must lie in \[-1, {capacity}\)"),
+        (dict(index_slot_mapping=p.index_slots.clone().fill_(-2)), "index_slot_mapping must lie"),
+    ]
+    out = p.outputs(fill=5)
+    before = {k: v.clone() for k, v in out.items()}
+    for override, msg in cases:
+        a = dict(zip(("positions", "slot_mapping", "index_slot_mapping"), (p.positions, p.slots, p.index_slots)))
+        a.update(override)
+        with pytest.raises(ValueError, match=msg):
+            seam.qkv_index_fused_epilogue(
+                xq, xsf, p.weight.values, p.weight.scales, a["positions"], p.cos_sin_cache, *p.norm_weights, 1e-6,
+                slot_mapping=a["slot_mapping"], index_slot_mapping=a["index_slot_mapping"], **out,
+            )
+    for k, v in out.items():
+        assert torch.equal(_bytes(v), _bytes(before[k])), k
+    # in-range indices (with -1 slots) pass the debug checks and run
+    slots = p.slots.clone()
+    slots[0] = -1
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), slot_mapping=slots,
+                                  index_slot_mapping=p.index_slots, **out)
 
 
 def test_epilogue_entry_rejects_bad_accumulator(device):

@@ -46,9 +46,15 @@ def _bench(name: str, ms: list[int] | None) -> int:
     if ms is not None and any(m < 1 for m in ms):
         print(f"--m takes token counts >= 1, got {ms}", file=sys.stderr)
         return 2
+    module = importlib.import_module(f"seam.bench.{name}")
+    import torch
+
+    if not getattr(module, "RUNS_ON_CPU", False) and not torch.cuda.is_available():
+        print(f"seam bench {name} needs a CUDA GPU (this machine has none); `seam verify` checks every op on CPU",
+              file=sys.stderr)
+        return 2
     # Benchmark tables are wide; keep every column when the output is a file or a pipe.
     console = Console(width=None if sys.stdout.isatty() else 220)
-    module = importlib.import_module(f"seam.bench.{name}")
     if ms is None:
         module.run(console)
     else:
@@ -65,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--only", metavar="NAME", help="only case modules whose name contains NAME")
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
-    bench.add_argument("name", help="benchmark name (e.g. norm, swiglu, lamport, mhc, qkv, step)")
+    bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
     bench.add_argument("--m", type=int, nargs="+", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run)")
     args = parser.parse_args(argv)

@@ -99,6 +99,11 @@ class MXFP8Linear(torch.nn.Module):
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
         without a hand-off is quantized (see :func:`seam.mxfp8_linear`)."""
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
+        pending = self._prequant
         if isinstance(x, torch.Tensor):
             x = self.take_prequant(x) or x
-        return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
+        try:
+            return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
+        except (TypeError, ValueError):
+            self._prequant = pending  # bad arguments change nothing, the registration included
+            raise

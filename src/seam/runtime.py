@@ -31,6 +31,19 @@ for _var, _val in (
     os.environ.setdefault(_var, _val)
 
 
+#: Environment variable that turns on host-side range checks of index tensors (positions,
+#: cache slots): each costs a device sync, so they are off by default and skipped while a
+#: CUDA graph is being captured.
+DEBUG_ENV = "SEAM_DEBUG"
+
+
+def debug_checks(device: torch.device) -> bool:
+    """Whether to run the synchronizing range checks now (``SEAM_DEBUG`` set, not capturing)."""
+    if os.environ.get(DEBUG_ENV, "0") in ("", "0"):
+        return False
+    return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
 def kernel_device() -> torch.device:
     """The device seam's kernels run on here: ``cuda`` when present, else ``cpu``."""
     if torch.cuda.is_available() and not INTERPRET:
@@ -58,18 +71,44 @@ def supports_pdl(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
 
-def check_kernel_device(name: str, t: torch.Tensor) -> None:
-    """Raise ValueError if ``t`` lives where seam's kernels cannot run."""
-    if t.device.type == "cuda" and not INTERPRET:
-        return
-    if t.device.type == "cpu" and INTERPRET:
-        return
-    if t.device.type == "cpu":
-        raise ValueError(
+def _device_problem(name: str, device: torch.device) -> str | None:
+    """Why seam's kernels cannot run on ``device`` here, or None."""
+    if device.type == "cuda" and not INTERPRET:
+        return None
+    if device.type == "cpu" and INTERPRET:
+        return None
+    if device.type == "cpu":
+        return (
             f"{name} is on the CPU, but Triton kernels run natively here; "
             "pass CUDA tensors, or set TRITON_INTERPRET=1 before importing seam"
         )
-    raise ValueError(
-        f"{name} is on {t.device}; seam runs on CUDA tensors (or CPU tensors under "
-        "TRITON_INTERPRET=1)"
-    )
+    if device.type == "cuda":
+        return (
+            f"{name} is on {device}, but seam's kernels run in the Triton interpreter here "
+            "(no CUDA device, or TRITON_INTERPRET=1): pass CPU tensors"
+        )
+    return f"{name} is on {device}; seam runs on CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)"
+
+
+def check_kernel_device(name: str, t: torch.Tensor) -> None:
+    """Raise ValueError if ``t`` lives where seam's kernels cannot run."""
+    problem = _device_problem(name, t.device)
+    if problem:
+        raise ValueError(problem)
+
+
+def device_arg(name: str, device: object) -> torch.device:
+    """A device argument, normalized (:func:`normalize_device`), where seam's kernels run.
+
+    Raises:
+        ValueError: not a device, or one seam cannot run on here (e.g. ``cuda`` on a
+            machine without CUDA).
+    """
+    try:
+        device = torch.device(device)
+    except (TypeError, RuntimeError):
+        raise ValueError(f"{name} must be a torch.device or a device string, got {device!r}") from None
+    problem = _device_problem(name, device)
+    if problem:
+        raise ValueError(problem)
+    return normalize_device(device)

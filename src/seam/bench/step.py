@@ -81,6 +81,10 @@ def _plot(results: dict[str, list[dict]], path: pathlib.Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+#: ``seam bench step`` also runs without a GPU: reduced shapes under the interpreter, agreement only (no timings).
+RUNS_ON_CPU = True
+
+
 def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
     device = runtime.kernel_device()
     gpu = device.type == "cuda"

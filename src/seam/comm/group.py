@@ -70,14 +70,6 @@ class Group(abc.ABC):
         """Wait for every rank (device work of the driven ranks included)."""
 
 
-def _full_device(device: torch.device | str) -> torch.device:
-    """``cuda`` -> ``cuda:<current>`` so that it compares equal to tensors' devices."""
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        return torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -96,8 +88,7 @@ class SimulatedGroup(Group):
             raise ValueError(f"tp must be a positive int, got {tp!r}")
         self.tp = tp
         self.ranks = tuple(range(tp))
-        self.device = _full_device(device) if device is not None else runtime.kernel_device()
-        runtime.check_kernel_device("device", torch.empty(0, device=self.device))
+        self.device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
         self.peer_access = True
 
     def create_mailbox(self, hidden: int, capacity: int) -> LamportMailbox:
@@ -153,7 +144,7 @@ class DistGroup(Group):
         self.ranks = (self.rank,)
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
-        self.device = _full_device(device)
+        self.device = runtime.normalize_device(device)
         self._handles = []  # rendezvous handles keep the peer mappings alive
         self.peer_access = self._all_ranks_true(self._local_peer_access())
 

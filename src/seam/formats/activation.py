@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import torch
 
+from seam import checks
 from seam.formats.mxfp8 import ScaleLayout, scale_numel
+
+_SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,9 +21,14 @@ class QuantizedActivation:
         values: float8_e4m3fn [M, K].
         scales: uint8 UE8M0 bytes: flat ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is
             swizzled (padding bytes zero), ``[M, K // 32]`` when row-major.
-        dtype: dtype of the unquantized rows (BF16 for every seam producer).
-        shape: (M, K) of the unquantized rows.
+        dtype: dtype of the unquantized rows (BF16 for every seam producer; FP16/FP32 allowed).
+        shape: (M, K) of the unquantized rows, K a multiple of 32.
         layout: the scale layout.
+
+    Raises:
+        TypeError: values/scales not tensors of those dtypes, or dtype not BF16/FP16/FP32.
+        ValueError: shape not (M, K) with K a multiple of 32, tensor shapes or byte counts
+            that do not match it, scales on another device than values.
     """
 
     values: torch.Tensor
@@ -30,18 +39,26 @@ class QuantizedActivation:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", ScaleLayout.parse(self.layout, "layout"))
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        if self.values.dtype != torch.float8_e4m3fn or tuple(self.values.shape) != self.shape:
+        if self.dtype not in _SOURCE_DTYPES:
+            raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {self.dtype!r}")
+        try:
+            shape = tuple(operator.index(d) for d in self.shape if not isinstance(d, bool))
+        except TypeError:
+            shape = ()
+        if len(shape) != 2 or min(shape) < 0:
+            raise ValueError(f"shape must be (M, K) of non-negative ints, got {self.shape!r}")
+        object.__setattr__(self, "shape", shape)
+        m, k = shape
+        if k % 32:
+            raise ValueError(f"shape K={k} must be a multiple of 32 (the MXFP8 block)")
+        checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, shape=shape, contiguous=False)
+        checks.tensor("scales", self.scales, dtype=torch.uint8, device=self.values.device, contiguous=False)
+        if self.layout is ScaleLayout.ROW_MAJOR:
+            if tuple(self.scales.shape) != (m, k // 32):
+                raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}")
+        elif self.scales.numel() != scale_numel(m, k, self.layout):
             raise ValueError(
-                f"values must be float8_e4m3fn {self.shape}, got {self.values.dtype} "
-                f"{tuple(self.values.shape)}"
-            )
-        m, k = self.shape
-        want = scale_numel(m, k, self.layout)
-        if self.scales.dtype != torch.uint8 or self.scales.numel() != want:
-            raise ValueError(
-                f"scales must be uint8 with {want} bytes for {self.layout.value} layout, got "
-                f"{self.scales.dtype} with {self.scales.numel()}"
+                f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got {self.scales.numel()}"
             )
 
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:

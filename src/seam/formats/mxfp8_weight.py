@@ -12,6 +12,7 @@ import dataclasses
 
 import torch
 
+from seam import checks
 from seam.formats.mxfp8 import mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
 
 
@@ -47,9 +48,15 @@ class MXFP8Weight:
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Weight":
-        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``docs/spec/mxfp8.md``."""
-        if not isinstance(w, torch.Tensor) or w.dim() != 2:
-            raise ValueError(f"w must be a 2-D [N, K] tensor, got {getattr(w, 'shape', type(w))}")
+        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``docs/spec/mxfp8.md``.
+
+        Raises:
+            TypeError: w not a BF16/FP16/FP32 tensor.
+            ValueError: w not 2-D, or K not a positive multiple of 32.
+        """
+        checks.tensor("w", w, dtype=(torch.bfloat16, torch.float16, torch.float32), contiguous=False)
+        if w.dim() != 2:
+            raise ValueError(f"w must be a 2-D [N, K] tensor, got shape {list(w.shape)}")
         values, scales = mxfp8_quantize_ref(w, scale_layout="swizzled")
         return cls(values.contiguous(), scales)
 

@@ -176,7 +176,8 @@ class LamportAllReduce:
     1 BF16 ulp. Spec: ``docs/spec/lamport.md`` (Publish, Consumer, Consumer A).
 
     Args:
-        hidden_size: row width, a positive multiple of 128.
+        hidden_size: row width, a positive multiple of 128, at most 16384 (``MAX_HIDDEN``: the
+            consumer keeps one whole row in registers).
         max_num_tokens: mailbox capacity, the largest M of any call (>= 1).
         group: a :class:`seam.comm.Group` (:class:`~seam.comm.DistGroup` or
             :class:`~seam.comm.SimulatedGroup`). Construction is collective over it.
@@ -571,7 +572,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
     collective over the TP group.
 
     Args:
-        hidden_size: multiple of 128.
+        hidden_size: multiple of 128, at most 16384.
         max_num_tokens: capacity (largest M).
         top_k: experts per token (>= 1).
         fp32_weights: ``expert_weights`` are FP32 (else BF16).

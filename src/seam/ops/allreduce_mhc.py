@@ -152,15 +152,13 @@ class AllReduceMHC:
             raise ValueError(
                 f"gemm2_permuted must have shape [rows, {self.hidden_size}], got {list(gemm2_permuted.shape)}"
             )
-        if not isinstance(expert_weights, torch.Tensor) or expert_weights.dtype != torch.float32:
-            got = expert_weights.dtype if isinstance(expert_weights, torch.Tensor) else type(expert_weights).__name__
-            raise ValueError(f"expert_weights must be FP32 [M, top_k] = [{m}, {self.top_k}], got {got}")
-        checks.tensor("expert_weights", expert_weights, shape=(m, self.top_k), device=self.device)
-        idx = expanded_idx_to_permuted_idx
-        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int32:
-            got = idx.dtype if isinstance(idx, torch.Tensor) else type(idx).__name__
-            raise ValueError(f"expanded_idx_to_permuted_idx must be int32 [M, top_k] = [{m}, {self.top_k}], got {got}")
-        checks.tensor("expanded_idx_to_permuted_idx", idx, shape=(m, self.top_k), device=self.device)
+        checks.tensor(
+            "expert_weights", expert_weights, dtype=torch.float32, shape=(m, self.top_k), device=self.device
+        )
+        idx = checks.tensor(
+            "expanded_idx_to_permuted_idx", expanded_idx_to_permuted_idx, dtype=torch.int32,
+            shape=(m, self.top_k), device=self.device,
+        )
         if self.debug and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
             # A host sync, so only in debug mode: an out-of-range row would be read out of bounds.
             rows = gemm2_permuted.shape[0]

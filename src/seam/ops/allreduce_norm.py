@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from seam import checks
+from seam.comm.group import Group
 from seam.ops.allreduce import LamportAllReduce
 from seam.ops.norm import gemma_norm_mxfp8_activation
 
@@ -63,5 +64,7 @@ def allreduce_gemma_rms_norm_mxfp8(
     if group is None:
         return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16)
     if not isinstance(group, LamportAllReduce):
-        raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}")
+        wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
+        hint = wrap if isinstance(group, Group) else ""
+        raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}{hint}")
     return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)

@@ -94,6 +94,10 @@ def check_tile(tile: object, k: int) -> Tile | None:
             raise ValueError(f"tile.{name} must be a power of two >= 16, got {v}")
     if tile.block_k % 32:
         raise ValueError(f"tile.block_k must be a multiple of 32, got {tile.block_k}")
+    if tile.num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"tile.num_warps must be 1, 2, 4, 8 or 16, got {tile.num_warps}")
+    if tile.num_stages < 1:
+        raise ValueError(f"tile.num_stages must be >= 1, got {tile.num_stages}")
     if tile.split_k < 1 or (tile.split_k > 1 and k % (tile.split_k * tile.block_k)):
         raise ValueError(
             f"tile.split_k={tile.split_k} must be 1 or split K={k} into whole blocks of block_k={tile.block_k}"

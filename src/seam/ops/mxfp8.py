@@ -31,7 +31,8 @@ def check_mxfp8_out(
     """Validate (or allocate) MXFP8 output buffers (values [M, K] E4M3, scales uint8).
 
     Buffers must be contiguous, 16-byte aligned (``docs/spec/mxfp8.md``), apart from each
-    other and from every tensor in ``inputs``.
+    other and from every tensor in ``inputs``; row-major scales [M, K // 32], swizzled ones
+    any shape of ``mxfp8_scale_numel(M, K)`` bytes.
     """
     numel = scale_numel(m, k, layout)
     if out is None:
@@ -44,7 +45,11 @@ def check_mxfp8_out(
         raise TypeError(f"{name} must be a (values, scales) pair")
     values, scales = out
     checks.tensor(f"{name}[0] (values)", values, dtype=torch.float8_e4m3fn, shape=(m, k), device=device, align=16)
-    checks.tensor(f"{name}[1] (scales)", scales, dtype=torch.uint8, device=device, align=16)
+    if layout is ScaleLayout.ROW_MAJOR:
+        checks.tensor(f"{name}[1] (scales)", scales, dtype=torch.uint8, shape=(m, scale_cols(k)), device=device,
+                      align=16)
+    else:
+        checks.tensor(f"{name}[1] (scales)", scales, dtype=torch.uint8, device=device, align=16)
     if scales.numel() != numel:
         raise ValueError(
             f"{name}[1] (scales) must hold {numel} bytes for {layout.value} scales of [{m}, {k}], "

@@ -94,14 +94,12 @@ def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: tor
     return t
 
 
-def _check_common(x, weight, eps, residual=None):
+def _check_common(x, weight, eps):
     _check_rows("x", x, None, None)
     m, hidden = x.shape
     # One program holds a whole row in registers (kernels/norm_quant.py).
     checks.in_range("hidden (x.shape[1])", hidden, 1, MAX_HIDDEN)
     device = checks.kernel_device("x", x)
-    if residual is not None:
-        _check_rows("residual", residual, (m, hidden), device)
     checks.tensor("weight", weight, dtype=torch.bfloat16, shape=(hidden,), device=device)
     eps = checks.finite_float("eps", eps)
     if eps < 0:
@@ -178,7 +176,8 @@ def fused_add_rms_norm(
         ValueError: wrong shapes, strides or devices, eps out of range, overlapping buffers.
     """
     gemma = checks.flag("gemma", gemma)
-    m, hidden, device, eps = _check_common(x, weight, eps, residual)
+    m, hidden, device, eps = _check_common(x, weight, eps)
+    _check_rows("residual", residual, (m, hidden), device)
     if out is None:
         normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
         residual_out = torch.empty_like(normed)
@@ -261,7 +260,8 @@ def fused_add_rms_norm_mxfp8(
     for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
         if not isinstance(flag, bool):
             raise TypeError(f"{flag_name} must be a bool, got {type(flag).__name__}")
-    m, hidden, device, eps = _check_common(x, weight, eps, residual)
+    m, hidden, device, eps = _check_common(x, weight, eps)
+    _check_rows("residual", residual, (m, hidden), device)
     checks.multiple_of("hidden (x.shape[1])", hidden, 32)
     n_out = 4 if also_bf16 else 3
     if out is None:

@@ -112,6 +112,8 @@ def _check_epilogue(
     for name, t in (("positions", positions), ("slot_mapping", slot_mapping), ("index_slot_mapping", index_slot_mapping)):
         checks.tensor(name, t, dtype=torch.int64, shape=(m,), device=device)
     checks.tensor("cos_sin_cache", cos_sin_cache, dtype=torch.bfloat16, shape=(-1, 64), device=device)
+    if cos_sin_cache.shape[0] < 1:
+        raise ValueError("cos_sin_cache must have at least one position (shape [max_pos, 64], max_pos >= 1)")
     for name, w in zip(("q_norm_weight", "k_norm_weight", "index_q_norm_weight", "index_k_norm_weight"), norm_weights):
         checks.tensor(name, w, dtype=torch.bfloat16, shape=(HEAD_DIM,), device=device)
     eps = checks.finite_float("eps", eps)
@@ -165,6 +167,8 @@ def _check_epilogue(
         # bytes a cache may touch: from its first to past its last page
         return t.as_strided(((t.shape[0] - 1) * t.stride(0) + t[0].numel(),), (1,)) if t is not None else None
 
+    if runtime.debug_checks(device):
+        _check_index_ranges(positions, cos_sin_cache.shape[0], slot_mapping, index_slot_mapping, kv_cache, index_cache)
     checks.outputs_apart(
         [("kv_cache", span(kv_cache)), ("index_cache", span(index_cache)), ("index_q_out", index_q_out),
          ("q_out", q_out), ("q_fp8_out", q_fp8_out)],
@@ -173,6 +177,17 @@ def _check_epilogue(
          *((f"{role}_norm_weight", w) for role, w in zip(("q", "k", "index_q", "index_k"), norm_weights))],
     )
     return eps, tuple(inv)
+
+
+def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv_cache, index_cache) -> None:
+    """``SEAM_DEBUG`` only (a host sync): out-of-range indices would read or write out of bounds."""
+    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= max_pos):
+        raise ValueError(f"positions must lie in [0, {max_pos}) (cos_sin_cache rows)")
+    for name, slots, cache in (("slot_mapping", slot_mapping, kv_cache), ("index_slot_mapping", index_slot_mapping,
+                                                                          index_cache)):
+        capacity = cache.shape[0] * cache.shape[-2]
+        if slots.numel() and (int(slots.min()) < -1 or int(slots.max()) >= capacity):
+            raise ValueError(f"{name} must lie in [-1, {capacity}) (-1 skips; num_blocks * block_size = {capacity})")
 
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
@@ -232,12 +247,13 @@ def qkv_index_fused_epilogue(
             ``mxfp8_scale_numel(M, K)`` bytes.
         wq: float8_e4m3fn [N, K] contiguous (K-major) weight.
         wsf: wq's swizzled scales, ``mxfp8_scale_numel(N, K)`` bytes.
-        positions: int64 [M], each in [0, max_pos) (not checked: reading it would sync).
-        cos_sin_cache: BF16 [max_pos, 64] contiguous.
+        positions: int64 [M], each in [0, max_pos) (checked only with ``SEAM_DEBUG=1``:
+            reading it syncs).
+        cos_sin_cache: BF16 [max_pos, 64] contiguous, max_pos >= 1.
         q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight: BF16 [128].
         eps: RMSNorm epsilon (>= 0, fp32 at use).
-        slot_mapping, index_slot_mapping: int64 [M]; -1 skips, otherwise
-            < num_blocks * block_size (not checked).
+        slot_mapping, index_slot_mapping: int64 [M]; -1 skips, otherwise in
+            [0, num_blocks * block_size) (checked only with ``SEAM_DEBUG=1``).
         kv_cache: uint8 [num_blocks, 2*nkv, block_size, 72], written in place; pages
             packed inside, any page stride that is a multiple of 32; 32-byte aligned;
             block_size a multiple of 4.
@@ -447,7 +463,7 @@ def qkv_warmup(
 
     Raises:
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
-            positive multiple of 128, max_tokens < 1.
+            positive multiple of 128, max_tokens < 1, a device seam's kernels do not run on here.
     """
     if nkv not in NKV_CHOICES:
         raise ValueError(f"nkv must be 1, 2 or 4, got {nkv}")
@@ -455,7 +471,7 @@ def qkv_warmup(
         raise ValueError("no q output: has_q and/or has_qfp8 must be True")
     checks.multiple_of("hidden_size", hidden_size, 128)
     checks.multiple_of("max_tokens", max_tokens, 1)
-    device = runtime.normalize_device(device) if device is not None else runtime.kernel_device()
+    device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
     picks = {m: pick_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
     tiles = sorted(set(picks.values()), key=dataclasses.astuple)
