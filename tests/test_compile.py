@@ -34,3 +34,35 @@ def test_fullgraph_out_buffers(device):
     _compile(chain, device)(x, r)
     want = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6)
     assert bytes_equal(v, want[0]) and bytes_equal(s, want[1]) and bytes_equal(ro, want[2])
+
+
+def test_fullgraph_qkv_fused_epilogue(device, monkeypatch):
+    """The fused QKV op traces whole (cache address checks and SEAM_DEBUG's host reads are
+    skipped while tracing) and writes what the eager call writes."""
+    from seam.formats import nvfp4
+
+    monkeypatch.setenv("SEAM_DEBUG", "1")
+    m, k, n = 2, 128, 20 * 128  # nkv 1
+    x = torch.randn(m, k, device=device).bfloat16()
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k) * 0.05).bfloat16().to(device))
+    xq, xsf = seam.mxfp8_quantize(x)
+    positions = torch.tensor([3, 0], device=device)
+    cos_sin = torch.randn(8, 64, device=device).bfloat16()
+    norms = [torch.randn(128, device=device).bfloat16() for _ in range(4)]
+    slots = torch.tensor([5, -1], device=device)
+
+    def outputs():
+        return dict(kv_cache=nvfp4.empty_kv_cache(2, 1, 4, device), index_cache=nvfp4.empty_index_cache(2, 4, device),
+                    index_q_out=torch.zeros(m, 128, dtype=torch.float8_e4m3fn, device=device),
+                    q_out=torch.zeros(m, 16 * 128, dtype=torch.bfloat16, device=device))
+
+    def step(xq, xsf, out):
+        seam.qkv_index_fused_epilogue(xq, xsf, w.values, w.scales, positions, cos_sin, *norms, 1e-6,
+                                      slot_mapping=slots, index_slot_mapping=slots, **out)
+
+    got, want = outputs(), outputs()  # zeroed caches
+    _compile(step, device)(xq, xsf, got)
+    step(xq, xsf, want)
+    for name in got:
+        assert bytes_equal(got[name], want[name]), name
+    assert got["kv_cache"].any()  # slot 5 was written

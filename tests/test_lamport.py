@@ -426,8 +426,12 @@ def test_constructor_validation():
         LamportAllReduce(hidden_size=128, max_num_tokens=0, group=g)
     with pytest.raises(TypeError, match="group must be a seam.comm.Group"):
         LamportAllReduce(hidden_size=128, max_num_tokens=4, group=None)
-    with pytest.raises(ValueError, match="device must be a torch.device"):
+    with pytest.raises(ValueError, match="device must name a device"):
         SimulatedGroup(2, device="nowhere")
+    with pytest.raises(TypeError, match="device must be a torch.device"):
+        SimulatedGroup(2, device=3.5)
+    with pytest.raises(ValueError, match="device must name a device"):
+        LamportAllReduce(hidden_size=128, max_num_tokens=4, group=g, device="nowhere")
     with pytest.raises(ValueError, match="device is on meta"):
         SimulatedGroup(2, device="meta")
     if not torch.cuda.is_available():  # a CUDA device on a machine without one: a ValueError, not an assert

@@ -146,3 +146,28 @@ def test_rejected_out_keeps_the_hand_off(device, counted_quantize):
     counted_quantize.clear()
     layer(x)
     assert counted_quantize == []  # the registration survived the rejected call
+
+
+def test_prequant_not_used_after_its_rows_are_rewritten(device, counted_quantize):
+    layer = _layer(device)
+    x = torch.randn(3, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(x)
+    layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
+    seam.mxfp8_quantize(torch.randn(3, 128).bfloat16().to(device), out=(values, scales))  # other rows
+    counted_quantize.clear()
+    y = layer(x)
+    assert len(counted_quantize) == 1
+    assert bytes_equal(y, seam.mxfp8_linear(x, layer.weight))
+
+
+def test_prequant_under_inference_mode(device, counted_quantize):
+    """Inference tensors have no version counter: the hand-off still works, keyed on address."""
+    layer = _layer(device)
+    with torch.inference_mode():
+        x = torch.randn(3, 128).bfloat16().to(device)
+        values, scales = seam.mxfp8_quantize(x)
+        layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
+        counted_quantize.clear()
+        y = layer(x)
+        assert counted_quantize == []
+        assert bytes_equal(y, seam.mxfp8_linear(x, layer.weight))

@@ -220,6 +220,14 @@ def test_rejects_bad_input(device):
         seam.mxfp8_scale_numel(4, 100)
     with pytest.raises(ValueError, match="unswizzle|bytes"):
         seam.unswizzle_scales(small, 4, 64)
+    with pytest.raises(TypeError, match="scales must have dtype torch.uint8"):
+        seam.unswizzle_scales(small.to(torch.int16), 4, 64)
+    with pytest.raises(TypeError, match="scales must have dtype torch.uint8"):
+        seam.swizzle_scales(torch.zeros(4, 2, device=device))
+    with pytest.raises(TypeError, match="scales must be one-byte"):
+        seam.mxfp8_dequantize(values, torch.zeros(4, 2, device=device), scale_layout="row_major")
+    with pytest.raises(TypeError, match="values must have dtype"):
+        seam.mxfp8_dequantize(values.float(), small)
 
 
 def test_empty_input(device):
@@ -248,8 +256,9 @@ def test_quantized_activation_record(device):
         seam.QuantizedActivation(v, s, torch.bfloat16, (3, 32))
     with pytest.raises(ValueError, match="multiple of 32"):
         seam.QuantizedActivation(v, s, torch.bfloat16, (3, 48))
-    with pytest.raises(ValueError, match=r"shape must be \(M, K\)"):
-        seam.QuantizedActivation(v, s, torch.bfloat16, (3, 64.0))
+    for bad_shape in ((3, 64.0), (3, True, 64), (3,)):
+        with pytest.raises(ValueError, match=r"shape must be \(M, K\)"):
+            seam.QuantizedActivation(v, s, torch.bfloat16, bad_shape)
     rv, rs = seam.mxfp8_quantize(x, scale_layout="row_major")
     assert seam.QuantizedActivation(rv, rs, torch.bfloat16, (3, 64), "row_major").layout.value == "row_major"
     with pytest.raises(ValueError, match=r"scales must have shape \[3, 2\] \(row-major\)"):

@@ -51,6 +51,12 @@ def test_weight_record_rejects_bad_parts():
         seam.MXFP8Weight(w.values.view(torch.uint8), w.scales)
     with pytest.raises(ValueError, match="scales"):
         seam.MXFP8Weight(w.values, w.scales[:-1])
+    with pytest.raises(TypeError, match="scales must have dtype torch.uint8"):
+        seam.MXFP8Weight(w.values, w.scales.view(torch.int8))
+    with pytest.raises(TypeError, match="scales must be a torch.Tensor"):
+        seam.MXFP8Weight(w.values, None)
+    with pytest.raises(ValueError, match=r"values must be float8_e4m3fn \[N, K\]"):
+        seam.MXFP8Weight(w.values[None], w.scales)
     with pytest.raises(ValueError, match="contiguous"):
         seam.MXFP8Weight(w.values.t(), w.scales)
     with pytest.raises(ValueError, match="2-D"):

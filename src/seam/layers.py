@@ -21,6 +21,11 @@ from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.ops.linear import LinearQuantize, mxfp8_linear
 
 
+def _versions(x: torch.Tensor, qa: QuantizedActivation) -> tuple[int | None, ...]:
+    """Version counters of the hand-off's tensors (None for inference tensors, which have none)."""
+    return tuple(None if t.is_inference() else t._version for t in (x, qa.values, qa.scales))
+
+
 class MXFP8Linear(torch.nn.Module):
     """``y = x @ W^T`` with MXFP8 weight W [N, K] and MXFP8 activations, BF16 output.
 
@@ -35,7 +40,7 @@ class MXFP8Linear(torch.nn.Module):
         if not isinstance(weight, MXFP8Weight):
             raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
         self.weight = weight
-        self._prequant: tuple | None = None  # (weakref, data_ptr, shape, stride, version, qa)
+        self._prequant: tuple | None = None  # (weakref, data_ptr, shape, stride, versions, qa)
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
@@ -59,9 +64,11 @@ class MXFP8Linear(torch.nn.Module):
                 ``seam.gemma_fused_add_rms_norm_mxfp8``.
 
         The registration is keyed on x's ``data_ptr`` and shape (the seed's contract) and also
-        requires x to be alive and unmodified at the forward (its version counter unchanged):
-        a static buffer refilled by the next step, or a freed temporary whose address was
-        reused, falls back to quantizing instead of using stale rows.
+        requires x to be alive and x, ``qa.values`` and ``qa.scales`` unmodified at the forward
+        (version counters unchanged; seam's ops bump them too): a static buffer refilled by
+        the next step, or a freed temporary whose address was reused, falls back to
+        quantizing instead of using stale rows. Tensors made under ``torch.inference_mode()``
+        have no version counter; for them only the address, shape and liveness are checked.
 
         Raises:
             TypeError: x not a BF16 tensor or qa not a QuantizedActivation.
@@ -74,7 +81,7 @@ class MXFP8Linear(torch.nn.Module):
         if tuple(qa.shape) != tuple(x.shape):
             raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
         qa.require_layout(ScaleLayout.SWIZZLED, "qa")
-        self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), x._version, qa)
+        self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), _versions(x, qa), qa)
 
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
         """The registered rows if ``x`` is the registered tensor; clears the registration."""
@@ -83,7 +90,7 @@ class MXFP8Linear(torch.nn.Module):
             return None
         ref, ptr, shape, stride, version, qa = pending
         registered = ref()
-        alive_and_unchanged = registered is not None and registered._version == version
+        alive_and_unchanged = registered is not None and _versions(registered, qa) == version
         same_view = x.data_ptr() == ptr and tuple(x.shape) == shape and x.stride() == stride
         if alive_and_unchanged and same_view and x.dtype == torch.bfloat16 and x.device == registered.device:
             return qa

@@ -32,16 +32,21 @@ for _var, _val in (
 
 
 #: Environment variable that turns on host-side range checks of index tensors (positions,
-#: cache slots): each costs a device sync, so they are off by default and skipped while a
-#: CUDA graph is being captured.
+#: cache slots): each costs a device sync, so they are off by default.
 DEBUG_ENV = "SEAM_DEBUG"
 
 
-def debug_checks(device: torch.device) -> bool:
-    """Whether to run the synchronizing range checks now (``SEAM_DEBUG`` set, not capturing)."""
-    if os.environ.get(DEBUG_ENV, "0") in ("", "0"):
+def host_reads_allowed(device: torch.device) -> bool:
+    """Whether the host may read device data now: not while ``torch.compile`` traces (no values)
+    nor while a CUDA graph is captured (a sync would break the capture)."""
+    if torch.compiler.is_compiling():
         return False
     return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
+def debug_checks(device: torch.device) -> bool:
+    """Whether to run the synchronizing range checks now (``SEAM_DEBUG`` set, host reads allowed)."""
+    return os.environ.get(DEBUG_ENV, "0") not in ("", "0") and host_reads_allowed(device)
 
 
 def kernel_device() -> torch.device:
@@ -101,14 +106,19 @@ def device_arg(name: str, device: object) -> torch.device:
     """A device argument, normalized (:func:`normalize_device`), where seam's kernels run.
 
     Raises:
-        ValueError: not a device, or one seam cannot run on here (e.g. ``cuda`` on a
+        TypeError: not a torch.device, str or int.
+        ValueError: no such device, or one seam cannot run on here (e.g. ``cuda`` on a
             machine without CUDA).
     """
+    if isinstance(device, bool) or not isinstance(device, (torch.device, str, int)):
+        raise TypeError(f"{name} must be a torch.device, a device string or a CUDA index, got {type(device).__name__}")
     try:
         device = torch.device(device)
-    except (TypeError, RuntimeError):
-        raise ValueError(f"{name} must be a torch.device or a device string, got {device!r}") from None
+    except RuntimeError:
+        raise ValueError(f"{name} must name a device (e.g. 'cuda:0' or 'cpu'), got {device!r}") from None
     problem = _device_problem(name, device)
     if problem:
         raise ValueError(problem)
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"{name} is {device}, but this machine has {torch.cuda.device_count()} CUDA device(s)")
     return normalize_device(device)

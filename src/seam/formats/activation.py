@@ -22,12 +22,12 @@ class QuantizedActivation:
         scales: uint8 UE8M0 bytes: flat ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is
             swizzled (padding bytes zero), ``[M, K // 32]`` when row-major.
         dtype: dtype of the unquantized rows (BF16 for every seam producer; FP16/FP32 allowed).
-        shape: (M, K) of the unquantized rows, K a multiple of 32.
+        shape: (M, K) of the unquantized rows, K a positive multiple of 32.
         layout: the scale layout.
 
     Raises:
         TypeError: values/scales not tensors of those dtypes, or dtype not BF16/FP16/FP32.
-        ValueError: shape not (M, K) with K a multiple of 32, tensor shapes or byte counts
+        ValueError: shape not (M, K) with K a positive multiple of 32, tensor shapes or byte counts
             that do not match it, scales on another device than values.
     """
 
@@ -42,15 +42,15 @@ class QuantizedActivation:
         if self.dtype not in _SOURCE_DTYPES:
             raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {self.dtype!r}")
         try:
-            shape = tuple(operator.index(d) for d in self.shape if not isinstance(d, bool))
+            shape = tuple(operator.index(d) for d in self.shape)
         except TypeError:
             shape = ()
-        if len(shape) != 2 or min(shape) < 0:
+        if len(shape) != 2 or any(isinstance(d, bool) for d in self.shape) or min(shape) < 0:
             raise ValueError(f"shape must be (M, K) of non-negative ints, got {self.shape!r}")
         object.__setattr__(self, "shape", shape)
         m, k = shape
-        if k % 32:
-            raise ValueError(f"shape K={k} must be a multiple of 32 (the MXFP8 block)")
+        if k <= 0 or k % 32:
+            raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
         checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, shape=shape, contiguous=False)
         checks.tensor("scales", self.scales, dtype=torch.uint8, device=self.values.device, contiguous=False)
         if self.layout is ScaleLayout.ROW_MAJOR:

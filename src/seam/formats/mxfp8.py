@@ -14,6 +14,8 @@ import struct
 
 import torch
 
+from seam import checks
+
 MXFP8_BLOCK = 32  # elements per UE8M0 scale
 E4M3_MAX = 448.0
 # f32(1/448) (bits 0x3B124925) as the Python float of the same value: torch multiplies an fp32
@@ -89,9 +91,15 @@ def swizzled_offsets(num_tokens: int, cols: int, device: torch.device | str = "c
 
 
 def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
-    """Row-major uint8 [M, cols] -> flat 128x4-swizzled uint8, padding bytes zero."""
-    if scales.dim() != 2 or scales.dtype != torch.uint8:
-        raise ValueError(f"scales must be uint8 [M, cols], got {scales.dtype} {tuple(scales.shape)}")
+    """Row-major uint8 [M, cols] -> flat 128x4-swizzled uint8, padding bytes zero.
+
+    Raises:
+        TypeError: scales not a uint8 tensor.
+        ValueError: scales not 2-D.
+    """
+    checks.tensor("scales", scales, dtype=torch.uint8, contiguous=False)
+    if scales.dim() != 2:
+        raise ValueError(f"scales must be uint8 [M, cols], got shape {list(scales.shape)}")
     m, cols = scales.shape
     out = torch.zeros(mxfp8_scale_numel(m, cols * MXFP8_BLOCK), dtype=torch.uint8, device=scales.device)
     out[swizzled_offsets(m, cols, scales.device).flatten()] = scales.flatten()
@@ -99,12 +107,16 @@ def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
 
 
 def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) -> torch.Tensor:
-    """Flat 128x4-swizzled uint8 -> row-major uint8 [num_tokens, hidden_size // 32]."""
+    """Flat 128x4-swizzled uint8 -> row-major uint8 [num_tokens, hidden_size // 32].
+
+    Raises:
+        TypeError: scales not a uint8 tensor.
+        ValueError: scales not flat with ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes.
+    """
     numel = mxfp8_scale_numel(num_tokens, hidden_size)
-    if scales.dim() != 1 or scales.numel() != numel or scales.dtype != torch.uint8:
-        raise ValueError(
-            f"scales must be flat uint8 of {numel} bytes, got {scales.dtype} {tuple(scales.shape)}"
-        )
+    checks.tensor("scales", scales, dtype=torch.uint8, contiguous=False)
+    if scales.dim() != 1 or scales.numel() != numel:
+        raise ValueError(f"scales must be flat uint8 of {numel} bytes, got shape {list(scales.shape)}")
     cols = scale_cols(hidden_size)
     return scales[swizzled_offsets(num_tokens, cols, scales.device)]
 
@@ -187,17 +199,18 @@ def mxfp8_dequantize(
         dtype: output dtype (fp32 is exact; bf16/fp16 round once).
 
     Raises:
-        ValueError: shapes or dtypes that do not fit the layout.
+        TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not one-byte.
+        ValueError: shapes that do not fit the layout.
     """
     layout = ScaleLayout.parse(scale_layout)
-    if values.dtype == torch.uint8:
-        values = values.view(torch.float8_e4m3fn)
-    if values.dtype != torch.float8_e4m3fn or values.dim() != 2:
-        raise ValueError(f"values must be float8_e4m3fn [M, K], got {values.dtype} {tuple(values.shape)}")
-    if scales.dtype != torch.uint8:
-        if scales.element_size() != 1:
-            raise ValueError(f"scales must be uint8 bytes, got {scales.dtype}")
-        scales = scales.view(torch.uint8)
+    checks.tensor("values", values, dtype=(torch.float8_e4m3fn, torch.uint8), contiguous=False)
+    values = values.view(torch.float8_e4m3fn)
+    if values.dim() != 2:
+        raise ValueError(f"values must be float8_e4m3fn [M, K], got shape {list(values.shape)}")
+    checks.tensor("scales", scales, contiguous=False)
+    if scales.element_size() != 1:
+        raise TypeError(f"scales must be one-byte (uint8 or float8_e8m0fnu), got {scales.dtype}")
+    scales = scales.view(torch.uint8)
     m, k = values.shape
     cols = scale_cols(k)
     if layout is ScaleLayout.SWIZZLED:

@@ -23,26 +23,28 @@ class MXFP8Weight:
     Attributes:
         values: float8_e4m3fn [N, K], contiguous (K-major).
         scales: uint8 flat ``[mxfp8_scale_numel(N, K)]``, 128x4-swizzled, padding zero.
+
+    Raises:
+        TypeError: values or scales not tensors of those dtypes.
+        ValueError: shapes, strides, K not a positive multiple of 32, different devices.
     """
 
     values: torch.Tensor
     scales: torch.Tensor
 
     def __post_init__(self) -> None:
-        v, s = self.values, self.scales
-        if not isinstance(v, torch.Tensor) or v.dtype != torch.float8_e4m3fn or v.dim() != 2:
-            raise TypeError(f"values must be a float8_e4m3fn [N, K] tensor, got {getattr(v, 'dtype', type(v))}")
+        v = checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, contiguous=False)
+        if v.dim() != 2:
+            raise ValueError(f"values must be float8_e4m3fn [N, K], got shape {list(v.shape)}")
         if not v.is_contiguous():
             raise ValueError(f"values must be contiguous (K-major), got strides {v.stride()}")
         n, k = v.shape
         if k <= 0 or k % 32:
             raise ValueError(f"K must be a positive multiple of 32, got {k}")
         want = mxfp8_scale_numel(n, k)
-        if not isinstance(s, torch.Tensor) or s.dtype != torch.uint8 or s.numel() != want or s.dim() != 1:
-            raise ValueError(
-                f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got "
-                f"{getattr(s, 'dtype', type(s))} {list(getattr(s, 'shape', []))}"
-            )
+        s = checks.tensor("scales", self.scales, dtype=torch.uint8)
+        if s.numel() != want or s.dim() != 1:
+            raise ValueError(f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got {list(s.shape)}")
         if s.device != v.device:
             raise ValueError(f"scales is on {s.device}, values on {v.device}")
 

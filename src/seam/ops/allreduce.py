@@ -212,7 +212,9 @@ class LamportAllReduce:
         checks.in_range("hidden_size", hidden_size, 128, MAX_HIDDEN)
         checks.in_range("max_num_tokens", max_num_tokens, 1, 1 << 24)
         checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
-        if device is not None and torch.device(device) not in (group.device, torch.device(group.device.type)):
+        if device is not None and runtime.device_arg("device", device) != group.device and (
+            torch.device(device) != torch.device(group.device.type)
+        ):
             raise ValueError(f"device={device} differs from the group's device {group.device}")
         group.agree("(hidden_size, max_num_tokens)", (hidden_size, max_num_tokens))
         self.group = group
@@ -305,7 +307,7 @@ class LamportAllReduce:
             self.spin_limit,
             self.use_pdl,
         )
-        if self.debug and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        if self.debug and runtime.host_reads_allowed(self.device):
             self.mailbox.check_error(r)
 
     def collect(self, *, rank: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -647,7 +649,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
             "moe_output.routed.expanded_idx_to_permuted_idx", routed.expanded_idx_to_permuted_idx,
             dtype=torch.int32, shape=(m, self.top_k), device=comm.device,
         )
-        if comm.debug and not (comm.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        if comm.debug and runtime.host_reads_allowed(comm.device):
             # A host sync, so only in debug mode: an out-of-range row would be read out of bounds.
             hi = int(idx.max())
             if hi >= routed.gemm2_permuted.shape[0] or int(idx.min()) < -1:

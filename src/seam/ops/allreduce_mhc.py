@@ -105,7 +105,9 @@ class AllReduceMHC:
         if not isinstance(group, Group):
             raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
         self.group = group
-        if device is not None and torch.device(device) not in (group.device, torch.device(group.device.type)):
+        if device is not None and runtime.device_arg("device", device) != group.device and (
+            torch.device(device) != torch.device(group.device.type)
+        ):
             raise ValueError(f"device={device} differs from the group's device {group.device}")
         self.device = group.device
         runtime.check_kernel_device("device", torch.empty(0, device=self.device))
@@ -159,7 +161,7 @@ class AllReduceMHC:
             "expanded_idx_to_permuted_idx", expanded_idx_to_permuted_idx, dtype=torch.int32,
             shape=(m, self.top_k), device=self.device,
         )
-        if self.debug and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        if self.debug and runtime.host_reads_allowed(self.device):
             # A host sync, so only in debug mode: an out-of-range row would be read out of bounds.
             rows = gemm2_permuted.shape[0]
             if int(idx.min()) < -1 or int(idx.max()) >= rows:
@@ -314,9 +316,10 @@ class AllReduceMHC:
             residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out: as :meth:`__call__`.
 
         Raises:
-            ValueError: as :meth:`__call__`; expert_weights not FP32 [M, top_k];
-                expanded_idx_to_permuted_idx not int32 [M, top_k]; gemm2_permuted or
-                shared_output of the wrong shape.
+            TypeError: as :meth:`__call__`; expert_weights not FP32 or
+                expanded_idx_to_permuted_idx not int32.
+            ValueError: as :meth:`__call__`; expert_weights or expanded_idx_to_permuted_idx
+                not [M, top_k]; gemm2_permuted or shared_output of the wrong shape.
         """
         rank = self.group.check_rank(None)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
@@ -384,6 +387,6 @@ class AllReduceMHC:
             state.mailbox, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
             residual_out, layer_input, values, scales, self.spin_limit,
         )
-        if self.debug and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        if self.debug and runtime.host_reads_allowed(self.device):
             self.mailbox.check_error(rank)
         return residual_out, layer_input

@@ -157,7 +157,8 @@ def _check_epilogue(
     for name, c in (("kv_cache", kv_cache), ("index_cache", index_cache)):
         if c.shape[0] < 1:
             raise ValueError(f"{name} must have at least one block")
-        if c.data_ptr() % 32 or c.stride(0) % 32:
+        # fake tensors have no address while torch.compile traces; the eager call checks it
+        if (not torch.compiler.is_compiling() and c.data_ptr() % 32) or c.stride(0) % 32:
             raise ValueError(
                 f"{name} must be 32-byte aligned with a page stride that is a multiple of 32 "
                 f"(data_ptr % 32 = {c.data_ptr() % 32}, stride(0) = {c.stride(0)})"
@@ -274,7 +275,8 @@ def qkv_index_fused_epilogue(
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar.
         ValueError: N not (19*nkv + 1)*128 with nkv in {1, 2, 4}; K not a multiple of 128
             or mismatched; no q output; shapes, strides, devices, cache alignment,
-            block_size, eps/scales out of range, overlapping outputs.
+            block_size, an empty cos_sin_cache, eps/scales out of range, overlapping
+            outputs; with ``SEAM_DEBUG=1`` positions or slots out of range.
     """
     checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
     if xq.dim() != 2:
