@@ -62,7 +62,8 @@ class UnfinalizedMoEOutput:
             MoE's permuted order.
         expert_weights: FP32 (or BF16) [M, top_k], routed scaling already folded in.
         expanded_idx_to_permuted_idx: int32 [M, top_k], the row of gemm2_permuted for
-            (token, k); -1 where the expert is not on this rank.
+            (token, k), in [0, rows); -1 where the expert is not on this rank (range-checked
+            only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs).
     """
 
     gemm2_permuted: torch.Tensor
@@ -404,7 +405,8 @@ class LamportAllReduce:
         qa = QuantizedActivation(values, scales, torch.bfloat16, (m, hidden), ScaleLayout.SWIZZLED)
         return (qa, residual_out, normed) if also_bf16 else (qa, residual_out)
 
-    # -- one call (a process driving one rank) ---------------------------------------------
+    # -- one call (a process driving one rank; a SimulatedGroup of tp > 1 drives several
+    #    ranks and uses publish + collect_* with rank= instead: these raise ValueError there) --
     def _fallback_sum(self, x: torch.Tensor) -> torch.Tensor:
         y = x.clone()
         self.group.all_reduce_(y)
@@ -703,7 +705,9 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
             norm_eps: RMSNorm epsilon, finite >= 0.
 
         Raises:
-            TypeError / ValueError: bad inputs, all checked before any launch.
+            TypeError / ValueError: bad inputs, all checked before any launch; ValueError
+                also on a :class:`~seam.comm.SimulatedGroup` of tp > 1 (one process drives
+                every rank there: use :meth:`publish` and :meth:`collect` with ``rank=``).
             RuntimeError: debug mode and a peer never published.
         """
         m = self._check_moe(moe_output)
@@ -767,8 +771,11 @@ def init_fused_moe_finalize(
 ) -> FinalizeAllReduceGemmaRMSNormMxfp8:
     """Build the instance every deferred MoE output is finalized with (collective over the group).
 
-    Args as :class:`FinalizeAllReduceGemmaRMSNormMxfp8`. Call on every rank, normally only
-    when :func:`supports_fused_moe_finalize` holds (otherwise it builds the fallback).
+    Args as :class:`FinalizeAllReduceGemmaRMSNormMxfp8`. Call on every rank, whatever
+    :func:`supports_fused_moe_finalize` says: on a group without peer access the instance
+    falls back to ``torch.distributed`` + the fused kernels. ``group`` None means a
+    :class:`~seam.comm.DistGroup` over the default process group (torch.distributed must be
+    initialized); at TP 1 without torch.distributed pass ``seam.SimulatedGroup(1)``.
     Returns the instance that :func:`finalize_allreduce_gemma_rms_norm_mxfp8` uses.
     """
     global _fused_moe_finalize

@@ -280,7 +280,7 @@ class AllReduceMHC:
             ValueError (before any launch): pre/norm_weight given without the other; None
                 without residual_only; mxfp8_out without quantize_layer_input or with
                 residual-only; wrong shapes of x/residual/post/comb/pre/mxfp8_out; M outside
-                [1, max_num_tokens]; a simulated group (use publish/consume).
+                [1, max_num_tokens]; a simulated group of tp > 1 (use publish/consume).
         """
         rank = self.group.check_rank(None)
         m = self._check_contribution("x", x)

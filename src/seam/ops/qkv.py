@@ -250,11 +250,13 @@ def qkv_index_fused_epilogue(
         wsf: wq's swizzled scales, ``mxfp8_scale_numel(N, K)`` bytes.
         positions: int64 [M], each in [0, max_pos) (checked only with ``SEAM_DEBUG=1``:
             reading it syncs).
-        cos_sin_cache: BF16 [max_pos, 64] contiguous, max_pos >= 1.
+        cos_sin_cache: BF16 [max_pos, 64] contiguous, max_pos >= 1: row p holds cos then
+            sin (32 columns each, one per NeoX rotary frequency of dims [0, 64)) at position p.
         q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight: BF16 [128].
         eps: RMSNorm epsilon (>= 0, fp32 at use).
         slot_mapping, index_slot_mapping: int64 [M]; -1 skips, otherwise in
-            [0, num_blocks * block_size) (checked only with ``SEAM_DEBUG=1``).
+            [0, num_blocks * block_size) (checked only with ``SEAM_DEBUG=1``) and distinct
+            (two tokens writing one slot race).
         kv_cache: uint8 [num_blocks, 2*nkv, block_size, 72], written in place; pages
             packed inside, any page stride that is a multiple of 32; 32-byte aligned;
             block_size a multiple of 4.
