@@ -78,13 +78,31 @@ def test_quantized_activation_input_matches_bf16_input(device):
     assert bytes_equal(y_q, layer(x))
 
 
-def test_prequant_not_used_after_the_buffer_is_rewritten(device, counted_quantize):
-    """A static input buffer refilled by the next step must not reuse last step's MXFP8 rows."""
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        pytest.param(lambda buf, qa: buf.copy_(torch.randn_like(buf)), id="input-by-torch"),
+        pytest.param(
+            lambda buf, qa: seam.gemma_rms_norm(
+                torch.randn_like(buf), torch.randn(128, device=buf.device).bfloat16(), 1e-6, out=buf
+            ),
+            id="input-by-seam-op",
+        ),
+        pytest.param(
+            lambda buf, qa: seam.mxfp8_quantize(torch.randn_like(buf), out=(qa.values, qa.scales)),
+            id="rows-by-seam-op",
+        ),
+    ],
+)
+def test_prequant_not_used_after_a_rewrite(device, counted_quantize, rewrite):
+    """A static input buffer refilled by the next step, or its registered MXFP8 rows rewritten,
+    must not feed stale rows (seam's eager ops bump version counters like torch's own)."""
     layer = _layer(device)
     buf = torch.randn(3, 128).bfloat16().to(device)
     values, scales = seam.mxfp8_quantize(buf)
-    layer.set_prequant(buf, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
-    buf.copy_(torch.randn(3, 128).bfloat16().to(device))
+    qa = seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128))
+    layer.set_prequant(buf, qa)
+    rewrite(buf, qa)
     counted_quantize.clear()
     y = layer(buf)
     assert len(counted_quantize) == 1
@@ -109,55 +127,24 @@ def test_prequant_rejects_non_bf16(device):
         layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
 
 
-def test_bad_quantize_keeps_the_hand_off(device, counted_quantize):
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (lambda device: dict(quantize="bogus"), "quantize"),
+        (lambda device: dict(out=torch.empty(5, 32, dtype=torch.bfloat16, device=device)), "out must have shape"),
+    ],
+    ids=["quantize", "out"],
+)
+def test_rejected_forward_keeps_the_hand_off(device, counted_quantize, bad, match):
     layer = _layer(device)
     x = torch.randn(5, 128).bfloat16().to(device)
     values, scales = seam.mxfp8_quantize(x)
     layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (5, 128)))
-    with pytest.raises(ValueError, match="quantize"):
-        layer(x, quantize="bogus")
+    with pytest.raises(ValueError, match=match):
+        layer(x, **bad(device))
     counted_quantize.clear()
     layer(x)
     assert counted_quantize == []  # the registration survived the rejected call
-
-
-def test_prequant_not_used_after_a_seam_kernel_rewrites_the_buffer(device, counted_quantize):
-    """seam's eager ops launch Triton directly; they still bump the version of the buffers
-    they write, so a hand-off registered for a buffer a seam op then refills is not used."""
-    layer = _layer(device)
-    buf = torch.randn(3, 128).bfloat16().to(device)
-    values, scales = seam.mxfp8_quantize(buf)
-    layer.set_prequant(buf, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
-    w = torch.randn(128).bfloat16().to(device)
-    seam.gemma_rms_norm(torch.randn(3, 128).bfloat16().to(device), w, 1e-6, out=buf)
-    counted_quantize.clear()
-    y = layer(buf)
-    assert len(counted_quantize) == 1
-    assert bytes_equal(y, seam.mxfp8_linear(buf, layer.weight))
-
-
-def test_rejected_out_keeps_the_hand_off(device, counted_quantize):
-    layer = _layer(device)
-    x = torch.randn(5, 128).bfloat16().to(device)
-    values, scales = seam.mxfp8_quantize(x)
-    layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (5, 128)))
-    with pytest.raises(ValueError, match="out must have shape"):
-        layer(x, out=torch.empty(5, 32, dtype=torch.bfloat16, device=device))
-    counted_quantize.clear()
-    layer(x)
-    assert counted_quantize == []  # the registration survived the rejected call
-
-
-def test_prequant_not_used_after_its_rows_are_rewritten(device, counted_quantize):
-    layer = _layer(device)
-    x = torch.randn(3, 128).bfloat16().to(device)
-    values, scales = seam.mxfp8_quantize(x)
-    layer.set_prequant(x, seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128)))
-    seam.mxfp8_quantize(torch.randn(3, 128).bfloat16().to(device), out=(values, scales))  # other rows
-    counted_quantize.clear()
-    y = layer(x)
-    assert len(counted_quantize) == 1
-    assert bytes_equal(y, seam.mxfp8_linear(x, layer.weight))
 
 
 def test_prequant_under_inference_mode(device, counted_quantize):
