@@ -416,7 +416,7 @@ def test_debug_mode_range_checks_indices(device, monkeypatch):
     cases = [
         (dict(positions=p.positions.clone().fill_(p.cos_sin_cache.shape[0])), r"positions must lie in \[0, "),
         (dict(positions=p.positions.clone().fill_(-1)), "positions must lie"),
-        (dict(slot_mapping=p.slots.clone().fill_(capacity)), rf"slot_mapping must lie in \[-1, {capacity}\)"),
+        (dict(slot_mapping=p.slots.clone().fill_(capacity)), rf"slot_mapping must lie in \[-1, {capacity - 1}\]"),
         (dict(index_slot_mapping=p.index_slots.clone().fill_(-2)), "index_slot_mapping must lie"),
     ]
     out = p.outputs(fill=5)

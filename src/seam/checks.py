@@ -82,6 +82,16 @@ def in_range(name: str, value: int, lo: int, hi: int) -> None:
         raise ValueError(f"{name}={value} is outside [{lo}, {hi}]")
 
 
+def elements_in_range(name: str, t: torch.Tensor, lo: int, hi: int, why: str = "") -> None:
+    """Raise ValueError unless every element of the integer tensor ``t`` lies in ``[lo, hi]``.
+
+    Reads ``t`` on the host (a device sync), so callers run it in debug mode only, where an
+    out-of-range index would otherwise be read or written out of bounds.
+    """
+    if t.numel() and (int(t.min()) < lo or int(t.max()) > hi):
+        raise ValueError(f"{name} must lie in [{lo}, {hi}]{why}")
+
+
 def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     """A Python float argument (eps, scales); raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

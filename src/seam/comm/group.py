@@ -39,6 +39,15 @@ class Group(abc.ABC):
     device: torch.device
     peer_access: bool
 
+    def check_device(self, device: object) -> None:
+        """Check an object's optional ``device`` argument: None, or this group's device
+        (``"cuda"`` matches any CUDA index). TypeError/ValueError otherwise."""
+        if device is None:
+            return
+        same = runtime.device_arg("device", device) == self.device
+        if not same and torch.device(device) != torch.device(self.device.type):
+            raise ValueError(f"device={device} differs from the group's device {self.device}")
+
     def check_rank(self, rank: int | None) -> int:
         """The driven rank meant by ``rank`` (None: the only one); ValueError otherwise."""
         if rank is None:

@@ -213,10 +213,7 @@ class LamportAllReduce:
         checks.in_range("hidden_size", hidden_size, 128, MAX_HIDDEN)
         checks.in_range("max_num_tokens", max_num_tokens, 1, 1 << 24)
         checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
-        if device is not None and runtime.device_arg("device", device) != group.device and (
-            torch.device(device) != torch.device(group.device.type)
-        ):
-            raise ValueError(f"device={device} differs from the group's device {group.device}")
+        group.check_device(device)
         group.agree("(hidden_size, max_num_tokens)", (hidden_size, max_num_tokens))
         self.group = group
         self.device = group.device
@@ -652,13 +649,9 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
             dtype=torch.int32, shape=(m, self.top_k), device=comm.device,
         )
         if comm.debug and runtime.host_reads_allowed(comm.device):
-            # A host sync, so only in debug mode: an out-of-range row would be read out of bounds.
-            hi = int(idx.max())
-            if hi >= routed.gemm2_permuted.shape[0] or int(idx.min()) < -1:
-                raise ValueError(
-                    "moe_output.routed.expanded_idx_to_permuted_idx must lie in "
-                    f"[-1, {routed.gemm2_permuted.shape[0] - 1}]"
-                )
+            checks.elements_in_range(
+                "moe_output.routed.expanded_idx_to_permuted_idx", idx, -1, routed.gemm2_permuted.shape[0] - 1
+            )
         return m
 
     def publish(self, moe_output: MoEOutput, *, rank: int | None = None) -> None:

@@ -105,10 +105,7 @@ class AllReduceMHC:
         if not isinstance(group, Group):
             raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
         self.group = group
-        if device is not None and runtime.device_arg("device", device) != group.device and (
-            torch.device(device) != torch.device(group.device.type)
-        ):
-            raise ValueError(f"device={device} differs from the group's device {group.device}")
+        group.check_device(device)
         self.device = group.device
         runtime.check_kernel_device("device", torch.empty(0, device=self.device))
         self.quantize_layer_input = checks.flag("quantize_layer_input", quantize_layer_input)
@@ -162,10 +159,7 @@ class AllReduceMHC:
             shape=(m, self.top_k), device=self.device,
         )
         if self.debug and runtime.host_reads_allowed(self.device):
-            # A host sync, so only in debug mode: an out-of-range row would be read out of bounds.
-            rows = gemm2_permuted.shape[0]
-            if int(idx.min()) < -1 or int(idx.max()) >= rows:
-                raise ValueError(f"expanded_idx_to_permuted_idx must lie in [-1, {rows - 1}]")
+            checks.elements_in_range("expanded_idx_to_permuted_idx", idx, -1, gemm2_permuted.shape[0] - 1)
         return m
 
     def _check_consumer(self, m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out):

@@ -182,13 +182,11 @@ def _check_epilogue(
 
 def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv_cache, index_cache) -> None:
     """``SEAM_DEBUG`` only (a host sync): out-of-range indices would read or write out of bounds."""
-    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= max_pos):
-        raise ValueError(f"positions must lie in [0, {max_pos}) (cos_sin_cache rows)")
+    checks.elements_in_range("positions", positions, 0, max_pos - 1, " (cos_sin_cache rows)")
     for name, slots, cache in (("slot_mapping", slot_mapping, kv_cache), ("index_slot_mapping", index_slot_mapping,
                                                                           index_cache)):
         capacity = cache.shape[0] * cache.shape[-2]
-        if slots.numel() and (int(slots.min()) < -1 or int(slots.max()) >= capacity):
-            raise ValueError(f"{name} must lie in [-1, {capacity}) (-1 skips; num_blocks * block_size = {capacity})")
+        checks.elements_in_range(name, slots, -1, capacity - 1, f" (-1 skips; num_blocks * block_size = {capacity})")
 
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
