@@ -22,13 +22,14 @@ if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
 #: True when Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``).
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
-# Never use NVLink multicast (project rule): set before any symmetric-memory or NCCL use.
+# Never use NVLink multicast (project rule, overriding the caller's environment): set before
+# any symmetric-memory, NCCL or NVSHMEM use, and inherited by every process seam starts.
 for _var, _val in (
     ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
     ("NCCL_NVLS_ENABLE", "0"),
     ("NVSHMEM_DISABLE_NVLS", "1"),
 ):
-    os.environ.setdefault(_var, _val)
+    os.environ[_var] = _val
 
 
 #: Environment variable that turns on host-side range checks of index tensors (positions,

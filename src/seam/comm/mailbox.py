@@ -86,7 +86,12 @@ class LamportMailbox:
             )
 
     def reset(self) -> None:
-        """Re-arm every slot and zero stage_state on every driven rank (collective)."""
+        """Re-arm every slot and zero stage_state on every driven rank (collective).
+
+        The first barrier lets a rank that timed out finish before a peer re-arms the slots
+        its publish may still be writing.
+        """
+        self.group.barrier()
         for state in self.states.values():
             state.arm()
         self.group.barrier()
