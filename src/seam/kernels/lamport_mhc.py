@@ -23,6 +23,7 @@ from seam import runtime
 from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
 from seam.kernels.mhc import (
     block_h,
+    grid_rows,
     mhc_inv_rms,
     mhc_load_mixes,
     mhc_load_streams,
@@ -69,52 +70,59 @@ def lamport_mhc_consumer_kernel(
 ):
     pid = tl.program_id(0)
     row = pid.to(tl.int64)
-    # Independent of the peers, so fetched before waiting on the publish (lamport.md consumer step 1):
-    # by the time the publish grid lets this one start, it has passed its own wait on the grids
-    # that produced the residual streams and mixes.
-    post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
-    if USE_PDL:
-        tl.extra.cuda.gdc_wait()
-    g = lamport_consumer_generation(stage_state_ptr, pid == 0)
-    if H <= BLOCK_H:
-        # One chunk: the collapse stays in registers between the mix and the norm.
-        cols = tl.arange(0, BLOCK_H)
-        mask = cols < H
-        # Issued before the spin, so the stream loads overlap the wait for the peers.
-        streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
-        acc = lamport_collect(mailbox_ptr, g, pid, cols, mask, capacity, H, error_ptr, TP, SPIN_LIMIT)
-        # The all-reduced output is BF16 (as the unfused all-reduce returns it) before the mix.
-        collapse = mhc_mix_chunk(
-            round_bf16(acc), streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC,
-            WRITE_LAYER_INPUT,
-        )
+    if pid < M:
+        # Independent of the peers, so fetched before waiting on the publish (lamport.md consumer step 1):
+        # by the time the publish grid lets this one start, it has passed its own wait on the grids
+        # that produced the residual streams and mixes.
+        post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
         if USE_PDL:
-            tl.extra.cuda.gdc_launch_dependents()
-        if WRITE_LAYER_INPUT:
-            inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
-            mhc_norm_chunk(
-                collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
-            )
-    else:
-        sumsq = tl.zeros((BLOCK_H,), tl.float32)
-        for col0 in range(0, H, BLOCK_H):
-            cols = col0 + tl.arange(0, BLOCK_H)
+            tl.extra.cuda.gdc_wait()
+        g = lamport_consumer_generation(stage_state_ptr, pid == 0)
+        if H <= BLOCK_H:
+            # One chunk: the collapse stays in registers between the mix and the norm.
+            cols = tl.arange(0, BLOCK_H)
             mask = cols < H
+            # Issued before the spin, so the stream loads overlap the wait for the peers.
             streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
             acc = lamport_collect(mailbox_ptr, g, pid, cols, mask, capacity, H, error_ptr, TP, SPIN_LIMIT)
+            # The all-reduced output is BF16 (as the unfused all-reduce returns it) before the mix.
             collapse = mhc_mix_chunk(
                 round_bf16(acc), streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC,
                 WRITE_LAYER_INPUT,
             )
+            if USE_PDL:
+                tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                sumsq += collapse * collapse
-                tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+                inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
+                mhc_norm_chunk(
+                    collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
+                )
+        else:
+            sumsq = tl.zeros((BLOCK_H,), tl.float32)
+            for col0 in range(0, H, BLOCK_H):
+                cols = col0 + tl.arange(0, BLOCK_H)
+                mask = cols < H
+                streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
+                acc = lamport_collect(mailbox_ptr, g, pid, cols, mask, capacity, H, error_ptr, TP, SPIN_LIMIT)
+                collapse = mhc_mix_chunk(
+                    round_bf16(acc), streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC,
+                    WRITE_LAYER_INPUT,
+                )
+                if WRITE_LAYER_INPUT:
+                    sumsq += collapse * collapse
+                    tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+            if USE_PDL:
+                tl.extra.cuda.gdc_launch_dependents()
+            if WRITE_LAYER_INPUT:
+                mhc_rms_norm_row(
+                    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE
+                )
+    elif QUANTIZE:
         if USE_PDL:
-            tl.extra.cuda.gdc_launch_dependents()
-        if WRITE_LAYER_INPUT:
-            mhc_rms_norm_row(sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE)
-    if QUANTIZE:
-        mxfp8_zero_scale_padding(scales_ptr, M, pid, tl.num_programs(0), H // 32, SCALE_BLOCK)
+            # the scales may be memory that the previous kernel still reads
+            tl.extra.cuda.gdc_wait()
+        # Programs past M zero the swizzle padding scale rows, PAD_ROWS each.
+        mxfp8_zero_scale_padding(scales_ptr, M, pid - M, tl.num_programs(0) - M, H // 32, SCALE_BLOCK)
 
 
 def launch_lamport_mhc_consumer(
@@ -139,7 +147,7 @@ def launch_lamport_mhc_consumer(
     block = block_h(hidden, hc)
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)
-    lamport_mhc_consumer_kernel[(m,)](
+    lamport_mhc_consumer_kernel[(grid_rows(m, quantize),)](
         mailbox,
         stage_state,
         error,

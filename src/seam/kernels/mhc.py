@@ -37,6 +37,12 @@ from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, round_bf16, 
 PAD_ROWS = tl.constexpr(16)
 
 
+def grid_rows(m: int, quantize: bool) -> int:
+    """Programs of an mHC launch: one per token, plus (MXFP8) one per PAD_ROWS swizzle padding rows."""
+    pad = -(-m // 128) * 128 - m if quantize else 0
+    return m + -(-pad // PAD_ROWS.value)
+
+
 @triton.jit
 def take_row(tile, idx, i):
     """Row ``i`` of a 2-D fp32 tile, bit for bit (sign of zero and NaN payload kept).
@@ -269,42 +275,47 @@ def mhc_post_collapse_rms_norm_kernel(
     if USE_PDL:
         # Every input may come from the previous kernel (the all-reduce, the mHC pre).
         tl.extra.cuda.gdc_wait()
-    post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
-    if H <= BLOCK_H:
-        # One chunk: the collapse stays in registers between the mix and the norm.
-        cols = tl.arange(0, BLOCK_H)
-        mask = cols < H
-        streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
-        reduced = mhc_reduced_chunk(x_ptr, row, cols, mask, M, H, RANKS)
-        collapse = mhc_mix_chunk(
-            reduced, streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC, WRITE_LAYER_INPUT
-        )
-        if USE_PDL:
-            tl.extra.cuda.gdc_launch_dependents()
-        if WRITE_LAYER_INPUT:
-            inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
-            mhc_norm_chunk(
-                collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
-            )
-    else:
-        sumsq = tl.zeros((BLOCK_H,), tl.float32)
-        for col0 in range(0, H, BLOCK_H):
-            cols = col0 + tl.arange(0, BLOCK_H)
+    if pid < M:
+        post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
+        if H <= BLOCK_H:
+            # One chunk: the collapse stays in registers between the mix and the norm.
+            cols = tl.arange(0, BLOCK_H)
             mask = cols < H
             streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
             reduced = mhc_reduced_chunk(x_ptr, row, cols, mask, M, H, RANKS)
             collapse = mhc_mix_chunk(
                 reduced, streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC, WRITE_LAYER_INPUT
             )
+            if USE_PDL:
+                tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                sumsq += collapse * collapse
-                tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
-        if USE_PDL:
-            tl.extra.cuda.gdc_launch_dependents()
-        if WRITE_LAYER_INPUT:
-            mhc_rms_norm_row(sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE)
-    if QUANTIZE:
-        mxfp8_zero_scale_padding(scales_ptr, M, pid, tl.num_programs(0), H // 32, SCALE_BLOCK)
+                inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
+                mhc_norm_chunk(
+                    collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
+                )
+        else:
+            sumsq = tl.zeros((BLOCK_H,), tl.float32)
+            for col0 in range(0, H, BLOCK_H):
+                cols = col0 + tl.arange(0, BLOCK_H)
+                mask = cols < H
+                streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
+                reduced = mhc_reduced_chunk(x_ptr, row, cols, mask, M, H, RANKS)
+                collapse = mhc_mix_chunk(
+                    reduced, streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC, WRITE_LAYER_INPUT
+                )
+                if WRITE_LAYER_INPUT:
+                    sumsq += collapse * collapse
+                    tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+            if USE_PDL:
+                tl.extra.cuda.gdc_launch_dependents()
+            if WRITE_LAYER_INPUT:
+                mhc_rms_norm_row(
+                    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE
+                )
+    elif QUANTIZE:
+        # Programs past M zero the swizzle padding scale rows, PAD_ROWS each (one program for
+        # all of them is a serial tail of several microseconds at M = 1).
+        mxfp8_zero_scale_padding(scales_ptr, M, pid - M, tl.num_programs(0) - M, H // 32, SCALE_BLOCK)
 
 
 #: Elements of the [hc, BLOCK_H] fp32 mix tile of one chunk: 32 per thread at 16 warps
@@ -348,7 +359,7 @@ def launch_mhc_post_collapse_rms_norm(
     block = block_h(hidden, hc)
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)
-    mhc_post_collapse_rms_norm_kernel[(m,)](
+    mhc_post_collapse_rms_norm_kernel[(grid_rows(m, quantize),)](
         x,
         residual,
         post,
