@@ -12,8 +12,10 @@ gathered with NCCL (in rank order, as the Lamport consumer sums):
    rendezvous gave a Lamport mailbox (not the fallback);
 2. a sequence of calls with M changing every call, +0/-0 in the inputs, through every fused
    all-reduce: MoE finalize + Gemma RMSNorm + MXFP8 (one-call and publish/collect forms),
-   the plain all-reduce, all-reduce + RMSNorm, and ``AllReduceMHC`` in every variant (plain
-   and finalize publish; MXFP8 layer input, BF16 layer input, residual only). Sum and
+   the plain all-reduce, all-reduce + RMSNorm, all-reduce + Gemma RMSNorm + MXFP8
+   (``seam.allreduce_gemma_rms_norm_mxfp8`` on the group's ``LamportAllReduce``), and
+   ``AllReduceMHC`` in every variant (plain and finalize publish; MXFP8 layer input, BF16
+   layer input, residual only). Sum and
    residual outputs bit-identical, normed rows within 1 BF16 ulp, MXFP8 equal to
    ``mxfp8_quantize`` of the normed rows; the sum is also compared with NCCL's
    ``all_reduce`` (equal for TP 2; NCCL rounds partial sums to BF16 for TP > 2, so the
@@ -177,6 +179,9 @@ def _finalize_and_plain(args, group, check, device, rank) -> tuple:
             bytes_equal(residual_out, residual_ref) and check.within_ulp(normed, normed_ref),
             f"all_reduce_rms_norm call {call} differs",
         )
+        qa, residual_out, normed = seam.allreduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, also_bf16=True)
+        check.mxfp8(f"allreduce_gemma_rms_norm_mxfp8 call {call} M={m}", qa, residual_out, normed, acc_x, residual,
+                    weight)
     return op, comm, weight
 
 
@@ -305,7 +310,7 @@ def run(args) -> int:
         return 2
     check = Checker(tp)
     stages = [
-        ("finalize, all_reduce, all_reduce_rms_norm", lambda: _finalize_and_plain(args, group, check, device, rank)),
+        ("finalize and Gemma/RMSNorm/plain all-reduces", lambda: _finalize_and_plain(args, group, check, device, rank)),
         ("AllReduceMHC variants", lambda: _mhc(args, group, check, device, rank)),
     ]
     made = []
