@@ -1,7 +1,8 @@
 """AllReduceMHC (docs/spec/lamport.md, Consumer B) on simulated TP groups: residual_output
 bit-identical to the reference, layer_input within 1 BF16 ulp, MXFP8 == mxfp8_quantize(layer_input),
 residual_only == the full variant's streams, long sequences with changing M (generation rotation,
-re-arming), the MoE finalize publish, every rejected argument combination of the issue, the split-step
+re-arming), the column split of decode M (forced at interpreter sizes, alternating with one program
+per token), the MoE finalize publish, every rejected argument combination of the issue, the split-step
 protocol, the debug timeout, and the fallback of a real (gloo) group."""
 
 import pytest
@@ -161,6 +162,61 @@ def test_chunked_consumer(device, monkeypatch, hc, hidden):
             assert li is None and bytes_equal(ro.cpu(), rro)
     assert_armed(full)
     assert_armed(only)
+
+
+def force_split(monkeypatch, sms, min_cols):
+    """A device of ``sms`` SMs (M <= sms / 2 splits) and chunks down to ``min_cols`` columns."""
+    monkeypatch.setattr(mhc_kernels, "num_sms", lambda device: sms)
+    monkeypatch.setattr(mhc_kernels, "SPLIT_MIN_COLS", min_cols)
+
+
+# 3 chunks per token; at hidden 640 the last one is ragged (128 of 256 columns)
+@pytest.mark.parametrize("hc,hidden,min_cols", [(1, 640, 256), (2, 384, 128), (4, 640, 256), (8, 384, 128)])
+def test_split_consumer(device, monkeypatch, hc, hidden, min_cols):
+    """The consumer's (token, chunk) grid: each program collects and re-arms its own chunk's
+    fragments, the token's last program normalizes; MXFP8, BF16-only and residual-only variants."""
+    force_split(monkeypatch, 1000, min_cols)
+    tp = 2
+    group = SimulatedGroup(tp, device)
+    sizes = dict(hidden_size=hidden, hc_mult=hc, max_num_tokens=3, top_k=1, group=group)
+    full = seam.AllReduceMHC(**sizes, quantize_layer_input=True)
+    only = seam.AllReduceMHC(**sizes, residual_only=True)
+    for call, (m, quantize) in enumerate([(3, True), (1, False)]):
+        assert mhc_kernels.launch_shape(m, hidden, hc, device).split == 3
+        res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=call + hc, device=device)
+        contributions = make_contributions(tp, m, hidden, seed=call + hc, device=device)
+        outs = run_simulated(full, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=quantize)
+        rro = check_outputs(outs, contributions, res, post, comb, pre, w)
+        for ro, li, _ in run_simulated(only, contributions, res=res, post=post, comb=comb, pre=None, w=None):
+            assert li is None and bytes_equal(ro.cpu(), rro)
+        assert_armed(full)
+        assert_armed(only)
+        assert not full._split_scratch[1].any(), "arrival counters not re-armed"
+
+
+def test_split_and_per_token_alternate(device, monkeypatch):
+    """An 8-SM device: M <= 4 splits (3 or 2 chunks, ragged), larger M takes one program per token;
+    the modes alternate over one mailbox's generations, with finalize publishes."""
+    force_split(monkeypatch, 8, 128)
+    tp, hc, hidden, cap, top_k = 2, 4, 384, 12, 2
+    op = seam.AllReduceMHC(
+        hidden_size=hidden, hc_mult=hc, max_num_tokens=cap, top_k=top_k, group=SimulatedGroup(tp, device),
+        quantize_layer_input=True,
+    )
+    ms = [1, 5, 3, 12, 2, 4, 9, 1]
+    assert [mhc_kernels.launch_shape(m, hidden, hc, device).split for m in ms] == [3, 1, 2, 1, 3, 2, 1, 3]
+    for call, m in enumerate(ms):
+        res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=call, device=device)
+        if call % 3 == 1:
+            moes = [make_moe(m, hidden, top_k, seed=10 * call + r, device=device) for r in range(tp)]
+            contributions = torch.stack([moe_finalize_ref(*moe) for moe in moes])
+            outs = run_simulated(op, moes=moes, res=res, post=post, comb=comb, pre=pre, w=w, quantize=call % 2 == 0)
+        else:
+            contributions = make_contributions(tp, m, hidden, seed=call, device=device)
+            outs = run_simulated(op, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=call % 2 == 0)
+        check_outputs(outs, contributions, res, post, comb, pre, w)
+        assert_armed(op)
+    assert not op._split_scratch[1].any()
 
 
 def test_single_rank_simulated_group_call(device):

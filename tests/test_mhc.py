@@ -1,7 +1,8 @@
 """mHC post-mix + collapse + RMSNorm (+MXFP8) on a reduced input, docs/spec/lamport.md Consumer B:
 residual_output bit-identical to the reference, layer_input within 1 BF16 ulp, MXFP8 bytes equal
 to mxfp8_quantize(layer_input) with padding scales zero, residual_only == full variant's streams,
-edge rows, the rank-partial (fallback) input, realistic mHC mixes, bad input rejected untouched."""
+edge rows, the rank-partial (fallback) input, the column split of decode M (forced at interpreter
+sizes), realistic mHC mixes, bad input rejected untouched."""
 
 import os
 import subprocess
@@ -95,6 +96,68 @@ def test_small_chunks(device, monkeypatch, hc, hidden):
     monkeypatch.setattr(mhc_kernels, "MAX_TILE", 256)
     assert mhc_kernels.block_h(hidden, hc) < hidden
     run_and_check(*make_inputs(3, hc, hidden, device, seed=hc))
+
+
+def force_split(monkeypatch, min_cols):
+    """A 1000-SM device (decode M splits) and chunks down to ``min_cols`` columns."""
+    monkeypatch.setattr(mhc_kernels, "num_sms", lambda device: 1000)
+    monkeypatch.setattr(mhc_kernels, "SPLIT_MIN_COLS", min_cols)
+
+
+def split_counters(device):
+    return mhc_kernels._SCRATCH[seam.runtime.normalize_device(device)][1]
+
+
+@pytest.mark.parametrize("hc", [1, 2, 4, 8])
+@pytest.mark.parametrize(
+    "m,hidden,min_cols,split",
+    [(1, 384, 128, 3), (3, 640, 256, 3), (2, 640, 128, 5)],  # (3, 640, 256): 256 + 256 + 128 columns
+)
+def test_column_split(device, monkeypatch, hc, m, hidden, min_cols, split):
+    """The (token, chunk) grid: a chunk's mix per program, the row's last program normalizes;
+    bytes as the reference (run_and_check also runs residual only), counters re-armed."""
+    force_split(monkeypatch, min_cols)
+    assert mhc_kernels.launch_shape(m, hidden, hc, device).split == split
+    inputs = make_inputs(m, hc, hidden, device, seed=hc * 10 + m)
+    run_and_check(*inputs, quantize=hc % 2 == 0)
+    assert not split_counters(device)[:m].any(), "arrival counters not re-armed"
+    run_and_check(*inputs, quantize=hc % 2 == 1)  # the other layer-input variant, same counters
+
+
+def test_column_split_padding_rows_and_rank_partials(device, monkeypatch):
+    """M = 130: two scale tiles and a split padding grid (4 rows of 2 programs for 126 padding
+    rows); then the fallback's rank-partial input through the split."""
+    force_split(monkeypatch, 128)
+    assert mhc_kernels.launch_shape(130, 256, 1, device).split == 2
+    run_and_check(*make_inputs(130, 1, 256, device, seed=4))
+    tp, m, hc, hidden = 3, 3, 2, 384
+    x, res, post, comb, pre, w = make_inputs(m, hc, hidden, device)
+    parts = special_columns(torch.randn(tp, m, hidden, generator=torch.Generator().manual_seed(5)) * 1e3).bfloat16()
+    ro, li = launch_checked(parts.to(device), res, post, comb, pre, w, EPS, None)
+    rro, rli, _ = ref.allreduce_mhc_ref(parts, res.cpu(), post.cpu(), comb.cpu(), pre.cpu(), w.cpu(), EPS)
+    assert bytes_equal(ro.cpu(), rro)
+    assert ulp_summary(li.cpu(), rli)[0]
+    assert not split_counters(device).any()
+
+
+def test_launch_shape_rule(monkeypatch):
+    """Split while 2 M <= SMs, chunks >= SPLIT_MIN_COLS filling one wave; one program per row beyond."""
+    monkeypatch.setattr(mhc_kernels, "num_sms", lambda device: 132)
+    shape = lambda m, hidden=5120, hc=4: tuple(mhc_kernels.launch_shape(m, hidden, hc, "cuda")[:2])  # noqa: E731
+    assert [shape(m) for m in (1, 8, 26, 27, 52, 53, 66)] == [(5, 1024)] * 3 + [(3, 2048)] * 2 + [(2, 4096)] * 2
+    assert shape(66, hc=8) == (3, 2048)  # capped at block_h
+    assert shape(67) == (1, 4096) and shape(200) == (1, 4096)
+    assert shape(1, hidden=1024) == (1, 1024)  # one chunk: nothing to split
+    assert mhc_kernels.launch_shape(8, 5120, 4, "cuda").num_warps == 4
+    assert mhc_kernels.grid_rows(1, True, 5) == 1 + 2 and mhc_kernels.grid_rows(3, False, 5) == 3
+
+
+def test_split_scratch_grows_and_keeps_outgrown(device):
+    ws, counters = mhc_kernels.split_scratch(device, 1, 2)
+    assert mhc_kernels.split_scratch(device, 1, 2)[0] is ws
+    big = mhc_kernels.split_scratch(device, counters.numel() + 1, 2)
+    assert big[1].numel() > counters.numel() and not big[1].any()
+    assert any(t is counters for t in mhc_kernels._RETIRED)
 
 
 def test_post_with_trailing_unit_dim(device):
@@ -246,7 +309,7 @@ def test_unsupported_shapes(device, hc, hidden, match):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 8, 32, 128, 200])
+@pytest.mark.parametrize("m", [1, 8, 32, 60, 128, 200])  # H200: 5, 5, 3, 2 programs per row, then 1
 def test_gpu_deepseek_shapes(device, m):
     summary = run_and_check(*make_inputs(m, 4, 5120, device, seed=m))
     print(f"M={m}: layer_input {summary}")
@@ -274,52 +337,58 @@ COMPILE_SCRIPT = textwrap.dedent(
     from seam.kernels import mhc as K
 
     target = GPUTarget("cuda", 90, 32)
-    CONST = ["H", "HC", "BLOCK_H", "WRITE_LAYER_INPUT", "QUANTIZE", "SCALE_BLOCK", "USE_PDL"]
+    CONST = ["H", "HC", "BLOCK_H", "SPLIT", "NORM_BLOCK", "WRITE_LAYER_INPUT", "QUANTIZE", "SCALE_BLOCK", "USE_PDL"]
+    K.num_sms = lambda device: 132  # an H200: M = 1 takes the column split, M = 200 one program per row
 
-    def outputs(sig, consts, full, quantize):
-        for name, ty in (("pre_ptr", "*fp32"), ("weight_ptr", "*bf16"), ("layer_input_ptr", "*bf16")):
-            sig[name] = ty if full else "constexpr"
-            if not full:
-                consts[name] = None
-        for name in ("values_ptr", "scales_ptr"):
-            sig[name] = "*u8" if quantize else "constexpr"
-            if not quantize:
+    def outputs(sig, consts, full, quantize, split):
+        optional = [("pre_ptr", "*fp32", full), ("weight_ptr", "*bf16", full), ("layer_input_ptr", "*bf16", full),
+                    ("values_ptr", "*u8", quantize), ("scales_ptr", "*u8", quantize),
+                    ("ws_ptr", "*fp32", full and split > 1), ("counter_ptr", "*i32", full and split > 1)]
+        for name, ty, used in optional:
+            sig[name] = ty if used else "constexpr"
+            if not used:
                 consts[name] = None
 
-    def build(fn, sig, consts, hc, block):
+    def build(fn, sig, consts, num_warps):
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target,
-                           options={"num_warps": K.num_warps_for(hc, block), "enable_fp_fusion": False})
+                           options={"num_warps": num_warps, "enable_fp_fusion": False})
         ptx = k.asm["ptx"]
         assert "cubin" in k.asm and "griddepcontrol.wait" in ptx
         # Rounding points between products and adds: no FMA, and every mul/add explicitly .rn
         # so that ptxas does not contract them either.
         assert not re.search(r"fma[.a-z]*\\.f32", ptx), "products must not be fused into FMA"
         assert not re.search(r"\\b(mul|add)\\.f32", ptx), "fp32 mul/add without .rn may be contracted by ptxas"
+        if consts["WRITE_LAYER_INPUT"] and consts["SPLIT"] > 1:
+            # the last-arriver combine: acq_rel arrival count, partials and collapse read at L2
+            assert "atom.global.gpu.acq_rel.add" in ptx and "ld.global.cg" in ptx
         return ptx
 
     for hidden, hc in ((5120, 4), (5120, 8), (7168, 1), (384, 2)):
-        block = K.block_h(hidden, hc)
-        for full, quantize, ranks in ((True, True, 0), (True, False, 4), (False, False, 0)):
-            for small in (False, True):  # Triton specializes int arguments equal to 1 as constexpr
-                sig = {"x_ptr": "*bf16", "residual_ptr": "*bf16", "post_ptr": "*fp32", "comb_ptr": "*fp32",
-                       "residual_out_ptr": "*bf16", "M": "constexpr" if small else "i32", "eps": "fp32",
-                       "RANKS": "constexpr", **{c: "constexpr" for c in CONST}}
-                consts = {"H": hidden, "HC": hc, "RANKS": ranks, "BLOCK_H": block, "WRITE_LAYER_INPUT": full,
-                          "QUANTIZE": quantize, "SCALE_BLOCK": triton.next_power_of_2(hidden // 32), "USE_PDL": True}
-                if small:
-                    consts["M"] = 1
-                outputs(sig, consts, full, quantize)
-                build(K.mhc_post_collapse_rms_norm_kernel, sig, consts, hc, block)
-        for full, quantize, spin in ((True, True, 0), (False, False, 1000)):
-            sig = {"mailbox_ptr": "*bf16", "stage_state_ptr": "*i32", "error_ptr": "*i32", "residual_ptr": "*bf16",
-                   "post_ptr": "*fp32", "comb_ptr": "*fp32", "residual_out_ptr": "*bf16", "M": "i32",
-                   "capacity": "i32", "eps": "fp32", "TP": "constexpr", "SPIN_LIMIT": "constexpr",
-                   **{c: "constexpr" for c in CONST}}
-            consts = {"H": hidden, "HC": hc, "TP": 4, "BLOCK_H": block, "WRITE_LAYER_INPUT": full,
-                      "QUANTIZE": quantize, "SCALE_BLOCK": triton.next_power_of_2(hidden // 32), "SPIN_LIMIT": spin,
-                      "USE_PDL": True}
-            outputs(sig, consts, full, quantize)
-            assert "ld.volatile" in build(L.lamport_mhc_consumer_kernel, sig, consts, hc, block)
+        for m in (200, 1):
+            shape = K.launch_shape(m, hidden, hc, "cuda")
+            if m == 1 and shape.split == 1:
+                continue  # one chunk per row: the same kernels as M = 200
+            geometry = {"H": hidden, "HC": hc, "BLOCK_H": shape.block, "SPLIT": shape.split,
+                        "NORM_BLOCK": shape.norm_block, "SCALE_BLOCK": triton.next_power_of_2(hidden // 32),
+                        "USE_PDL": True}
+            for full, quantize, ranks in ((True, True, 0), (True, False, 4), (False, False, 0)):
+                for small in (False, True):  # Triton specializes int arguments equal to 1 as constexpr
+                    sig = {"x_ptr": "*bf16", "residual_ptr": "*bf16", "post_ptr": "*fp32", "comb_ptr": "*fp32",
+                           "residual_out_ptr": "*bf16", "M": "constexpr" if small else "i32", "eps": "fp32",
+                           "RANKS": "constexpr", **{c: "constexpr" for c in CONST}}
+                    consts = {**geometry, "RANKS": ranks, "WRITE_LAYER_INPUT": full, "QUANTIZE": quantize}
+                    if small:
+                        consts["M"] = 1
+                    outputs(sig, consts, full, quantize, shape.split)
+                    build(K.mhc_post_collapse_rms_norm_kernel, sig, consts, shape.num_warps)
+            for full, quantize, spin in ((True, True, 0), (False, False, 1000)):
+                sig = {"mailbox_ptr": "*bf16", "stage_state_ptr": "*i32", "error_ptr": "*i32",
+                       "residual_ptr": "*bf16", "post_ptr": "*fp32", "comb_ptr": "*fp32", "residual_out_ptr": "*bf16",
+                       "M": "i32", "capacity": "i32", "eps": "fp32", "TP": "constexpr", "SPIN_LIMIT": "constexpr",
+                       **{c: "constexpr" for c in CONST}}
+                consts = {**geometry, "TP": 4, "WRITE_LAYER_INPUT": full, "QUANTIZE": quantize, "SPIN_LIMIT": spin}
+                outputs(sig, consts, full, quantize, shape.split)
+                assert "ld.volatile" in build(L.lamport_mhc_consumer_kernel, sig, consts, shape.num_warps)
     print("compiled")
     """
 )
@@ -335,9 +404,9 @@ def _cuda_backend() -> bool:
 
 @pytest.mark.skipif(not _cuda_backend(), reason="Triton's CUDA backend is not installed")
 def test_kernels_compile_for_sm90():
-    """Every variant (hc, chunked or not, residual-only, MXFP8, rank partials, M == 1) compiles to a
-    cubin for GPUTarget("cuda", 90, 32) in a subprocess with TRITON_INTERPRET=0; the PTX has PDL
-    and no FMA contraction."""
+    """Every variant (hc, chunked or not, column split or not, residual-only, MXFP8, rank partials,
+    M == 1) compiles to a cubin for GPUTarget("cuda", 90, 32) in a subprocess with TRITON_INTERPRET=0;
+    the PTX has PDL and no FMA contraction."""
     env = dict(os.environ, TRITON_INTERPRET="0")
     proc = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "compiled" in proc.stdout, proc.stderr[-4000:]

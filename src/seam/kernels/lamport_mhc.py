@@ -1,16 +1,20 @@
 """Lamport consumer with the mHC epilogue (``docs/spec/lamport.md``, Consumer B).
 
 The publish side is the Lamport core's (``seam.kernels.lamport``: plain or MoE finalize
-publish). This consumer is the core's protocol with ``seam.kernels.mhc``'s epilogue:
-per token and chunk of ``BLOCK_H`` columns (hidden 5120: one chunk at hc 1 and 2, two at
-hc 4, three at hc 8), :func:`lamport_collect` spins until every rank's fragment is in this rank's
+publish). This consumer is the core's protocol with ``seam.kernels.mhc``'s epilogue and
+its two grids (``seam.kernels.mhc.launch_shape``): per token and chunk of ``BLOCK_H``
+columns, :func:`lamport_collect` spins until every rank's fragment is in this rank's
 mailbox, re-arms it and returns the rank-order fp32 sum; ``reduced = bf16(sum)`` then
 feeds the post-mix, and the collapse is normalized (+MXFP8) as in the standalone kernel.
+One program per token walks its row (hidden 5120: one chunk at hc 1 and 2, two at hc 4,
+three at hc 8); at decode M a (token, chunk) grid gives each program one chunk, collected
+and re-armed by that program alone, and the token's last program to arrive normalizes the row.
 post/pre are loaded before the PDL wait and each chunk's residual streams before its
 spin, so those loads overlap the wait for the peers.
 
 Bytes per token row of hidden H: 2H x TP mailbox read and re-armed, 2H x hc residual
-read, 2H x hc residual_out written, 2H layer_input (+ H + H/32 MXFP8) written.
+read, 2H x hc residual_out written, 2H layer_input (+ H + H/32 MXFP8) written; split
+mode: + 4 x SPLIT workspace + a 4-byte counter.
 """
 
 from __future__ import annotations
@@ -22,16 +26,16 @@ import triton.language as tl
 from seam import runtime
 from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
 from seam.kernels.mhc import (
-    block_h,
     grid_rows,
+    launch_shape,
     mhc_inv_rms,
     mhc_load_mixes,
     mhc_load_streams,
     mhc_mix_chunk,
     mhc_norm_chunk,
     mhc_rms_norm_row,
+    mhc_split_rms_norm,
     mxfp8_zero_scale_padding,
-    num_warps_for,
 )
 from seam.kernels.numerics import round_bf16, to_bf16_rne
 
@@ -53,6 +57,8 @@ def lamport_mhc_consumer_kernel(
     layer_input_ptr,  # bf16 [M, H] or None (residual only)
     values_ptr,  # uint8 [M, H] or None (no MXFP8)
     scales_ptr,  # uint8 swizzled [mxfp8_scale_numel(M, H)] or None
+    ws_ptr,  # fp32 [M, SPLIT] or None (SPLIT == 1 or residual only)
+    counter_ptr,  # int32 [M], zero between launches, or None (as ws_ptr)
     # sizes and scalars
     M,
     capacity,
@@ -62,6 +68,8 @@ def lamport_mhc_consumer_kernel(
     HC: tl.constexpr,
     TP: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    SPLIT: tl.constexpr,  # programs per token (grid axis 1); > 1: column split, one chunk each
+    NORM_BLOCK: tl.constexpr,  # pass 2 step
     WRITE_LAYER_INPUT: tl.constexpr,
     QUANTIZE: tl.constexpr,
     SCALE_BLOCK: tl.constexpr,
@@ -77,10 +85,11 @@ def lamport_mhc_consumer_kernel(
         post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
         if USE_PDL:
             tl.extra.cuda.gdc_wait()
-        g = lamport_consumer_generation(stage_state_ptr, pid == 0)
-        if H <= BLOCK_H:
-            # One chunk: the collapse stays in registers between the mix and the norm.
-            cols = tl.arange(0, BLOCK_H)
+        chunk = tl.program_id(1)
+        g = lamport_consumer_generation(stage_state_ptr, (pid == 0) & (chunk == 0))
+        if SPLIT > 1 or H <= BLOCK_H:
+            # One chunk per program: the whole row, or (split) chunk program_id(1) of it.
+            cols = chunk * BLOCK_H + tl.arange(0, BLOCK_H)
             mask = cols < H
             # Issued before the spin, so the stream loads overlap the wait for the peers.
             streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
@@ -93,10 +102,18 @@ def lamport_mhc_consumer_kernel(
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
-                mhc_norm_chunk(
-                    collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
-                )
+                if SPLIT > 1:
+                    mhc_split_rms_norm(
+                        collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
+                        row, chunk, cols, mask, H, SPLIT, NORM_BLOCK, QUANTIZE,
+                    )
+                else:
+                    # The whole row: the collapse stays in registers between the mix and the norm.
+                    inv_rms = mhc_inv_rms(tl.sum(collapse * collapse, axis=0), eps, H)
+                    mhc_norm_chunk(
+                        collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H,
+                        QUANTIZE,
+                    )
         else:
             sumsq = tl.zeros((BLOCK_H,), tl.float32)
             for col0 in range(0, H, BLOCK_H):
@@ -114,15 +131,19 @@ def lamport_mhc_consumer_kernel(
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
+                inv_rms = mhc_inv_rms(tl.sum(sumsq, axis=0), eps, H)
                 mhc_rms_norm_row(
-                    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE
+                    inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
                 )
     elif QUANTIZE:
         if USE_PDL:
             # the scales may be memory that the previous kernel still reads
             tl.extra.cuda.gdc_wait()
         # Programs past M zero the swizzle padding scale rows, PAD_ROWS each.
-        mxfp8_zero_scale_padding(scales_ptr, M, pid - M, tl.num_programs(0) - M, H // 32, SCALE_BLOCK)
+        mxfp8_zero_scale_padding(
+            scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT, H // 32,
+            SCALE_BLOCK,
+        )
 
 
 def launch_lamport_mhc_consumer(
@@ -139,15 +160,23 @@ def launch_lamport_mhc_consumer(
     layer_input: torch.Tensor | None,
     values: torch.Tensor | None,
     scales: torch.Tensor | None,
+    split_scratch: tuple[torch.Tensor, torch.Tensor],
     spin_limit: int = 0,
 ) -> None:
-    """Collect M = residual.shape[0] tokens from ``mailbox`` and run the mHC epilogue (validated inputs)."""
+    """Collect M = residual.shape[0] tokens from ``mailbox`` and run the mHC epilogue (validated inputs).
+
+    ``split_scratch``: (workspace, counters) of ``seam.kernels.mhc.new_split_scratch`` for at
+    least M rows and ``max_split(hidden)`` programs per row, owned by the caller; launches
+    sharing it must be stream-ordered.
+    """
     _, tp, capacity, hidden = mailbox.shape
     m, hc, _ = residual.shape
-    block = block_h(hidden, hc)
+    shape = launch_shape(m, hidden, hc, residual.device)
+    ws, counters = split_scratch if shape.split > 1 and layer_input is not None else (None, None)
+    assert ws is None or (ws.numel() >= m * shape.split and counters.numel() >= m), "split scratch too small"
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)
-    lamport_mhc_consumer_kernel[(grid_rows(m, quantize),)](
+    lamport_mhc_consumer_kernel[(grid_rows(m, quantize, shape.split), shape.split)](
         mailbox,
         stage_state,
         error,
@@ -160,19 +189,23 @@ def launch_lamport_mhc_consumer(
         layer_input,
         values.view(torch.uint8) if quantize else None,
         scales,
+        ws,
+        counters,
         m,
         capacity,
         norm_eps,
         H=hidden,
         HC=hc,
         TP=tp,
-        BLOCK_H=block,
+        BLOCK_H=shape.block,
+        SPLIT=shape.split,
+        NORM_BLOCK=shape.norm_block,
         WRITE_LAYER_INPUT=pre is not None,
         QUANTIZE=quantize,
         SCALE_BLOCK=triton.next_power_of_2(hidden // 32),
         SPIN_LIMIT=spin_limit,
         USE_PDL=use_pdl,
-        num_warps=num_warps_for(hc, block),
+        num_warps=shape.num_warps,
         enable_fp_fusion=False,
         launch_pdl=use_pdl,
     )

@@ -9,16 +9,30 @@ Per token (row) of an already-reduced BF16 input ``reduced [M, hidden]``:
     values, scales = MXFP8(normed), swizzled 128x4, padding scale rows zero   (optional)
 
 Bytes per row: (hc + 1) * 2 * hidden read, hc * 2 * hidden + 2 * hidden (+ hidden + hidden/32)
-written. The RMS needs the whole row before any normed element, so one program owns a
-row. When the row's [hc, hidden] fp32 tile fits the registers it is one chunk and the
-collapse stays in registers; otherwise the program walks the row in chunks of ``BLOCK_H``
-columns twice: pass 1 mixes, stores the new streams and parks the BF16 collapse in the
-``layer_input`` row (its final home, so the round trip stays in L2 and costs no extra
-buffer), pass 2 normalizes it in place and quantizes. post/pre are loaded once per row,
-the streams of a chunk as one [hc, BLOCK_H] tile (:func:`take_row` picks a source out of
-it bit for bit), so the Lamport consumer can issue them before it waits on its peers.
-The ``@triton.jit`` helpers below are shared with the Lamport consumer
-(``seam.kernels.lamport_mhc``), which feeds pass 1 from the mailbox instead of memory.
+written. The mix and the collapse are per column; only the RMS needs the whole row, before
+any normed element. :func:`launch_shape` picks one of two grids:
+
+* One program per row. When the row's [hc, hidden] fp32 tile fits the registers it is one
+  chunk and the collapse stays in registers; otherwise the program walks the row in chunks
+  of ``BLOCK_H`` columns twice: pass 1 mixes, stores the new streams and parks the BF16
+  collapse in the ``layer_input`` row (its final home, so the round trip stays in L2 and
+  costs no extra buffer), pass 2 normalizes it in place and quantizes.
+* Column split, for decode M, where one program per row would leave most SMs idle and
+  each row's bytes and arithmetic sit on one SM: a (row, chunk) grid of ``SPLIT`` programs
+  per row, each running pass 1 on its ``BLOCK_H`` columns and storing its fp32 sum of
+  squares to a workspace. The row's last program to arrive at its counter (acq_rel, the
+  pattern of the split-K GEMM's ``split_k_combine``) sums the partials in chunk order,
+  so the result does not depend on arrival order, and runs pass 2 for the whole row
+  (:func:`mhc_split_rms_norm`). Extra traffic per row: the collapse's L2 round trip (as
+  in a walked row), 4 * SPLIT bytes of workspace and an atomic on a 4-byte counter. The
+  sum-of-squares order follows the grid, so a token's ``layer_input`` may differ by the
+  spec's 1 ulp between Ms of different grids; ``residual_out`` never does.
+
+post/pre are loaded once per program, the streams of a chunk as one [hc, BLOCK_H] tile
+(:func:`take_row` picks a source out of it bit for bit), so the Lamport consumer can issue
+them before it waits on its peers. The ``@triton.jit`` helpers below are shared with the
+Lamport consumer (``seam.kernels.lamport_mhc``), which feeds pass 1 from the mailbox
+instead of memory.
 
 Rounding points sit between every product and its add, so launches pass
 ``enable_fp_fusion=False``; all fp32 -> BF16/E4M3 roundings go through ``numerics``.
@@ -26,21 +40,25 @@ Rounding points sit between every product and its add, so launches pass
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.mxfp8_gemm import num_sms
 from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
 
 # Scale rows zeroed per store in the padding loop (a [PAD_ROWS, scale columns] uint8 tile).
 PAD_ROWS = tl.constexpr(16)
 
 
-def grid_rows(m: int, quantize: bool) -> int:
-    """Programs of an mHC launch: one per token, plus (MXFP8) one per PAD_ROWS swizzle padding rows."""
+def grid_rows(m: int, quantize: bool, split: int) -> int:
+    """Rows of an mHC launch grid (rows, split): one per token, plus (MXFP8) rows of padding
+    programs, about one program per PAD_ROWS swizzle padding rows."""
     pad = -(-m // 128) * 128 - m if quantize else 0
-    return m + -(-pad // PAD_ROWS.value)
+    return m + -(-(-(-pad // PAD_ROWS.value)) // split)
 
 
 @triton.jit
@@ -188,18 +206,17 @@ def mxfp8_zero_scale_padding(
 
 @triton.jit
 def mhc_inv_rms(sumsq, eps, H: tl.constexpr):
-    """rsqrt(sum(collapse^2) / H + eps) from per-lane partial sums.
+    """rsqrt(sumsq / H + eps) from the row's sum of collapse^2.
 
-    A tolerance step (lamport.md: normed within 1 BF16 ulp): lane-parallel sum, the GPU's
-    approximate division and rsqrt.
+    A tolerance step (lamport.md: normed within 1 BF16 ulp): callers sum lane-parallel (and
+    per chunk in the split mode); the GPU's approximate division and rsqrt.
     """
-    return tl.math.rsqrt(tl.sum(sumsq, axis=0) / H + eps)
+    return tl.math.rsqrt(sumsq / H + eps)
 
 
 @triton.jit
 def mhc_rms_norm_row(
-    sumsq,  # fp32 [BLOCK_H] per-lane sums of collapse^2 over the row
-    eps,
+    inv_rms,  # fp32 scalar
     weight_ptr,
     layer_input_ptr,  # bf16 [M, H], holding the row's BF16 collapse (pass 1)
     values_ptr,
@@ -209,15 +226,56 @@ def mhc_rms_norm_row(
     BLOCK_H: tl.constexpr,
     QUANTIZE: tl.constexpr,
 ):
-    """Pass 2 of a multi-chunk row: normalize the collapse parked in ``layer_input`` in place (+MXFP8)."""
-    inv_rms = mhc_inv_rms(sumsq, eps, H)
-    # Pass 1's collapse stores must be visible to every thread of the program.
+    """Pass 2: normalize the row's collapse parked in ``layer_input`` in place (+MXFP8), BLOCK_H columns a step."""
+    # This program's pass 1 collapse stores must be visible to all of its threads.
     tl.debug_barrier()
     for col0 in range(0, H, BLOCK_H):
         cols = col0 + tl.arange(0, BLOCK_H)
-        collapse = bf16_to_f32(tl.load(layer_input_ptr + row * H + cols, mask=cols < H, other=0.0))
+        # .cg: read at L2, where (split mode) the other programs' collapse stores landed
+        collapse = bf16_to_f32(
+            tl.load(layer_input_ptr + row * H + cols, mask=cols < H, other=0.0, cache_modifier=".cg")
+        )
         mhc_norm_chunk(
             collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, col0, H, BLOCK_H, QUANTIZE
+        )
+
+
+@triton.jit
+def mhc_split_rms_norm(
+    collapse,  # fp32 [BLOCK_H] holding BF16 values: this program's chunk of the row
+    eps,
+    weight_ptr,
+    layer_input_ptr,  # bf16 [M, H]
+    values_ptr,
+    scales_ptr,
+    ws_ptr,  # fp32 [M, SPLIT] partial sums of squares
+    counter_ptr,  # int32 [M] arrivals per row, zero between launches
+    row,  # int64
+    chunk,  # this program's chunk of the row
+    cols,
+    mask,
+    H: tl.constexpr,
+    SPLIT: tl.constexpr,
+    NORM_BLOCK: tl.constexpr,  # pass 2 step of the last program
+    QUANTIZE: tl.constexpr,
+):
+    """Split mode: park this chunk's collapse and its sum of squares; the row's last program
+    to arrive sums the partials in chunk order, normalizes the whole row (+MXFP8) and re-arms
+    the row's counter for the next launch."""
+    tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+    tl.store(ws_ptr + row * SPLIT + chunk, tl.sum(collapse * collapse, axis=0))
+    # Every thread's stores are issued before the release of the arrival count; the acquire
+    # makes the other programs' stores (released the same way) visible to the last one.
+    tl.debug_barrier()
+    if tl.atomic_add(counter_ptr + row, 1, sem="acq_rel") == SPLIT - 1:
+        sumsq = 0.0
+        for c in tl.static_range(SPLIT):
+            # .cg: read at L2, where the other programs' partials landed
+            sumsq += tl.load(ws_ptr + row * SPLIT + c, cache_modifier=".cg")
+        tl.store(counter_ptr + row, 0)
+        inv_rms = mhc_inv_rms(sumsq, eps, H)
+        mhc_rms_norm_row(
+            inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
         )
 
 
@@ -257,6 +315,8 @@ def mhc_post_collapse_rms_norm_kernel(
     layer_input_ptr,  # bf16 [M, H] or None (residual only)
     values_ptr,  # uint8 [M, H] or None (no MXFP8)
     scales_ptr,  # uint8 [mxfp8_scale_numel(M, H)] or None
+    ws_ptr,  # fp32 [M, SPLIT] or None (SPLIT == 1 or residual only)
+    counter_ptr,  # int32 [M], zero between launches, or None (as ws_ptr)
     # sizes and scalars
     M,
     eps,
@@ -265,6 +325,8 @@ def mhc_post_collapse_rms_norm_kernel(
     HC: tl.constexpr,  # streams, a power of two
     RANKS: tl.constexpr,  # 0: x is reduced; n: sum n rank partials first (the fallback after an all-gather)
     BLOCK_H: tl.constexpr,  # chunk width, a power of two >= 128
+    SPLIT: tl.constexpr,  # programs per row (grid axis 1); > 1: column split, one chunk each
+    NORM_BLOCK: tl.constexpr,  # pass 2 step
     WRITE_LAYER_INPUT: tl.constexpr,
     QUANTIZE: tl.constexpr,
     SCALE_BLOCK: tl.constexpr,  # next power of two >= H // 32 (padding-row stores)
@@ -277,9 +339,10 @@ def mhc_post_collapse_rms_norm_kernel(
         tl.extra.cuda.gdc_wait()
     if pid < M:
         post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
-        if H <= BLOCK_H:
-            # One chunk: the collapse stays in registers between the mix and the norm.
-            cols = tl.arange(0, BLOCK_H)
+        if SPLIT > 1 or H <= BLOCK_H:
+            # One chunk per program: the whole row, or (split) chunk program_id(1) of it.
+            chunk = tl.program_id(1)
+            cols = chunk * BLOCK_H + tl.arange(0, BLOCK_H)
             mask = cols < H
             streams = mhc_load_streams(residual_ptr, row, cols, mask, H, HC)
             reduced = mhc_reduced_chunk(x_ptr, row, cols, mask, M, H, RANKS)
@@ -289,10 +352,18 @@ def mhc_post_collapse_rms_norm_kernel(
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                inv_rms = mhc_inv_rms(collapse * collapse, eps, H)
-                mhc_norm_chunk(
-                    collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
-                )
+                if SPLIT > 1:
+                    mhc_split_rms_norm(
+                        collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
+                        row, chunk, cols, mask, H, SPLIT, NORM_BLOCK, QUANTIZE,
+                    )
+                else:
+                    # The whole row: the collapse stays in registers between the mix and the norm.
+                    inv_rms = mhc_inv_rms(tl.sum(collapse * collapse, axis=0), eps, H)
+                    mhc_norm_chunk(
+                        collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H,
+                        QUANTIZE,
+                    )
         else:
             sumsq = tl.zeros((BLOCK_H,), tl.float32)
             for col0 in range(0, H, BLOCK_H):
@@ -309,13 +380,17 @@ def mhc_post_collapse_rms_norm_kernel(
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
+                inv_rms = mhc_inv_rms(tl.sum(sumsq, axis=0), eps, H)
                 mhc_rms_norm_row(
-                    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, BLOCK_H, QUANTIZE
+                    inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
                 )
     elif QUANTIZE:
         # Programs past M zero the swizzle padding scale rows, PAD_ROWS each (one program for
         # all of them is a serial tail of several microseconds at M = 1).
-        mxfp8_zero_scale_padding(scales_ptr, M, pid - M, tl.num_programs(0) - M, H // 32, SCALE_BLOCK)
+        mxfp8_zero_scale_padding(
+            scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT, H // 32,
+            SCALE_BLOCK,
+        )
 
 
 #: Elements of the [hc, BLOCK_H] fp32 mix tile of one chunk: 32 per thread at 16 warps
@@ -334,6 +409,82 @@ def block_h(hidden: int, hc: int) -> int:
 def num_warps_for(hc: int, block: int) -> int:
     """16 warps for a full tile, fewer for small rows (at least 4, 16 fp32 per thread below 16)."""
     return max(4, min(16, hc * block // 512))
+
+
+#: Narrowest chunk of the column split, a power of two >= 128 (chunk edges on 128-column
+#: scale tiles). A split program has BLOCK_H / 256 warps, one 8-column BF16 vector per
+#: thread and stream, so that the [hc, BLOCK_H] tile keeps a column's streams in one thread
+#: (:func:`take_row`; sm_90 SASS at hc 4: 6 barriers in pass 1, 34 with twice the warps).
+#: 1024 columns: the last program of a row runs pass 2 over the whole row with 4 warps.
+SPLIT_MIN_COLS = 1024
+
+
+class LaunchShape(NamedTuple):
+    split: int  #: programs per row (grid axis 1); 1: one program per row
+    block: int  #: BLOCK_H
+    norm_block: int  #: NORM_BLOCK, the pass 2 step
+    num_warps: int
+
+
+def launch_shape(m: int, hidden: int, hc: int, device: torch.device) -> LaunchShape:
+    """The grid of an mHC launch of M rows on ``device``, with ``sms`` = :func:`num_sms` (1
+    under the interpreter: tests patch it to force the column split).
+
+    Column split while one program per row would leave at least half the SMs idle
+    (2 M <= sms): chunks of the narrowest power of two >= SPLIT_MIN_COLS that keeps
+    M * SPLIT within ``sms`` (one wave), at most :func:`block_h`; the last program's pass 2
+    takes the whole row in one step up to hidden 2048 * warps. One program per row
+    otherwise, or when the row is one such chunk. Hidden 5120 on 132 SMs: SPLIT 5 of 1024
+    columns up to M 26, 3 of 2048 (the last one ragged) up to M 52, 2 of 4096 up to M 66
+    (3 of 2048 at hc 8).
+    """
+    full = block_h(hidden, hc)
+    sms = num_sms(device)
+    if 2 * m <= sms:
+        block = min(full, max(SPLIT_MIN_COLS, triton.next_power_of_2(-(-hidden * m // sms))))
+        split = -(-hidden // block)
+        if split > 1 and block >= 128:  # max_split's bound (block_h is >= 128 unless MAX_TILE is patched)
+            warps = max(1, min(16, block // 256))
+            return LaunchShape(split, block, min(triton.next_power_of_2(hidden), 2048 * warps), warps)
+    return LaunchShape(1, full, full, num_warps_for(hc, full))
+
+
+def max_split(hidden: int) -> int:
+    """The most programs per row any launch shape gives (chunks of >= 128 columns)."""
+    return hidden // 128
+
+
+def new_split_scratch(rows: int, split: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fp32 workspace [rows * split], int32 arrival counters [rows], zero) for split launches
+    of up to ``rows`` rows and ``split`` programs per row."""
+    return (
+        torch.empty(rows * split, dtype=torch.float32, device=device),
+        torch.zeros(rows, dtype=torch.int32, device=device),
+    )
+
+
+_SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown scratch that captured graphs may still use
+
+
+def split_scratch(device: torch.device, rows: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-device split-mode scratch of the standalone op (:func:`new_split_scratch`), grown on demand.
+
+    The counters start at zero and each row's last program re-arms its counter, so one
+    allocation serves every later launch (and CUDA-graph replays). Launches that share it
+    must be ordered (one stream): allocate it before graph capture, e.g. in a warmup call.
+    A buffer outgrown by a later launch is kept alive (``_RETIRED``): a CUDA graph
+    captured earlier still points at it.
+    """
+    device = runtime.normalize_device(device)
+    ws, counters = _SCRATCH.get(device, (None, None))
+    if ws is None or ws.numel() < rows * split or counters.numel() < rows:
+        if ws is not None:
+            _RETIRED.extend((ws, counters))
+        # At least the split mode's largest M (half the SMs) at hidden 8192.
+        ws, counters = new_split_scratch(max(rows, 128), max(split, 64), device)
+        _SCRATCH[device] = (ws, counters)
+    return ws, counters
 
 
 def launch_mhc_post_collapse_rms_norm(
@@ -356,10 +507,13 @@ def launch_mhc_post_collapse_rms_norm(
     """
     m, hc, hidden = residual.shape
     ranks = x.shape[0] if x.dim() == 3 else 0
-    block = block_h(hidden, hc)
+    shape = launch_shape(m, hidden, hc, residual.device)
+    ws = counters = None
+    if shape.split > 1 and layer_input is not None:
+        ws, counters = split_scratch(residual.device, m, shape.split)
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)
-    mhc_post_collapse_rms_norm_kernel[(grid_rows(m, quantize),)](
+    mhc_post_collapse_rms_norm_kernel[(grid_rows(m, quantize, shape.split), shape.split)](
         x,
         residual,
         post,
@@ -370,17 +524,21 @@ def launch_mhc_post_collapse_rms_norm(
         layer_input,
         values.view(torch.uint8) if quantize else None,
         scales,
+        ws,
+        counters,
         m,
         norm_eps,
         H=hidden,
         HC=hc,
         RANKS=ranks,
-        BLOCK_H=block,
+        BLOCK_H=shape.block,
+        SPLIT=shape.split,
+        NORM_BLOCK=shape.norm_block,
         WRITE_LAYER_INPUT=pre is not None,
         QUANTIZE=quantize,
         SCALE_BLOCK=triton.next_power_of_2(hidden // 32),
         USE_PDL=use_pdl,
-        num_warps=num_warps_for(hc, block),
+        num_warps=shape.num_warps,
         enable_fp_fusion=False,
         launch_pdl=use_pdl,
     )

@@ -25,6 +25,7 @@ from seam.comm.ledger import CallLedger
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.lamport import launch_lamport_publish
 from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
+from seam.kernels.mhc import max_split, new_split_scratch, split_scratch
 from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT, SPIN_LIMIT_MAX
 from seam.ops.mhc import check_hidden_hc, check_mhc_inputs, launch_checked
 from seam.ops.mxfp8 import check_mxfp8_out
@@ -54,10 +55,11 @@ class AllReduceMHC:
     bit-identical to ``mxfp8_quantize(layer_input)``.
 
     Construction is collective over ``group``: with peer access it allocates the Lamport
-    mailbox (``group.create_mailbox``), otherwise the fallback buffers (all-gather +
-    fused mHC kernel, same outputs). A real group (one rank per process) calls
-    :meth:`__call__` / :meth:`finalize`; a :class:`seam.comm.SimulatedGroup` drives every
-    rank from one process with the separate steps :meth:`publish` /
+    mailbox (``group.create_mailbox``) and the consumer's column-split scratch, otherwise
+    the fallback buffers (all-gather + fused mHC kernel, same outputs), so that a call
+    allocates nothing but its outputs (CUDA-graph capture). A real group (one rank per
+    process) calls :meth:`__call__` / :meth:`finalize`; a :class:`seam.comm.SimulatedGroup`
+    drives every rank from one process with the separate steps :meth:`publish` /
     :meth:`publish_finalize` for every rank, then :meth:`consume` for every rank.
 
     Args:
@@ -124,9 +126,14 @@ class AllReduceMHC:
         # Every rank must build the same mailbox shape: peers address each other's rows with it.
         group.agree("(hidden_size, hc_mult, max_num_tokens, top_k)", (self.hidden_size, self.hc_mult, self.capacity, self.top_k))
         self.mailbox: LamportMailbox | None = None
+        # The consumer's column-split scratch (decode M): its counters re-arm themselves after
+        # every launch, so calls (and graph replays) need no other allocation or reset.
         if self.fused:
             self.mailbox = group.create_mailbox(self.hidden_size, self.capacity)
+            self._split_scratch = new_split_scratch(self.capacity, max_split(self.hidden_size), self.device)
         else:
+            # The fallback's fused kernel uses the standalone op's per-device scratch: grown here.
+            split_scratch(self.device, self.capacity, max_split(self.hidden_size))
             # Rank partials gathered in rank order: [TP * capacity, hidden] viewed as [TP, M, hidden].
             self._gathered = torch.empty(
                 self.tp * self.capacity * self.hidden_size, dtype=torch.bfloat16, device=self.device
@@ -379,7 +386,7 @@ class AllReduceMHC:
         values, scales = mxfp8 if mxfp8 is not None else (None, None)
         launch_lamport_mhc_consumer(
             state.mailbox, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
-            residual_out, layer_input, values, scales, self.spin_limit,
+            residual_out, layer_input, values, scales, self._split_scratch, self.spin_limit,
         )
         if self.debug and runtime.host_reads_allowed(self.device):
             self.mailbox.check_error(rank)

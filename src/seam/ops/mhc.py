@@ -160,6 +160,11 @@ def mhc_post_collapse_rms_norm(
     :func:`seam.ref.mhc.mhc_post_collapse_rms_norm_ref`, ``layer_input`` within 1 BF16 ulp
     (RMS reduction order, rsqrt), MXFP8 bit-identical to ``mxfp8_quantize(layer_input)``.
 
+    At decode M the launch splits each row over several programs that combine the RMS
+    through a per-device scratch (``seam.kernels.mhc.split_scratch``), allocated on first
+    use: make a warmup call before capturing a CUDA graph, and do not run calls on
+    several streams concurrently.
+
     Args:
         x: BF16 [M, hidden], hidden a multiple of 128; not modified.
         residual: BF16 [M, hc, hidden] residual streams, hc in (1, 2, 4, 8); not modified.
