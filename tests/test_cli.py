@@ -13,6 +13,11 @@ def test_bench_rejects_unknown_name(capsys):
     assert "unknown benchmark 'nope'" in capsys.readouterr().err
 
 
+def test_bench_dist_points_to_torchrun(capsys):
+    assert main(["bench", "dist"]) == 2
+    assert "torchrun --nproc-per-node N -m seam.bench.dist" in capsys.readouterr().err
+
+
 def test_bench_rejects_token_counts_below_one(capsys):
     assert main(["bench", "qkv", "--m", "1", "0"]) == 2
     assert "--m takes token counts >= 1" in capsys.readouterr().err

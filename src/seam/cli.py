@@ -34,12 +34,19 @@ def _info() -> int:
 def _bench_names() -> list[str]:
     import seam.bench
 
-    return sorted(m.name for m in pkgutil.iter_modules(seam.bench.__path__) if m.name != "timing")
+    # timing is the shared helper; dist runs one process per GPU under torchrun (_MULTI_PROCESS)
+    return sorted(m.name for m in pkgutil.iter_modules(seam.bench.__path__) if m.name not in ("timing", "dist"))
+
+
+_MULTI_PROCESS = {"dist": "torchrun --nproc-per-node N -m seam.bench.dist --tp N"}
 
 
 def _bench(name: str, ms: list[int] | None) -> int:
     from rich.console import Console
 
+    if name in _MULTI_PROCESS:
+        print(f"seam bench {name} runs one process per GPU: {_MULTI_PROCESS[name]}", file=sys.stderr)
+        return 2
     if name not in _bench_names():
         print(f"unknown benchmark {name!r}; choose from {', '.join(_bench_names())}", file=sys.stderr)
         return 2

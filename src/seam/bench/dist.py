@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m seam.bench.dist", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tp", type=int, required=True, help="TP size (= torchrun --nproc-per-node)")
-    parser.add_argument("--m", type=int, nargs="+", default=list(MS), help="token counts M")
+    # not --m: torchrun's parser would take it for an abbreviation of one of its own options
+    parser.add_argument("--tokens", type=int, nargs="+", default=list(MS), help="token counts M")
     parser.add_argument("--iters", type=int, default=100, help="calls per CUDA graph")
     parser.add_argument("--reps", type=int, default=10, help="timed replays per point")
     parser.add_argument("--json", help="write the rows here (rank 0)")
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             print(json.dumps(row), flush=True)  # progress: a run cut short still reports
 
-    ms = tuple(args.m)
+    ms = tuple(args.tokens)
     bench_norm(group, device, rank, ms, args.iters, args.reps, emit)
     bench_mhc(group, device, rank, ms, args.iters, args.reps, emit)
     if rank == 0:
