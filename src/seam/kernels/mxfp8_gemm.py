@@ -82,11 +82,11 @@ LARGE_TILE = Tile(128, 128, 32, 8, 4)
 
 #: The single-token decode tile: BLOCK_M 1 selects the CUDA-core GEMV mainloop
 #: (:func:`mxfp8_gemv_mainloop`); M >= 2 takes the dot tiles. Tile sweep on the H200
-#: (2026-11-29, N 2560, K 6144, M 1, split 12, ``BENCHMARKS.md``): mxfp8_linear 9.0 us and
-#: the fused QKV kernel 15.1 us, against 12.8 and 20.6 us with the 16-row dot tile; 4 warps
-#: beat 8 for the fused kernel (18.7 us). A [BLOCK_M, 128, BLOCK_K] CUDA-core form for
-#: M 2..8 measured 1.5-4x slower than the 16-row dot tile, so only M = 1 takes this path.
-GEMV_TILE = Tile(1, 128, 128, 4, 1)
+#: (2026-11-30, N 2560, K 6144, M 1, ``BENCHMARKS.md``): the fused QKV kernel 11.45 us at
+#: 8 warps, split 12 (4 warps spill: 71 us; the 2026-11-29 mainloop with a [128, BLOCK_K]
+#: accumulator: 15.2 us at 4 warps). A [BLOCK_M, 128, BLOCK_K] CUDA-core form for M 2..8
+#: measured 1.5-4x slower than the 16-row dot tile, so only M = 1 takes this path.
+GEMV_TILE = Tile(1, 128, 128, 8, 1)
 
 
 def num_sms(device: torch.device) -> int:
@@ -317,18 +317,23 @@ def mxfp8_gemv_mainloop(
     ``f32(A_deq) @ f32(W_deq)^T`` up to summation order. With ``A_BF16`` the A tile is
     quantized in the kernel exactly as in :func:`mxfp8_mainloop`.
     """
-    part = tl.zeros((BN, BLOCK_K), tl.float32)
+    # Each step's products are summed over K right away (in-thread adds, then warp shuffles):
+    # a [BN, BLOCK_K] fp32 accumulator held through the loop took 128 registers per thread
+    # at 4 warps and spilled with the QKV epilogue. Prefetching the next weight tile (as
+    # mxfp8_mainloop does) spilled too and measured slower on the H200.
+    total = tl.zeros((BN,), tl.float32)
     for i in range(N_STEPS):
         k0 = k_base + i * BLOCK_K
+        b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
         if A_BF16:
             a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
             a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), 1, BLOCK_K)
         else:
             a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k0, K, 1, BLOCK_K)
-        b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
         # the [1, BLOCK_K] A tile broadcasts over the weight rows: only it changes layout
-        part += dequantize_mxfp8_f32(b_v, b_s, BN, BLOCK_K) * dequantize_mxfp8_f32(a_v, a_s, 1, BLOCK_K)
-    return acc + tl.reshape(tl.sum(part, axis=1), (1, BN))
+        w_deq = dequantize_mxfp8_f32(b_v, b_s, BN, BLOCK_K)
+        total += tl.sum(w_deq * dequantize_mxfp8_f32(a_v, a_s, 1, BLOCK_K), axis=1)
+    return acc + tl.reshape(total, (1, BN))
 
 
 @triton.jit

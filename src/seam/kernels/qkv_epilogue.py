@@ -6,10 +6,12 @@ of them, each over a K range) run the MXFP8 GEMM mainloop of
 ``seam.kernels.mxfp8_gemm``; the one holding the full accumulator (all of them when
 SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
 the head's role-specific epilogue on the fp32 accumulator, so qkv never reaches
-memory (only fp32 partials of the few decode tiles when K is split). ``ACC_MODE`` 1 replaces
-the GEMM by a load of a given accumulator [M, N] (fp32, or BF16 for the unfused
-chain): the same epilogue code, which is how the epilogue is tested bit for bit
-against :mod:`seam.ref.qkv`.
+memory (only fp32 partials of the few decode tiles when K is split). Every program
+loads the epilogue's inputs (positions, cos/sin rows, norm weights, cache slots)
+before its mainloop, so their latency overlaps the GEMM instead of adding to the end
+of the tile's last program. ``ACC_MODE`` 1 replaces the GEMM by a load of a given
+accumulator [M, N] (fp32, or BF16 for the unfused chain): the same epilogue code,
+which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`.
 
 Exactness: every epilogue step is a correctly rounded fp32 operation with a named
 rounding point, launched with ``enable_fp_fusion=False`` so no product is contracted
@@ -59,17 +61,15 @@ def _split_head(acc, R: tl.constexpr):
 
 
 @triton.jit
-def _gemma_rms_norm(x, y, z, w_ptr, eps, R: tl.constexpr):
-    """Gemma RMSNorm of the head rows: r = 1/sqrt_rn(tree(x^2)/128 + eps), n = x*r, n + n*f32(w)."""
-    d32 = tl.arange(0, 32)
+def _gemma_rms_norm(x, y, z, w, eps, R: tl.constexpr):
+    """Gemma RMSNorm of the head rows with BF16 weights w [128]: r = 1/sqrt_rn(tree(x^2)/128 + eps),
+    n = x*r, n + n*f32(w)."""
     z_lo, z_hi = tl.split(tl.permute(tl.reshape(z * z, (R, 2, 32)), (0, 2, 1)))
     # tree over dims 0..127 in index order: ((x + y) + (z_lo + z_hi))
     ss = (_tree32(x * x, R) + _tree32(y * y, R)) + (_tree32(z_lo, R) + _tree32(z_hi, R))
     v = ss * _INV_HEAD_DIM + eps
     r = tl.math.div_rn(1.0, tl.math.sqrt_rn(v))[:, None]
-    wx = to_f32(tl.load(w_ptr + d32))[None, :]
-    wy = to_f32(tl.load(w_ptr + 32 + d32))[None, :]
-    wz = to_f32(tl.load(w_ptr + 64 + tl.arange(0, 64)))[None, :]
+    wx, wy, wz = _split_head(to_f32(tl.reshape(w, (1, 128))), 1)
     nx = x * r
     ny = y * r
     nz = z * r
@@ -77,12 +77,32 @@ def _gemma_rms_norm(x, y, z, w_ptr, eps, R: tl.constexpr):
 
 
 @triton.jit
-def _rope(x, y, cs_ptr, pos):
-    """NeoX RoPE of the pair (x = dims [0, 32), y = dims [32, 64)); products rounded before add/sub."""
-    d32 = tl.arange(0, 32)
-    base = cs_ptr + pos[:, None] * 64 + d32[None, :]
-    cos = to_f32(tl.load(base))
-    sin = to_f32(tl.load(base + 32))
+def _load_cos_sin(cs_ptr, pos, mask, R: tl.constexpr):
+    """The positions' BF16 cos and sin rows for :func:`_rope` (rows not in mask are not loaded):
+    a tuple (cos, sin) of [R, 32], or for one row a [1, 128] tile (cos | sin | dims [64, 128)
+    not loaded).
+
+    They wait in registers through the mainloop. Triton re-issues a load of fewer elements
+    than threads in each layout the epilogue uses (some replicated per thread), which would
+    keep all those copies live, so the one-row load is widened to 128 elements.
+    """
+    if R == 1:
+        d = tl.arange(0, 128)[None, :]
+        return tl.load(cs_ptr + pos[:, None] * 64 + d, mask=mask[:, None] & (d < 64))
+    else:
+        base = cs_ptr + pos[:, None] * 64 + tl.arange(0, 32)[None, :]
+        return tl.load(base, mask=mask[:, None]), tl.load(base + 32, mask=mask[:, None])
+
+
+@triton.jit
+def _rope(x, y, cs, R: tl.constexpr):
+    """NeoX RoPE of the pair (x = dims [0, 32), y = dims [32, 64)) with :func:`_load_cos_sin`'s
+    rows; products rounded before add/sub."""
+    if R == 1:
+        cos, sin, _ = _split_head(to_f32(cs), 1)
+    else:
+        cos = to_f32(cs[0])
+        sin = to_f32(cs[1])
     return x * cos - y * sin, y * cos + x * sin
 
 
@@ -137,10 +157,9 @@ def _store_nvfp4(
 
 
 @triton.jit
-def _slot_location(slot_ptr, rows, row_mask, block_size):
-    """(block, token, valid) of each row's cache slot; slot -1 (or a padding row) is not valid."""
-    slot = tl.load(slot_ptr + rows, mask=row_mask, other=-1)
-    valid = row_mask & (slot >= 0)
+def _slot_location(slot, block_size):
+    """(block, token, valid) of each row's cache slot; slot -1 (padding rows load -1) is not valid."""
+    valid = slot >= 0
     slot = tl.where(valid, slot, 0)
     return slot // block_size, slot % block_size, valid
 
@@ -204,6 +223,22 @@ def qkv_epilogue_kernel(
     n0 = head.to(tl.int64) * 128
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
+    # The epilogue's inputs (the previous kernel may write them: after gdc_wait) are loaded
+    # before the GEMM, so their round trips (positions, then cos/sin) overlap the mainloop.
+    # Each head loads only what its kind uses: norm weights and RoPE rows for all but V,
+    # cache slots for K, V and index_k. The weights are one [128] load for the reason
+    # given in _load_cos_sin.
+    normed = (head < V_START) | (head >= IQ_START)
+    slotted = (head >= K_START) & ((head < IQ_START) | (head >= IK_START))
+    norm_w_ptr = tl.where(
+        head < K_START, qw_ptr, tl.where(head < V_START, kw_ptr, tl.where(head < IK_START, iqw_ptr, ikw_ptr))
+    )
+    w = tl.load(norm_w_ptr + tl.arange(0, 128), mask=normed)
+    pos = tl.load(pos_ptr + rows, mask=row_mask & normed, other=0)
+    cs = _load_cos_sin(cs_ptr, pos, row_mask & normed, BLOCK_M)
+    slot = tl.load(tl.where(head < IK_START, slot_ptr, islot_ptr) + rows, mask=row_mask & slotted, other=-1)
+
+    last = True  # this program holds the full accumulator and writes the outputs
     if ACC_MODE == 0:
         cols = n0 + tl.arange(0, 128)
         kid = tl.program_id(2)
@@ -222,56 +257,51 @@ def qkv_epilogue_kernel(
         if SPLIT_K > 1:
             tile_id = pid_m * (19 * NKV + 1) + head
             acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, 128)
-            # only the program holding the summed accumulator writes outputs
-            row_mask = row_mask & last
-        x, y, z = _split_head(acc, BLOCK_M)
     else:
-        src = acc_ptr + rows[:, None] * stride_acc + n0
-        m2 = row_mask[:, None]
-        x = to_f32(tl.load(src + tl.arange(0, 32)[None, :], mask=m2, other=0.0))
-        y = to_f32(tl.load(src + 32 + tl.arange(0, 32)[None, :], mask=m2, other=0.0))
-        z = to_f32(tl.load(src + 64 + tl.arange(0, 64)[None, :], mask=m2, other=0.0))
+        src = acc_ptr + rows[:, None] * stride_acc + n0 + tl.arange(0, 128)[None, :]
+        acc = to_f32(tl.load(src, mask=row_mask[:, None], other=0.0))
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
 
-    pos = tl.load(pos_ptr + rows, mask=row_mask, other=0)
-    d32 = tl.arange(0, 32)[None, :]
-    d64 = tl.arange(0, 64)[None, :]
-    m2 = row_mask[:, None]
-    if head < K_START:
-        qx, qy, qz = _gemma_rms_norm(x, y, z, qw_ptr, eps, BLOCK_M)
-        qx, qy = _rope(qx, qy, cs_ptr, pos)
-        q_off = rows[:, None] * (16 * NKV * 128) + n0
-        if HAS_Q:
-            tl.store(q_ptr + q_off + d32, to_bf16_rne(qx), mask=m2)
-            tl.store(q_ptr + q_off + 32 + d32, to_bf16_rne(qy), mask=m2)
-            tl.store(q_ptr + q_off + 64 + d64, to_bf16_rne(qz), mask=m2)
-        if HAS_QFP8:
-            tl.store(qf_ptr + q_off + d32, e4m3_saturate_bits(qx * inv_q_fp8_scale), mask=m2)
-            tl.store(qf_ptr + q_off + 32 + d32, e4m3_saturate_bits(qy * inv_q_fp8_scale), mask=m2)
-            tl.store(qf_ptr + q_off + 64 + d64, e4m3_saturate_bits(qz * inv_q_fp8_scale), mask=m2)
-    elif head < V_START:
-        kx, ky, kz = _gemma_rms_norm(x, y, z, kw_ptr, eps, BLOCK_M)
-        kx, ky = _rope(kx, ky, cs_ptr, pos)
-        blk, tok, valid = _slot_location(slot_ptr, rows, row_mask, block_size)
-        base = blk * kv_page_stride + (2 * (head - K_START)) * (block_size * 72)
-        _store_nvfp4(kv_ptr, base, tok, valid, kx, ky, kz, inv_k_scale, block_size, False, BLOCK_M)
-    elif head < IQ_START:
-        blk, tok, valid = _slot_location(slot_ptr, rows, row_mask, block_size)
-        base = blk * kv_page_stride + (2 * (head - V_START) + 1) * (block_size * 72)
-        _store_nvfp4(kv_ptr, base, tok, valid, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
-    elif head < IK_START:
-        ix, iy, iz = _gemma_rms_norm(x, y, z, iqw_ptr, eps, BLOCK_M)
-        ix, iy = _rope(ix, iy, cs_ptr, pos)
-        iq_off = rows[:, None] * (NKV * 128) + (head - IQ_START) * 128
-        tl.store(iq_ptr + iq_off + d32, e4m3_saturate_bits(ix), mask=m2)
-        tl.store(iq_ptr + iq_off + 32 + d32, e4m3_saturate_bits(iy), mask=m2)
-        tl.store(iq_ptr + iq_off + 64 + d64, e4m3_saturate_bits(iz), mask=m2)
-    else:
-        jx, jy, jz = _gemma_rms_norm(x, y, z, ikw_ptr, eps, BLOCK_M)
-        jx, jy = _rope(jx, jy, cs_ptr, pos)
-        blk, tok, valid = _slot_location(islot_ptr, rows, row_mask, block_size)
-        _store_nvfp4(idx_ptr, blk * idx_page_stride, tok, valid, jx, jy, jz, 1.0, block_size, False, BLOCK_M)
+    if last:  # the other split programs only contributed their partial
+        x, y, z = _split_head(acc, BLOCK_M)
+        d32 = tl.arange(0, 32)[None, :]
+        d64 = tl.arange(0, 64)[None, :]
+        m2 = row_mask[:, None]
+        if head < K_START:
+            x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
+            x, y = _rope(x, y, cs, BLOCK_M)
+            q_off = rows[:, None] * (16 * NKV * 128) + n0
+            if HAS_Q:
+                tl.store(q_ptr + q_off + d32, to_bf16_rne(x), mask=m2)
+                tl.store(q_ptr + q_off + 32 + d32, to_bf16_rne(y), mask=m2)
+                tl.store(q_ptr + q_off + 64 + d64, to_bf16_rne(z), mask=m2)
+            if HAS_QFP8:
+                tl.store(qf_ptr + q_off + d32, e4m3_saturate_bits(x * inv_q_fp8_scale), mask=m2)
+                tl.store(qf_ptr + q_off + 32 + d32, e4m3_saturate_bits(y * inv_q_fp8_scale), mask=m2)
+                tl.store(qf_ptr + q_off + 64 + d64, e4m3_saturate_bits(z * inv_q_fp8_scale), mask=m2)
+        elif head < V_START:
+            x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
+            x, y = _rope(x, y, cs, BLOCK_M)
+            blk, tok, valid = _slot_location(slot, block_size)
+            base = blk * kv_page_stride + (2 * (head - K_START)) * (block_size * 72)
+            _store_nvfp4(kv_ptr, base, tok, valid, x, y, z, inv_k_scale, block_size, False, BLOCK_M)
+        elif head < IQ_START:
+            blk, tok, valid = _slot_location(slot, block_size)
+            base = blk * kv_page_stride + (2 * (head - V_START) + 1) * (block_size * 72)
+            _store_nvfp4(kv_ptr, base, tok, valid, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
+        elif head < IK_START:
+            x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
+            x, y = _rope(x, y, cs, BLOCK_M)
+            iq_off = rows[:, None] * (NKV * 128) + (head - IQ_START) * 128
+            tl.store(iq_ptr + iq_off + d32, e4m3_saturate_bits(x), mask=m2)
+            tl.store(iq_ptr + iq_off + 32 + d32, e4m3_saturate_bits(y), mask=m2)
+            tl.store(iq_ptr + iq_off + 64 + d64, e4m3_saturate_bits(z), mask=m2)
+        else:
+            x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
+            x, y = _rope(x, y, cs, BLOCK_M)
+            blk, tok, valid = _slot_location(slot, block_size)
+            _store_nvfp4(idx_ptr, blk * idx_page_stride, tok, valid, x, y, z, 1.0, block_size, False, BLOCK_M)
 
 
 def launch_qkv_epilogue(
