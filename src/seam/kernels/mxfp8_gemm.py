@@ -20,8 +20,9 @@ arrival order and the fused QKV epilogue stays in the kernel. The helpers here a
 shared with the fused QKV kernel (``seam.kernels.qkv_epilogue``).
 
 One token (``BLOCK_M`` 1, :data:`GEMV_TILE`) takes a CUDA-core GEMV mainloop instead
-(:func:`mxfp8_gemv_mainloop`): fp32 dequantization, products into a per-thread fp32
-accumulator, no MMA padding to 16 rows and no operand-layout conversion of the weights.
+(:func:`mxfp8_gemv_mainloop`): fp32 dequantization, each step's products summed over K
+into one fp32 value per output column, no MMA padding to 16 rows and no operand-layout
+conversion of the weights.
 
 In-GEMM quantization (``A_BF16``): the kernel can take the BF16 activation [M, K]
 instead of its MXFP8 form and quantize each A tile in registers with the same block
@@ -114,7 +115,8 @@ def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
 #: H200 (2026-11-29, N 2560, K 6144, M 1, 16x128x64 tile, 8 warps): split 6 (one wave) 19.6 us,
 #: split 12 (two waves) 12.9 us, split 24 15.8 us for mxfp8_linear; 24.8 vs 19.2 us for
 #: the fused QKV kernel. At M 64 one wave stays faster (split 6 23.6 us, 12 28.8 us). For
-#: the fused kernel on :data:`GEMV_TILE`: split 6 18.7, 12 15.1, 24 17.8 us.
+#: the fused kernel on :data:`GEMV_TILE` (2026-11-30): split 6 14.4, 8 12.9, 12 11.5, 16 15.2,
+#: 24 20.8 us (``mxfp8_linear`` alone would prefer 24: 7.2 against 8.5 us at 12).
 DECODE_WAVES = 2
 
 
@@ -311,8 +313,8 @@ def mxfp8_gemv_mainloop(
 
     An MMA would pad the token to 16 rows and need each weight tile converted into its
     operand layout; here the weight tile stays in its load layout: every thread multiplies
-    its fp32-dequantized weights by the token's activations into a [BN, BLOCK_K] fp32
-    accumulator, reduced over K once after the loop. A product of two dequantized MXFP8
+    its fp32-dequantized weights by the token's activations, and each step's products are
+    summed over K into a [BN] fp32 accumulator. A product of two dequantized MXFP8
     values is exact in fp32 (8 significant bits) unless it underflows, so the result is
     ``f32(A_deq) @ f32(W_deq)^T`` up to summation order. With ``A_BF16`` the A tile is
     quantized in the kernel exactly as in :func:`mxfp8_mainloop`.

@@ -40,8 +40,8 @@ class LinearQuantize(str, enum.Enum):
 #: 6144): in_gemm / separate = 0.79-0.99 at every M in 2..16 on all four layers (gate_up,
 #: down, o_proj, qkv) and 0.82-1.01 at M 1; 1.00-1.30 at every M in 32..128. Every N tile
 #: re-quantizes its A tile; with 32/64-row tiles that work outgrows the saved launch and
-#: E4M3 round trip. Both give the same bytes. With the one-token GEMV tile (third session,
-#: same layers, M 1): in_gemm / separate = 0.66-0.77.
+#: E4M3 round trip. Both give the same bytes. With the one-token GEMV tile (same layers, M 1):
+#: in_gemm / separate = 0.66-0.77 (2026-11-29), 0.77-0.91 with its 8-warp mainloop (2026-11-30).
 IN_GEMM_MAX_M = 16
 
 
