@@ -324,6 +324,25 @@ def test_gpu_torch_compile(device):
     assert bytes_equal(a[0], b[0]) and bytes_equal(a[1], b[1])
 
 
+@pytest.mark.gpu
+def test_gpu_split_scratch_not_allocated_during_capture(device, monkeypatch):
+    """A first call inside a CUDA-graph capture raises (its zero-filled counters would only exist
+    at replay); after one eager call, captured calls replay to the eager result."""
+    monkeypatch.setattr(mhc_kernels, "_SCRATCH", {})
+    args = (*make_inputs(1, 4, 5120, device), EPS)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="before CUDA-graph capture"):
+        with torch.cuda.graph(graph):
+            seam.mhc_post_collapse_rms_norm(*args)
+    eager = seam.mhc_post_collapse_rms_norm(*args)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = seam.mhc_post_collapse_rms_norm(*args)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert bytes_equal(captured[0], eager[0]) and bytes_equal(captured[1], eager[1])
+
+
 # --- the kernels compile for sm_90 (H200) without a GPU ------------------------------------------
 
 COMPILE_SCRIPT = textwrap.dedent(

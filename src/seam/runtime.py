@@ -22,8 +22,9 @@ if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
 #: True when Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``).
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
-# Never use NVLink multicast (project rule, overriding the caller's environment): set before
-# any symmetric-memory, NCCL or NVSHMEM use, and inherited by every process seam starts.
+# Never use NVLink multicast (project rule: on a shared host it can take the GPUs out of
+# service): forced, overriding the caller's environment, before seam's symmetric memory or
+# NCCL use; it also applies to the rest of this process and to processes it starts.
 for _var, _val in (
     ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
     ("NCCL_NVLS_ENABLE", "0"),

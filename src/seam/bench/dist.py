@@ -10,8 +10,8 @@ slowest rank's median reported, us per call:
 
 * all-reduce + Gemma RMSNorm + MXFP8, hidden 6144 (the MiniMax-M3 boundary): seam's fused
   ``LamportAllReduce.all_reduce_gemma_rms_norm_mxfp8`` vs NCCL ``all_reduce`` + seam's fused
-  add+norm+quant vs torch symmetric memory ``one_shot_all_reduce`` (input already in the
-  symmetric buffer, output into a preallocated tensor) + the same add+norm+quant; the
+  add+norm+quant vs torch symmetric memory ``one_shot_all_reduce`` (input already in a
+  symmetric buffer of M rows, output into a preallocated tensor) + the same add+norm+quant; the
   all-reduce alone for each; and seam's MoE-finalize form (finalize folded into the publish).
 * all-reduce + mHC post-mix, collapse, RMSNorm, MXFP8, hidden 5120, hc 4 (DeepSeek-V4.1):
   ``AllReduceMHC`` vs NCCL / one-shot + ``seam.mhc_post_collapse_rms_norm``.
@@ -75,33 +75,30 @@ def dist_graph_time_us(fn: Callable[[], object], *, iters: int, reps: int) -> fl
 
 
 class OneShot:
-    """torch symmetric memory's ``one_shot_all_reduce`` on a rendezvoused buffer [capacity, hidden]."""
+    """torch symmetric memory's ``one_shot_all_reduce`` on rendezvoused buffers, one [M, hidden] per M
+    (the op reduces its whole input tensor, so each M gets a buffer of exactly M rows)."""
 
-    def __init__(self, capacity: int, hidden: int, device: torch.device) -> None:
+    def __init__(self, ms: tuple[int, ...], hidden: int, device: torch.device) -> None:
         import torch.distributed as dist
         import torch.distributed._symmetric_memory as symm_mem
 
         self.group_name = dist.group.WORLD.group_name
-        self.buf = symm_mem.empty((capacity, hidden), dtype=torch.bfloat16, device=device)
-        self.buf.zero_()
-        symm_mem.rendezvous(self.buf, self.group_name)
-        self.out = torch.empty(capacity, hidden, dtype=torch.bfloat16, device=device)
+        self.bufs, self.outs = {}, {}
+        for m in ms:
+            buf = symm_mem.empty((m, hidden), dtype=torch.bfloat16, device=device)
+            buf.zero_()
+            symm_mem.rendezvous(buf, self.group_name)
+            self.bufs[m] = buf
+            self.outs[m] = torch.empty(m, hidden, dtype=torch.bfloat16, device=device)
 
     def __call__(self, m: int) -> torch.Tensor:
-        # The whole buffer (a rendezvoused tensor, not a view) is reduced; only m rows are used.
-        torch.ops.symm_mem.one_shot_all_reduce_out(self.buf, "sum", self.group_name, self.out)
-        return self.out[:m]
+        return torch.ops.symm_mem.one_shot_all_reduce_out(self.bufs[m], "sum", self.group_name, self.outs[m])
 
 
-def _time_all(cases: dict[str, Callable[[], object]], iters: int, reps: int) -> dict[str, float | None]:
-    out = {}
-    for name, fn in cases.items():
-        try:
-            out[name] = dist_graph_time_us(fn, iters=iters, reps=reps)
-        except RuntimeError as e:  # e.g. a baseline that cannot be captured on this stack
-            print(f"  {name}: not timed ({str(e).splitlines()[0][:120]})", file=sys.stderr, flush=True)
-            out[name] = None
-    return out
+def _time_all(cases: dict[str, Callable[[], object]], iters: int, reps: int) -> dict[str, float]:
+    # No per-rank error handling: a rank that skipped a case would leave the others in a
+    # different collective. A failure stops the run (torchrun then stops every rank).
+    return {name: dist_graph_time_us(fn, iters=iters, reps=reps) for name, fn in cases.items()}
 
 
 def _moe(m: int, seed: int, device: torch.device) -> MoEOutput:
@@ -122,7 +119,7 @@ def bench_norm(group, device, rank, ms, iters, reps, emit) -> None:
     fin = FinalizeAllReduceGemmaRMSNormMxfp8(
         hidden_size=HIDDEN, max_num_tokens=cap, top_k=TOP_K, fp32_weights=True, group=group
     )
-    one_shot = OneShot(cap, HIDDEN, device)
+    one_shot = OneShot(ms, HIDDEN, device)
     nccl_buf = torch.zeros(cap, HIDDEN, dtype=torch.bfloat16, device=device)  # zeros: in-place sums stay finite
     weight = (torch.randn(HIDDEN, generator=torch.Generator().manual_seed(1)) * 0.1).bfloat16().to(device)
     for m in ms:
@@ -157,7 +154,7 @@ def bench_mhc(group, device, rank, ms, iters, reps, emit) -> None:
     cap = max(ms)
     op = seam.AllReduceMHC(hidden_size=MHC_HIDDEN, hc_mult=HC, max_num_tokens=cap, top_k=TOP_K, group=group,
                            quantize_layer_input=True)
-    one_shot = OneShot(cap, MHC_HIDDEN, device)
+    one_shot = OneShot(ms, MHC_HIDDEN, device)
     nccl_buf = torch.zeros(cap, MHC_HIDDEN, dtype=torch.bfloat16, device=device)
     for m in ms:
         g = torch.Generator().manual_seed(m)
@@ -196,9 +193,7 @@ def _print_table(rows: list[dict], tp: int) -> None:
         for c in ["M", *cols, "fused / NCCL chain"]:
             table.add_column(c, justify="right")
         for r in sel:
-            ratio = r["seam fused"] / r["NCCL + norm"] if r["seam fused"] and r["NCCL + norm"] else None
-            table.add_row(str(r["M"]), *("n/a" if r[c] is None else f"{r[c]:.2f}" for c in cols),
-                          "n/a" if ratio is None else f"{ratio:.2f}")
+            table.add_row(str(r["M"]), *(f"{r[c]:.2f}" for c in cols), f"{r['seam fused'] / r['NCCL + norm']:.2f}")
         Console(width=200).print(table)
 
 

@@ -32,9 +32,8 @@ from seam.kernels.mhc import (
     mhc_load_mixes,
     mhc_load_streams,
     mhc_mix_chunk,
-    mhc_norm_chunk,
+    mhc_norm_one_chunk,
     mhc_rms_norm_row,
-    mhc_split_rms_norm,
     mxfp8_zero_scale_padding,
 )
 from seam.kernels.numerics import round_bf16, to_bf16_rne
@@ -102,18 +101,10 @@ def lamport_mhc_consumer_kernel(
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                if SPLIT > 1:
-                    mhc_split_rms_norm(
-                        collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
-                        row, chunk, cols, mask, H, SPLIT, NORM_BLOCK, QUANTIZE,
-                    )
-                else:
-                    # The whole row: the collapse stays in registers between the mix and the norm.
-                    inv_rms = mhc_inv_rms(tl.sum(collapse * collapse, axis=0), eps, H)
-                    mhc_norm_chunk(
-                        collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H,
-                        QUANTIZE,
-                    )
+                mhc_norm_one_chunk(
+                    collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
+                    row, chunk, cols, mask, H, SPLIT, BLOCK_H, NORM_BLOCK, QUANTIZE,
+                )
         else:
             sumsq = tl.zeros((BLOCK_H,), tl.float32)
             for col0 in range(0, H, BLOCK_H):
@@ -173,7 +164,9 @@ def launch_lamport_mhc_consumer(
     m, hc, _ = residual.shape
     shape = launch_shape(m, hidden, hc, residual.device)
     ws, counters = split_scratch if shape.split > 1 and layer_input is not None else (None, None)
-    assert ws is None or (ws.numel() >= m * shape.split and counters.numel() >= m), "split scratch too small"
+    if ws is not None and (ws.numel() < m * shape.split or counters.numel() < m):
+        raise ValueError(f"split_scratch holds {counters.numel()} rows x {ws.numel()} partials, "
+                         f"need {m} x {m * shape.split}")
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)
     lamport_mhc_consumer_kernel[(grid_rows(m, quantize, shape.split), shape.split)](

@@ -280,6 +280,40 @@ def mhc_split_rms_norm(
 
 
 @triton.jit
+def mhc_norm_one_chunk(
+    collapse,  # fp32 [BLOCK_H] holding BF16 values: the row (SPLIT 1) or chunk ``chunk`` of it
+    eps,
+    weight_ptr,
+    layer_input_ptr,
+    values_ptr,
+    scales_ptr,
+    ws_ptr,
+    counter_ptr,
+    row,
+    chunk,
+    cols,
+    mask,
+    H: tl.constexpr,
+    SPLIT: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    NORM_BLOCK: tl.constexpr,
+    QUANTIZE: tl.constexpr,
+):
+    """Pass 2 of a program that holds one chunk: the whole row normalized from registers, or
+    (column split) the row's combine (:func:`mhc_split_rms_norm`)."""
+    if SPLIT > 1:
+        mhc_split_rms_norm(
+            collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
+            row, chunk, cols, mask, H, SPLIT, NORM_BLOCK, QUANTIZE,
+        )
+    else:
+        inv_rms = mhc_inv_rms(tl.sum(collapse * collapse, axis=0), eps, H)
+        mhc_norm_chunk(
+            collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H, QUANTIZE
+        )
+
+
+@triton.jit
 def mhc_reduced_chunk(
     x_ptr,  # bf16 [M, H] (RANKS == 0) or [RANKS, M, H]
     row,  # int64
@@ -352,18 +386,10 @@ def mhc_post_collapse_rms_norm_kernel(
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                if SPLIT > 1:
-                    mhc_split_rms_norm(
-                        collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
-                        row, chunk, cols, mask, H, SPLIT, NORM_BLOCK, QUANTIZE,
-                    )
-                else:
-                    # The whole row: the collapse stays in registers between the mix and the norm.
-                    inv_rms = mhc_inv_rms(tl.sum(collapse * collapse, axis=0), eps, H)
-                    mhc_norm_chunk(
-                        collapse, inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, 0, H, BLOCK_H,
-                        QUANTIZE,
-                    )
+                mhc_norm_one_chunk(
+                    collapse, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, ws_ptr, counter_ptr,
+                    row, chunk, cols, mask, H, SPLIT, BLOCK_H, NORM_BLOCK, QUANTIZE,
+                )
         else:
             sumsq = tl.zeros((BLOCK_H,), tl.float32)
             for col0 in range(0, H, BLOCK_H):
@@ -431,8 +457,9 @@ def launch_shape(m: int, hidden: int, hc: int, device: torch.device) -> LaunchSh
     under the interpreter: tests patch it to force the column split).
 
     Column split while one program per row would leave at least half the SMs idle
-    (2 M <= sms): chunks of the narrowest power of two >= SPLIT_MIN_COLS that keeps
-    M * SPLIT within ``sms`` (one wave), at most :func:`block_h`; the last program's pass 2
+    (2 M <= sms): chunks of the narrowest power of two >= SPLIT_MIN_COLS with
+    M * hidden / chunk <= ``sms`` (about one wave; a ragged last chunk can add up to M
+    programs), at most :func:`block_h`; the last program's pass 2
     takes the whole row in one step up to hidden 2048 * warps. One program per row
     otherwise, or when the row is one such chunk. Hidden 5120 on 132 SMs: SPLIT 5 of 1024
     columns up to M 26, 3 of 2048 (the last one ragged) up to M 52, 2 of 4096 up to M 66
@@ -472,13 +499,25 @@ def split_scratch(device: torch.device, rows: int, split: int) -> tuple[torch.Te
 
     The counters start at zero and each row's last program re-arms its counter, so one
     allocation serves every later launch (and CUDA-graph replays). Launches that share it
-    must be ordered (one stream): allocate it before graph capture, e.g. in a warmup call.
-    A buffer outgrown by a later launch is kept alive (``_RETIRED``): a CUDA graph
-    captured earlier still points at it.
+    must be ordered (one stream). Every launch of the standalone op asks for it, so the
+    first eager call on a device (any M) allocates it; a graph capture that would have to
+    allocate or grow it raises instead (a zero-fill recorded in a graph does not run until
+    replay, leaving eager calls with stale counters). A buffer outgrown by a later launch
+    is kept alive (``_RETIRED``): a CUDA graph captured earlier still points at it.
+
+    Raises:
+        RuntimeError: the scratch must be allocated or grown while the current CUDA stream
+            is capturing a graph.
     """
     device = runtime.normalize_device(device)
     ws, counters = _SCRATCH.get(device, (None, None))
     if ws is None or ws.numel() < rows * split or counters.numel() < rows:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "seam.mhc_post_collapse_rms_norm: its column-split scratch on "
+                f"{device} must be allocated before CUDA-graph capture: make one eager call "
+                "on this device first"
+            )
         if ws is not None:
             _RETIRED.extend((ws, counters))
         # At least the split mode's largest M (half the SMs) at hidden 8192.
@@ -508,9 +547,10 @@ def launch_mhc_post_collapse_rms_norm(
     m, hc, hidden = residual.shape
     ranks = x.shape[0] if x.dim() == 3 else 0
     shape = launch_shape(m, hidden, hc, residual.device)
-    ws = counters = None
-    if shape.split > 1 and layer_input is not None:
-        ws, counters = split_scratch(residual.device, m, shape.split)
+    # Asked for on every launch, so that the first eager call allocates it (see split_scratch).
+    ws, counters = split_scratch(residual.device, m if shape.split > 1 else 1, shape.split)
+    if shape.split == 1 or layer_input is None:
+        ws = counters = None
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)
     mhc_post_collapse_rms_norm_kernel[(grid_rows(m, quantize, shape.split), shape.split)](

@@ -161,9 +161,9 @@ def mhc_post_collapse_rms_norm(
     (RMS reduction order, rsqrt), MXFP8 bit-identical to ``mxfp8_quantize(layer_input)``.
 
     At decode M the launch splits each row over several programs that combine the RMS
-    through a per-device scratch (``seam.kernels.mhc.split_scratch``), allocated on first
-    use: make a warmup call before capturing a CUDA graph, and do not run calls on
-    several streams concurrently.
+    through a per-device scratch (``seam.kernels.mhc.split_scratch``) that the first call
+    on a device allocates: make one eager call (any M) before capturing a CUDA graph, and
+    do not run calls on several streams concurrently (they would share its counters).
 
     Args:
         x: BF16 [M, hidden], hidden a multiple of 128; not modified.
@@ -183,6 +183,8 @@ def mhc_post_collapse_rms_norm(
 
     Raises:
         TypeError: an argument of the wrong type or dtype.
+        RuntimeError: the first call on a device (or one at a hidden size needing more
+            scratch) happens during CUDA-graph capture.
         ValueError: wrong shapes, non-contiguous tensors, mixed devices, hidden not a multiple
             of 128, hc not in (1, 2, 4, 8), pre/norm_weight given without the other,
             mxfp8_out without a layer input, or mxfp8_out buffers of the wrong size.
