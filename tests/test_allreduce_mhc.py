@@ -101,6 +101,23 @@ def assert_armed(op):
         assert bool((bits == SENTINEL_BITS).all()), f"rank {r}: mailbox not re-armed"
 
 
+def run_call_sequence(op, ms, finalize_phase, device):
+    """One call per M in ``ms`` on every rank: a finalize publish every third call (from
+    ``finalize_phase``), MXFP8 every other call; outputs checked and the mailbox re-armed after each."""
+    for call, m in enumerate(ms):
+        res, post, comb, pre, w = make_boundary(m, op.hc_mult, op.hidden_size, seed=call, device=device)
+        quantize = call % 2 == 0
+        if call % 3 == finalize_phase:
+            moes = [make_moe(m, op.hidden_size, op.top_k, seed=10 * call + r, device=device) for r in range(op.tp)]
+            contributions = torch.stack([moe_finalize_ref(*moe) for moe in moes])
+            outs = run_simulated(op, moes=moes, res=res, post=post, comb=comb, pre=pre, w=w, quantize=quantize)
+        else:
+            contributions = make_contributions(op.tp, m, op.hidden_size, seed=call, device=device)
+            outs = run_simulated(op, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=quantize)
+        check_outputs(outs, contributions, res, post, comb, pre, w)
+        assert_armed(op)
+
+
 @pytest.mark.parametrize("tp", [2, 4])
 def test_long_sequence_changing_m(device, tp):
     """30+ calls, M changing every call, plain and finalize publishes, quantized every other call."""
@@ -109,18 +126,7 @@ def test_long_sequence_changing_m(device, tp):
         hidden_size=hidden, hc_mult=hc, max_num_tokens=cap, top_k=top_k, group=SimulatedGroup(tp, device),
         quantize_layer_input=True,
     )
-    ms = [1, 5, 12, 3, 1, 7, 2, 12, 9, 4] * 3 + [6]
-    for call, m in enumerate(ms):
-        res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=call, device=device)
-        if call % 3 == 2:
-            moes = [make_moe(m, hidden, top_k, seed=10 * call + r, device=device) for r in range(tp)]
-            contributions = torch.stack([moe_finalize_ref(*moe) for moe in moes])
-            outs = run_simulated(op, moes=moes, res=res, post=post, comb=comb, pre=pre, w=w, quantize=call % 2 == 0)
-        else:
-            contributions = make_contributions(tp, m, hidden, seed=call, device=device)
-            outs = run_simulated(op, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=call % 2 == 0)
-        check_outputs(outs, contributions, res, post, comb, pre, w)
-        assert_armed(op)
+    run_call_sequence(op, [1, 5, 12, 3, 1, 7, 2, 12, 9, 4] * 3 + [6], finalize_phase=2, device=device)
 
 
 @pytest.mark.parametrize("hc", [1, 2, 4, 8])
@@ -205,17 +211,7 @@ def test_split_and_per_token_alternate(device, monkeypatch):
     )
     ms = [1, 5, 3, 12, 2, 4, 9, 1]
     assert [mhc_kernels.launch_shape(m, hidden, hc, device).split for m in ms] == [3, 1, 2, 1, 3, 2, 1, 3]
-    for call, m in enumerate(ms):
-        res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=call, device=device)
-        if call % 3 == 1:
-            moes = [make_moe(m, hidden, top_k, seed=10 * call + r, device=device) for r in range(tp)]
-            contributions = torch.stack([moe_finalize_ref(*moe) for moe in moes])
-            outs = run_simulated(op, moes=moes, res=res, post=post, comb=comb, pre=pre, w=w, quantize=call % 2 == 0)
-        else:
-            contributions = make_contributions(tp, m, hidden, seed=call, device=device)
-            outs = run_simulated(op, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=call % 2 == 0)
-        check_outputs(outs, contributions, res, post, comb, pre, w)
-        assert_armed(op)
+    run_call_sequence(op, ms, finalize_phase=1, device=device)
     assert not op._split_scratch[1].any()
 
 
