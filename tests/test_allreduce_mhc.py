@@ -151,21 +151,26 @@ def test_hc_mults_and_residual_only(device, tp, hc):
     assert_armed(only)
 
 
+def check_full_and_residual_only(full, only, m, seed, quantize, device):
+    """One call of ``full`` (layer input, MXFP8 when ``quantize``) checked against the reference,
+    and of the residual-only ``only``, whose residual_output must equal full's byte for byte."""
+    res, post, comb, pre, w = make_boundary(m, full.hc_mult, full.hidden_size, seed=seed, device=device)
+    contributions = make_contributions(full.tp, m, full.hidden_size, seed=seed, device=device)
+    outs = run_simulated(full, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=quantize)
+    rro = check_outputs(outs, contributions, res, post, comb, pre, w)
+    for ro, li, _ in run_simulated(only, contributions, res=res, post=post, comb=comb, pre=None, w=None):
+        assert li is None and bytes_equal(ro.cpu(), rro)
+
+
 @pytest.mark.parametrize("hc,hidden", [(2, 640), (8, 256)])
 def test_chunked_consumer(device, monkeypatch, hc, hidden):
     """Force the consumer's multi-chunk path (a collect per chunk, parked collapse) at small sizes."""
     monkeypatch.setattr(mhc_kernels, "MAX_TILE", 256)
-    tp = 2
-    group = SimulatedGroup(tp, device)
+    group = SimulatedGroup(2, device)
     full = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=4, top_k=1, group=group, quantize_layer_input=True)
     only = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=4, top_k=1, group=group, residual_only=True)
     for call, m in enumerate([3, 1]):
-        res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=call, device=device)
-        contributions = make_contributions(tp, m, hidden, seed=call, device=device)
-        outs = run_simulated(full, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=True)
-        rro = check_outputs(outs, contributions, res, post, comb, pre, w)
-        for ro, li, _ in run_simulated(only, contributions, res=res, post=post, comb=comb, pre=None, w=None):
-            assert li is None and bytes_equal(ro.cpu(), rro)
+        check_full_and_residual_only(full, only, m, seed=call, quantize=True, device=device)
     assert_armed(full)
     assert_armed(only)
 
@@ -182,19 +187,13 @@ def test_split_consumer(device, monkeypatch, hc, hidden, min_cols):
     """The consumer's (token, chunk) grid: each program collects and re-arms its own chunk's
     fragments, the token's last program normalizes; MXFP8, BF16-only and residual-only variants."""
     force_split(monkeypatch, 1000, min_cols)
-    tp = 2
-    group = SimulatedGroup(tp, device)
+    group = SimulatedGroup(2, device)
     sizes = dict(hidden_size=hidden, hc_mult=hc, max_num_tokens=3, top_k=1, group=group)
     full = seam.AllReduceMHC(**sizes, quantize_layer_input=True)
     only = seam.AllReduceMHC(**sizes, residual_only=True)
     for call, (m, quantize) in enumerate([(3, True), (1, False)]):
         assert mhc_kernels.launch_shape(m, hidden, hc, device).split == 3
-        res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=call + hc, device=device)
-        contributions = make_contributions(tp, m, hidden, seed=call + hc, device=device)
-        outs = run_simulated(full, contributions, res=res, post=post, comb=comb, pre=pre, w=w, quantize=quantize)
-        rro = check_outputs(outs, contributions, res, post, comb, pre, w)
-        for ro, li, _ in run_simulated(only, contributions, res=res, post=post, comb=comb, pre=None, w=None):
-            assert li is None and bytes_equal(ro.cpu(), rro)
+        check_full_and_residual_only(full, only, m, seed=call + hc, quantize=quantize, device=device)
         assert_armed(full)
         assert_armed(only)
         assert not full._split_scratch[1].any(), "arrival counters not re-armed"

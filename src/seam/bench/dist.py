@@ -30,8 +30,7 @@ from collections.abc import Callable
 import torch
 
 import seam
-from seam.comm.group import DistGroup
-from seam.comm.torchrun import init_rank
+from seam.comm.torchrun import init_rank, peer_group
 from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, LamportAllReduce, MoEOutput, UnfinalizedMoEOutput
 from seam.ref import mhc as mhc_ref
 
@@ -209,11 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the rows here (rank 0)")
     args = parser.parse_args(argv)
     device, rank = init_rank(args.tp, "seam.bench.dist")
-    group = DistGroup(device=device)
-    if not group.peer_access:
-        if rank == 0:
-            print("no peer access between every pair of ranks: nothing to measure", file=sys.stderr)
-        dist.destroy_process_group()
+    group = peer_group(device, rank, "nothing to measure")
+    if group is None:
         return 2
     rows: list[dict] = []
 

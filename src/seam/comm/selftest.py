@@ -36,8 +36,7 @@ import sys
 import torch
 
 import seam
-from seam.comm.group import DistGroup
-from seam.comm.torchrun import init_rank, peer_matrix
+from seam.comm.torchrun import init_rank, peer_group, peer_matrix
 from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, LamportAllReduce, MoEOutput, UnfinalizedMoEOutput
 from seam.ref import mhc as mhc_ref
 from seam.ref.lamport import gemma_rms_norm_mxfp8_ref, lamport_sum_ref, moe_finalize_ref, rms_norm_ref
@@ -314,11 +313,8 @@ def run(args) -> int:
         matrix = peer_matrix()
         print(f"peer access among {len(matrix)} visible GPUs: "
               + ("every pair" if all(all(r) for r in matrix) else str(matrix)), flush=True)
-    group = DistGroup(device=device)
-    if not group.peer_access:
-        if rank == 0:
-            print("no peer access between every pair of ranks: the fused path is unavailable", file=sys.stderr)
-        dist.destroy_process_group()
+    group = peer_group(device, rank, "the fused path is unavailable")
+    if group is None:
         return 2
     check = Checker(tp)
     stages = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -43,3 +44,19 @@ def peer_matrix() -> list[list[bool]]:
     """``can_device_access_peer`` for every ordered pair of visible GPUs (the topology probe)."""
     n = torch.cuda.device_count()
     return [[i == j or torch.cuda.can_device_access_peer(i, j) for j in range(n)] for i in range(n)]
+
+
+def peer_group(device: torch.device, rank: int, what: str):
+    """This rank's :class:`seam.comm.DistGroup`, or None when some pair of ranks lacks peer
+    access (rank 0 says so, naming ``what`` cannot run; the process group is destroyed)."""
+    import torch.distributed as dist
+
+    from seam.comm.group import DistGroup
+
+    group = DistGroup(device=device)
+    if group.peer_access:
+        return group
+    if rank == 0:
+        print(f"no peer access between every pair of ranks: {what}", file=sys.stderr)
+    dist.destroy_process_group()
+    return None
