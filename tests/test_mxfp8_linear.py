@@ -107,6 +107,7 @@ def _integer_inputs(m, n, k, seed, device):
 
 @pytest.mark.parametrize("tile", [
     small_tile(1), Tile(32, 128, 64, 8, 4), Tile(64, 128, 64, 8, 4), LARGE_TILE,
+    Tile(16, 128, 64, 4, 1),  # unpipelined K loop
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4),
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 32, 64, 4, 1),
 ], ids=str)
@@ -146,7 +147,6 @@ def test_tile_choice_by_waves():
     cpu = torch.device("cpu")
     assert pick_tile(1, 2560, 6144, cpu) == GEMV_TILE  # one token: the CUDA-core GEMV mainloop
     assert pick_tile(2, 2560, 6144, cpu).block_m == 16
-    assert pick_tile(40, 2560, 6144, cpu).block_m == 64
     assert pick_tile(2048, 2560, 6144, cpu).block_m == 128
     # split K fills one wave: 20 head tiles x 6 splits <= 132 SMs (8 would need a second wave)
     assert pick_split_k(20, 96, 132) == 6
@@ -159,7 +159,12 @@ def test_tile_choice_by_waves():
         mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
         assert pick_tile(12, 2560, 6144, sm90).split_k == 12  # 16-row decode tile: two waves
         assert pick_tile(1, 2560, 6144, sm90) == dataclasses.replace(GEMV_TILE, split_k=12)  # GEMV: two waves
-        assert pick_tile(64, 2560, 6144, sm90).split_k == 6  # one wave
+        # M 33..64: two 32-row tiles per head, split over two waves (2 x 20 tiles x 6 <= 264)
+        assert pick_tile(64, 2560, 6144, sm90) == dataclasses.replace(small_tile(64), split_k=6)
+        assert small_tile(64).block_m == 32
+        big = pick_tile(256, 2560, 6144, sm90)  # 64-row tiles, one wave: 4 x 20 tiles, no split
+        assert (big.block_m, big.split_k) == (64, 1)
+        assert pick_tile(256, 4992, 6144, sm90) == LARGE_TILE  # 4 x 39 small tiles would need two waves
     assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
 
 

@@ -298,6 +298,7 @@ def _assert_fused_exact_on_integer_problem(p: Problem, tile) -> None:
 
 @pytest.mark.parametrize("tile", [
     Tile(16, 128, 64, 8, 4), Tile(32, 128, 64, 8, 4), Tile(64, 128, 64, 8, 4), Tile(64, 128, 32, 8, 4),
+    Tile(16, 128, 64, 4, 1),  # unpipelined K loop
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4), LARGE_TILE,
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 128, 64, 8, 1),
 ], ids=str)

@@ -12,8 +12,7 @@ out. At decode M the weight stream dominates, so small BLOCK_M (16/32/64) keeps 
 tile cheap; large M takes 128-row tiles. With one program per output tile, decode has
 only N/128 programs (20 at N = 2560) for 132 SMs, too few to stream the weights at HBM
 speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs (two
-waves of them for the 16-row decode tile, measured). The
-splits combine deterministically inside the kernel (:func:`split_k_combine`): each
+waves of them for the decode tiles up to 32 rows, measured). The splits combine deterministically inside the kernel (:func:`split_k_combine`): each
 stores its fp32 partial to a workspace, and the last to arrive at the tile's counter
 sums all partials in split order and runs the epilogue, so results do not depend on
 arrival order and the fused QKV epilogue stays in the kernel. The helpers here are
@@ -68,18 +67,20 @@ class Tile:
 
 
 def small_tile(m: int) -> Tile:
-    """Decode tiles: BLOCK_M 16/32/64 by M, one 128-wide head of N.
+    """Decode tiles, one 128-wide head of N: BLOCK_M 16 for M <= 16, 32 up to M 64, else 64.
 
-    BLOCK_K 64 and 8 warps: the E4M3 tiles in flight are held in registers (they are
-    dequantized before the dot), and with the QKV epilogue's live values this is what
-    the sm_90 build fits without spills (ptxas -v: 192-255 registers, one program per SM).
+    BLOCK_K 64, 8 warps, a 3-stage pipelined K loop (:func:`mxfp8_mainloop`). Sweep on the
+    H200 (2026-11-30, ``BENCHMARKS.md``): at M 64 two 32-row tiles split over two waves
+    beat one 64-row tile (fused QKV at nkv 2: 46.9 against 63.3 us; even at nkv 1); the
+    64-row tile stays best at M 256. 3 stages beat 2 and 4 at every M tried.
     """
-    block_m = min(64, max(16, triton.next_power_of_2(max(m, 1))))
-    return Tile(block_m, 128, 64, 8, 4)
+    block_m = 16 if m <= 16 else 32 if m <= 64 else 64
+    return Tile(block_m, 128, 64, 8, 3)
 
 
-#: Prefill tiles; BLOCK_K 32 keeps the 128-row QKV epilogue's spills small on sm_90.
-LARGE_TILE = Tile(128, 128, 32, 8, 4)
+#: Prefill tiles (BLOCK_K 32 keeps the 128-row QKV epilogue's spills small on sm_90). At
+#: M 2048 3 stages beat 4 and the unpipelined loop (fused QKV at nkv 1: 411 / 420 / 448 us).
+LARGE_TILE = Tile(128, 128, 32, 8, 3)
 
 #: The single-token decode tile: BLOCK_M 1 selects the CUDA-core GEMV mainloop
 #: (:func:`mxfp8_gemv_mainloop`); M >= 2 takes the dot tiles. Tile sweep on the H200
@@ -111,19 +112,19 @@ def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
     return best
 
 
-#: Waves of split-K programs for the decode tiles (1 and 16 rows, M <= 16). Measured on the
+#: Waves of split-K programs for the decode tiles (1, 16 and 32 rows, M <= 64). Measured on the
 #: H200 (2026-11-29, N 2560, K 6144, M 1, 16x128x64 tile, 8 warps): split 6 (one wave) 19.6 us,
 #: split 12 (two waves) 12.9 us, split 24 15.8 us for mxfp8_linear; 24.8 vs 19.2 us for
-#: the fused QKV kernel. At M 64 one wave stays faster (split 6 23.6 us, 12 28.8 us). For
-#: the fused kernel on :data:`GEMV_TILE` (2026-11-30): split 6 14.4, 8 12.9, 12 11.5, 16 15.2,
-#: 24 20.8 us (``mxfp8_linear`` alone would prefer 24: 7.2 against 8.5 us at 12).
+#: the fused QKV kernel. For the fused kernel on :data:`GEMV_TILE` (2026-11-30): split 6 14.4,
+#: 8 12.9, 12 11.5, 16 15.2, 24 20.8 us (``mxfp8_linear`` alone would prefer 24: 7.2 against
+#: 8.5 us at 12). 64-row tiles keep one wave (at M 256 the fused kernel lost with two).
 DECODE_WAVES = 2
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     """:data:`GEMV_TILE` for one token; else small tiles unless 128-row tiles need fewer waves on
-    this device's SMs; then split K to fill the SMs (two waves for the 1- and 16-row decode
-    tiles, :data:`DECODE_WAVES`).
+    this device's SMs; then split K to fill the SMs (two waves for the 1-, 16- and 32-row
+    decode tiles, :data:`DECODE_WAVES`).
 
     A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
     its time at these shapes, so the small config wins whenever
@@ -138,7 +139,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
             tile = LARGE_TILE
     tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
     k_steps = k // tile.block_k if k % tile.block_k == 0 else 1  # split only into whole steps
-    waves = DECODE_WAVES if tile.block_m <= 16 else 1
+    waves = DECODE_WAVES if tile.block_m <= 32 else 1
     return dataclasses.replace(tile, split_k=pick_split_k(tiles, k_steps, sms, waves))
 
 
@@ -246,40 +247,32 @@ def mxfp8_mainloop(
     BM: tl.constexpr,
     BN: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    STAGES: tl.constexpr,  # software-pipeline depth of the K loop (1: none)
     stride_xm=0,  # row stride of the bf16 activations (A_BF16)
     A_BF16: tl.constexpr = False,  # quantize BF16 A tiles in the kernel (in-GEMM quantization)
 ):
     """acc += A_deq[rows, range] @ W_deq[cols, range]^T over N_STEPS BLOCK_K steps from k_base.
 
-    The raw tiles of step i + 1 are loaded before step i is dequantized and multiplied:
-    the dequantization stands between the loads and the dot, so Triton's pipeliner does
-    not prefetch them, and at decode M the weight stream needs those bytes in flight.
-    With ``A_BF16`` the raw A tile is BF16 and is quantized to MXFP8 (the quantizer's
-    rule, on ``to_f32`` of it) right before its dequantization, so ``A_deq`` is
-    bit-identical to dequantizing ``seam.mxfp8_quantize(x)``.
+    The loop is software-pipelined ``STAGES`` deep (``tl.range``): the raw E4M3 tiles of
+    the next steps are copied to shared memory asynchronously while this step is
+    dequantized and multiplied, so at decode M the weight stream keeps bytes in flight
+    without holding them in registers. The stages must be asked for: Triton's pipeliner
+    prefetches on its own only loads that feed a dot, and the dequantization stands
+    between these loads and the dot. With ``A_BF16`` the raw A tile is BF16 and is
+    quantized to MXFP8 (the quantizer's rule, on ``to_f32`` of it) right before its
+    dequantization, so ``A_deq`` is bit-identical to dequantizing ``seam.mxfp8_quantize(x)``.
     """
-    if A_BF16:
-        a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k_base, K, BLOCK_K)
-    else:
-        a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k_base, K, BM, BLOCK_K)
-    b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k_base, K, BN, BLOCK_K)
-    for i in range(N_STEPS):
-        more = i + 1 < N_STEPS
-        k_next = k_base + (i + 1) * BLOCK_K
+    for i in tl.range(N_STEPS, num_stages=STAGES):
+        k0 = k_base + i * BLOCK_K
         if A_BF16:
-            a_x2 = load_bf16_raw(x_ptr, stride_xm, rows, row_mask & more, k_next, K, BLOCK_K)
-        else:
-            a_v2, a_s2 = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask & more, k_next, K, BM, BLOCK_K)
-        b_v2, b_s2 = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask & more, k_next, K, BN, BLOCK_K)
-        if A_BF16:
+            a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
             a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), BM, BLOCK_K)
-            a_x = a_x2
+        else:
+            a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k0, K, BM, BLOCK_K)
+        b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
         a = dequantize_mxfp8(a_v, a_s, BM, BLOCK_K)
         b = dequantize_mxfp8(b_v, b_s, BN, BLOCK_K)
         acc = tl.dot(a, tl.trans(b), acc)
-        if not A_BF16:
-            a_v, a_s = a_v2, a_s2
-        b_v, b_s = b_v2, b_s2
     return acc
 
 
@@ -306,6 +299,7 @@ def mxfp8_gemv_mainloop(
     N_STEPS: tl.constexpr,  # BLOCK_K steps in this program's range
     BN: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    STAGES: tl.constexpr,  # software-pipeline depth of the K loop (1: none)
     stride_xm=0,  # row stride of the bf16 activations (A_BF16)
     A_BF16: tl.constexpr = False,  # quantize BF16 A tiles in the kernel (in-GEMM quantization)
 ):
@@ -324,7 +318,7 @@ def mxfp8_gemv_mainloop(
     # at 4 warps and spilled with the QKV epilogue. Prefetching the next weight tile (as
     # mxfp8_mainloop does) spilled too and measured slower on the H200.
     total = tl.zeros((BN,), tl.float32)
-    for i in range(N_STEPS):
+    for i in tl.range(N_STEPS, num_stages=STAGES):
         k0 = k_base + i * BLOCK_K
         b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
         if A_BF16:
@@ -394,6 +388,7 @@ def mxfp8_linear_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    STAGES: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -409,12 +404,12 @@ def mxfp8_linear_kernel(
     if BLOCK_M == 1:
         acc = mxfp8_gemv_mainloop(
             acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-            K, -(-K_SPLIT // BLOCK_K), BLOCK_N, BLOCK_K, stride_xm, A_BF16,
+            K, -(-K_SPLIT // BLOCK_K), BLOCK_N, BLOCK_K, STAGES, stride_xm, A_BF16,
         )
     else:
         acc = mxfp8_mainloop(
             acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-            K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, stride_xm, A_BF16,
+            K, -(-K_SPLIT // BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, STAGES, stride_xm, A_BF16,
         )
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -463,6 +458,7 @@ def launch_mxfp8_linear(
         BLOCK_N=tile.block_n,
         BLOCK_K=tile.block_k,
         SPLIT_K=tile.split_k,
+        STAGES=tile.num_stages,
         USE_PDL=use_pdl,
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,

@@ -6,10 +6,9 @@ of them, each over a K range) run the MXFP8 GEMM mainloop of
 ``seam.kernels.mxfp8_gemm``; the one holding the full accumulator (all of them when
 SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
 the head's role-specific epilogue on the fp32 accumulator, so qkv never reaches
-memory (only fp32 partials of the few decode tiles when K is split). Every program
-loads the epilogue's inputs (positions, cos/sin rows, norm weights, cache slots)
-before its mainloop, so their latency overlaps the GEMM instead of adding to the end
-of the tile's last program. ``ACC_MODE`` 1 replaces the GEMM by a load of a given
+memory (only fp32 partials of the few decode tiles when K is split). On one-token
+tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
+weights, cache slots) before its mainloop, so their latency overlaps the GEMM. ``ACC_MODE`` 1 replaces the GEMM by a load of a given
 accumulator [M, N] (fp32, or BF16 for the unfused chain): the same epilogue code,
 which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`.
 
@@ -164,6 +163,33 @@ def _slot_location(slot, block_size):
     return slot // block_size, slot % block_size, valid
 
 
+@triton.jit
+def _load_epilogue_inputs(
+    head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
+    NKV: tl.constexpr, R: tl.constexpr,
+):
+    """(norm weights [128], :func:`_load_cos_sin` rows, cache slots [R]) of one head's rows.
+
+    Each head loads only what its kind uses: norm weights and RoPE rows for all but V,
+    cache slots (-1 elsewhere) for K, V and index_k. The weights are one [128] load for
+    the reason given in :func:`_load_cos_sin`.
+    """
+    k_start: tl.constexpr = 16 * NKV
+    v_start: tl.constexpr = 17 * NKV
+    iq_start: tl.constexpr = 18 * NKV
+    ik_start: tl.constexpr = 19 * NKV
+    normed = (head < v_start) | (head >= iq_start)
+    slotted = (head >= k_start) & ((head < iq_start) | (head >= ik_start))
+    norm_w_ptr = tl.where(
+        head < k_start, qw_ptr, tl.where(head < v_start, kw_ptr, tl.where(head < ik_start, iqw_ptr, ikw_ptr))
+    )
+    w = tl.load(norm_w_ptr + tl.arange(0, 128), mask=normed)
+    pos = tl.load(pos_ptr + rows, mask=row_mask & normed, other=0)
+    cs = _load_cos_sin(cs_ptr, pos, row_mask & normed, R)
+    slot = tl.load(tl.where(head < ik_start, slot_ptr, islot_ptr) + rows, mask=row_mask & slotted, other=-1)
+    return w, cs, slot
+
+
 @triton.jit(do_not_specialize=["M", "block_size"])
 def qkv_epilogue_kernel(
     # GEMM operands (ACC_MODE 0): uint8 views of E4M3 + swizzled UE8M0 scales
@@ -209,6 +235,7 @@ def qkv_epilogue_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,  # 1 with ACC_MODE 1
+    STAGES: tl.constexpr,  # software-pipeline depth of the GEMM's K loop
     USE_PDL: tl.constexpr,
 ):
     K_START: tl.constexpr = 16 * NKV
@@ -223,21 +250,15 @@ def qkv_epilogue_kernel(
     n0 = head.to(tl.int64) * 128
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    # The epilogue's inputs (the previous kernel may write them: after gdc_wait) are loaded
-    # before the GEMM, so their round trips (positions, then cos/sin) overlap the mainloop.
-    # Each head loads only what its kind uses: norm weights and RoPE rows for all but V,
-    # cache slots for K, V and index_k. The weights are one [128] load for the reason
-    # given in _load_cos_sin.
-    normed = (head < V_START) | (head >= IQ_START)
-    slotted = (head >= K_START) & ((head < IQ_START) | (head >= IK_START))
-    norm_w_ptr = tl.where(
-        head < K_START, qw_ptr, tl.where(head < V_START, kw_ptr, tl.where(head < IK_START, iqw_ptr, ikw_ptr))
-    )
-    w = tl.load(norm_w_ptr + tl.arange(0, 128), mask=normed)
-    pos = tl.load(pos_ptr + rows, mask=row_mask & normed, other=0)
-    cs = _load_cos_sin(cs_ptr, pos, row_mask & normed, BLOCK_M)
-    slot = tl.load(tl.where(head < IK_START, slot_ptr, islot_ptr) + rows, mask=row_mask & slotted, other=-1)
-
+    # One token's tile loads the epilogue's inputs (the previous kernel may write them:
+    # after gdc_wait) before the GEMM, so their round trips (positions, then cos/sin)
+    # overlap the mainloop instead of adding to the end of the tile's last program.
+    # Wider tiles load them after: held through the mainloop they cost the 64-row tile
+    # its last registers (measured 8% slower at M 64 on the H200).
+    if BLOCK_M == 1:
+        w, cs, slot = _load_epilogue_inputs(
+            head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV, BLOCK_M
+        )
     last = True  # this program holds the full accumulator and writes the outputs
     if ACC_MODE == 0:
         cols = n0 + tl.arange(0, 128)
@@ -247,12 +268,12 @@ def qkv_epilogue_kernel(
         if BLOCK_M == 1:
             acc = mxfp8_gemv_mainloop(
                 acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-                K, K_SPLIT // BLOCK_K, 128, BLOCK_K,
+                K, K_SPLIT // BLOCK_K, 128, BLOCK_K, STAGES,
             )
         else:
             acc = mxfp8_mainloop(
                 acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-                K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K,
+                K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K, STAGES,
             )
         if SPLIT_K > 1:
             tile_id = pid_m * (19 * NKV + 1) + head
@@ -262,6 +283,10 @@ def qkv_epilogue_kernel(
         acc = to_f32(tl.load(src, mask=row_mask[:, None], other=0.0))
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
+    if BLOCK_M > 1:
+        w, cs, slot = _load_epilogue_inputs(
+            head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV, BLOCK_M
+        )
 
     if last:  # the other split programs only contributed their partial
         x, y, z = _split_head(acc, BLOCK_M)
@@ -376,6 +401,7 @@ def launch_qkv_epilogue(
         BLOCK_M=tile.block_m,
         BLOCK_K=tile.block_k,
         SPLIT_K=tile.split_k,
+        STAGES=tile.num_stages,
         USE_PDL=use_pdl,
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,
