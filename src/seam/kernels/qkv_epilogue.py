@@ -106,6 +106,13 @@ def _rope(x, y, cs, R: tl.constexpr):
 
 
 @triton.jit
+def _join_head(x, y, z, R: tl.constexpr):
+    """(dims [0, 32), [32, 64), [64, 128)) -> [R, 128]: the inverse of :func:`_split_head`."""
+    lo = tl.reshape(tl.permute(tl.join(x, y), (0, 2, 1)), (R, 64))
+    return tl.reshape(tl.permute(tl.join(lo, z), (0, 2, 1)), (R, 128))
+
+
+@triton.jit
 def _halves(x, R: tl.constexpr, W: tl.constexpr):
     """[R, W] -> (columns [0, W/2), [W/2, W))."""
     return tl.split(tl.permute(tl.reshape(x, (R, 2, W // 2)), (0, 2, 1)))
@@ -136,23 +143,44 @@ def _store_nvfp4(
     SWIZZLED: tl.constexpr,
     R: tl.constexpr,
 ):
-    """Quantize the head rows (x: dims [0, 32), y: [32, 64), z: [64, 128)) to NVFP4, one
-    16-wide group at a time, into their cache slots (data, then linear or V-swizzled scales)."""
-    data = cache_ptr + (slot_base + tok * 64)[:, None]
+    """Quantize the head rows (x: dims [0, 32), y: [32, 64), z: [64, 128)) to NVFP4 into their
+    cache slots: 64 data bytes, then 8 scale bytes (linear or V-swizzled).
+
+    One token (R 1) quantizes its 8 groups of 16 as one [8, 16] tile: one amax reduction
+    and one scale computation, where a loop over the groups puts 8 dependent reduction
+    chains on the critical path of the kernel's last program (H200, 2026-11-30: one-token
+    TP4 QKV 9.6 against 11.5 us). Wider tiles keep the loop: the [R * 8, 16] form of their
+    accumulator layouts wrote wrong cache bytes on sm_90 (Triton 3.6; caught by the
+    integer-operand tests of ``tests/test_qkv.py``), as the 3-D form of
+    :func:`seam.kernels.nvfp4.nvfp4_quantize_group` did.
+    """
+    valid2 = valid[:, None]
     sf_area = cache_ptr + slot_base + block_size * 64
-    x0, x1 = _halves(x, R, 32)
-    y0, y1 = _halves(y, R, 32)
-    z01, z23 = _halves(z, R, 64)
-    z0, z1 = _halves(z01, R, 32)
-    z2, z3 = _halves(z23, R, 32)
-    _store_group(data, sf_area, tok, valid, x0, 0, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, x1, 1, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, y0, 2, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, y1, 3, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, z0, 4, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, z1, 5, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, z2, 6, inv_g, SWIZZLED, R)
-    _store_group(data, sf_area, tok, valid, z3, 7, inv_g, SWIZZLED, R)
+    if R == 1:
+        packed, sf = nvfp4_quantize_group(tl.reshape(_join_head(x, y, z, 1), (8, 16)), inv_g, 8)
+        tl.store(cache_ptr + (slot_base + tok * 64)[:, None] + tl.arange(0, 64)[None, :],
+                 tl.reshape(packed, (1, 64)), mask=valid2)
+        j = tl.arange(0, 8)[None, :]
+        if SWIZZLED:
+            sf_off = v_scale_offset(tok[:, None], j)
+        else:
+            sf_off = tok[:, None] * 8 + j
+        tl.store(sf_area[:, None] + sf_off, tl.reshape(sf, (1, 8)), mask=valid2)
+    else:
+        data = cache_ptr + (slot_base + tok * 64)[:, None]
+        x0, x1 = _halves(x, R, 32)
+        y0, y1 = _halves(y, R, 32)
+        z01, z23 = _halves(z, R, 64)
+        z0, z1 = _halves(z01, R, 32)
+        z2, z3 = _halves(z23, R, 32)
+        _store_group(data, sf_area, tok, valid, x0, 0, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, x1, 1, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, y0, 2, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, y1, 3, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, z0, 4, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, z1, 5, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, z2, 6, inv_g, SWIZZLED, R)
+        _store_group(data, sf_area, tok, valid, z3, 7, inv_g, SWIZZLED, R)
 
 
 @triton.jit
