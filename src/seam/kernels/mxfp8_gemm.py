@@ -12,10 +12,11 @@ out. At decode M the weight stream dominates, so small BLOCK_M (16/32/64) keeps 
 tile cheap; large M takes 128-row tiles. With one program per output tile, decode has
 only N/128 programs (20 at N = 2560) for 132 SMs, too few to stream the weights at HBM
 speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs (two
-waves of them for the decode tiles up to 32 rows, measured). The splits combine deterministically inside the kernel (:func:`split_k_combine`): each
-stores its fp32 partial to a workspace, and the last to arrive at the tile's counter
-sums all partials in split order and runs the epilogue, so results do not depend on
-arrival order and the fused QKV epilogue stays in the kernel. The helpers here are
+waves of them for the decode tiles up to 32 rows, measured). The splits combine
+deterministically inside the kernel (:func:`split_k_combine`): each stores its fp32
+partial to a workspace, and the last to arrive at the tile's counter sums all partials
+in split order and runs the epilogue, so results do not depend on arrival order and the
+fused QKV epilogue stays in the kernel. The helpers here are
 shared with the fused QKV kernel (``seam.kernels.qkv_epilogue``).
 
 One token (``BLOCK_M`` 1, :data:`GEMV_TILE`) takes a CUDA-core GEMV mainloop instead
@@ -315,8 +316,9 @@ def mxfp8_gemv_mainloop(
     """
     # Each step's products are summed over K right away (in-thread adds, then warp shuffles):
     # a [BN, BLOCK_K] fp32 accumulator held through the loop took 128 registers per thread
-    # at 4 warps and spilled with the QKV epilogue. Prefetching the next weight tile (as
-    # mxfp8_mainloop does) spilled too and measured slower on the H200.
+    # at 4 warps and spilled with the QKV epilogue. Prefetching the next weight tile into
+    # registers spilled too and measured slower on the H200, and 2-4 async-copy stages
+    # (STAGES) measured no faster than none (2026-11-30).
     total = tl.zeros((BN,), tl.float32)
     for i in tl.range(N_STEPS, num_stages=STAGES):
         k0 = k_base + i * BLOCK_K

@@ -8,8 +8,9 @@ SPLIT_K is 1, else the last to arrive, which sums the partials in split order) r
 the head's role-specific epilogue on the fp32 accumulator, so qkv never reaches
 memory (only fp32 partials of the few decode tiles when K is split). On one-token
 tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
-weights, cache slots) before its mainloop, so their latency overlaps the GEMM. ``ACC_MODE`` 1 replaces the GEMM by a load of a given
-accumulator [M, N] (fp32, or BF16 for the unfused chain): the same epilogue code,
+weights, cache slots) before its mainloop, so their latency overlaps the GEMM; wider
+tiles load them in the program that runs the epilogue. ``ACC_MODE`` 1 replaces the
+GEMM by a load of a given accumulator [M, N] (fp32, or BF16 for the unfused chain): the same epilogue code,
 which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`.
 
 Exactness: every epilogue step is a correctly rounded fp32 operation with a named
@@ -281,8 +282,8 @@ def qkv_epilogue_kernel(
     # One token's tile loads the epilogue's inputs (the previous kernel may write them:
     # after gdc_wait) before the GEMM, so their round trips (positions, then cos/sin)
     # overlap the mainloop instead of adding to the end of the tile's last program.
-    # Wider tiles load them after: held through the mainloop they cost the 64-row tile
-    # its last registers (measured 8% slower at M 64 on the H200).
+    # Wider tiles load them in the epilogue: held through the mainloop they cost the
+    # 64-row tile its last registers (measured 8% slower at M 64 on the H200).
     if BLOCK_M == 1:
         w, cs, slot = _load_epilogue_inputs(
             head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV, BLOCK_M
@@ -311,12 +312,13 @@ def qkv_epilogue_kernel(
         acc = to_f32(tl.load(src, mask=row_mask[:, None], other=0.0))
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
-    if BLOCK_M > 1:
-        w, cs, slot = _load_epilogue_inputs(
-            head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV, BLOCK_M
-        )
 
     if last:  # the other split programs only contributed their partial
+        if BLOCK_M > 1:
+            w, cs, slot = _load_epilogue_inputs(
+                head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV,
+                BLOCK_M,
+            )
         x, y, z = _split_head(acc, BLOCK_M)
         d32 = tl.arange(0, 32)[None, :]
         d64 = tl.arange(0, 64)[None, :]

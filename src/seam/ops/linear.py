@@ -42,6 +42,7 @@ class LinearQuantize(str, enum.Enum):
 #: re-quantizes its A tile; with 32/64-row tiles that work outgrows the saved launch and
 #: E4M3 round trip. Both give the same bytes. With the one-token GEMV tile (same layers, M 1):
 #: in_gemm / separate = 0.66-0.77 (2026-11-29), 0.77-0.91 with its 8-warp mainloop (2026-11-30).
+#: With the pipelined 32-row tiles (2026-11-30) M 64 gives 0.89-1.02: o_proj still loses.
 IN_GEMM_MAX_M = 16
 
 
