@@ -63,7 +63,7 @@ class Tile:
     block_n: int
     block_k: int
     num_warps: int
-    num_stages: int
+    num_stages: int  #: software-pipeline depth of the K loop (``tl.range`` stages; 1: none)
     split_k: int = 1  #: programs per output tile along K (K must split into whole BLOCK_K steps)
 
 
