@@ -28,15 +28,15 @@ from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
 from seam.kernels.mhc import (
     grid_rows,
     launch_shape,
-    mhc_inv_rms,
     mhc_load_mixes,
     mhc_load_streams,
     mhc_mix_chunk,
+    mhc_norm_long_row,
     mhc_norm_one_chunk,
-    mhc_rms_norm_row,
+    mhc_stage_layer_input,
     mxfp8_zero_scale_padding,
 )
-from seam.kernels.numerics import round_bf16, to_bf16_rne
+from seam.kernels.numerics import round_bf16
 
 
 @triton.jit
@@ -117,14 +117,12 @@ def lamport_mhc_consumer_kernel(
                     WRITE_LAYER_INPUT,
                 )
                 if WRITE_LAYER_INPUT:
-                    sumsq += collapse * collapse
-                    tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+                    sumsq = mhc_stage_layer_input(collapse, sumsq, layer_input_ptr, row, cols, mask, H)
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                inv_rms = mhc_inv_rms(tl.sum(sumsq, axis=0), eps, H)
-                mhc_rms_norm_row(
-                    inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
+                mhc_norm_long_row(
+                    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
                 )
     elif QUANTIZE:
         if USE_PDL:

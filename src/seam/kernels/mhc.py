@@ -314,6 +314,24 @@ def mhc_norm_one_chunk(
 
 
 @triton.jit
+def mhc_stage_layer_input(collapse, sumsq, layer_input_ptr, row, cols, mask, H: tl.constexpr):
+    """Pass 1 of a long row (several chunks per program), one chunk: store its BF16 layer input
+    and return ``sumsq`` plus its squares (fp32 [BLOCK_H] partial sums, reduced at the end)."""
+    tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+    return sumsq + collapse * collapse
+
+
+@triton.jit
+def mhc_norm_long_row(
+    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row,
+    H: tl.constexpr, NORM_BLOCK: tl.constexpr, QUANTIZE: tl.constexpr,
+):
+    """Pass 2 of a long row: normalize the layer input that :func:`mhc_stage_layer_input` stored."""
+    inv_rms = mhc_inv_rms(tl.sum(sumsq, axis=0), eps, H)
+    mhc_rms_norm_row(inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE)
+
+
+@triton.jit
 def mhc_reduced_chunk(
     x_ptr,  # bf16 [M, H] (RANKS == 0) or [RANKS, M, H]
     row,  # int64
@@ -401,14 +419,12 @@ def mhc_post_collapse_rms_norm_kernel(
                     reduced, streams, post, comb_ptr, pre, residual_out_ptr, row, cols, mask, H, HC, WRITE_LAYER_INPUT
                 )
                 if WRITE_LAYER_INPUT:
-                    sumsq += collapse * collapse
-                    tl.store(layer_input_ptr + row * H + cols, to_bf16_rne(collapse), mask=mask)
+                    sumsq = mhc_stage_layer_input(collapse, sumsq, layer_input_ptr, row, cols, mask, H)
             if USE_PDL:
                 tl.extra.cuda.gdc_launch_dependents()
             if WRITE_LAYER_INPUT:
-                inv_rms = mhc_inv_rms(tl.sum(sumsq, axis=0), eps, H)
-                mhc_rms_norm_row(
-                    inv_rms, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
+                mhc_norm_long_row(
+                    sumsq, eps, weight_ptr, layer_input_ptr, values_ptr, scales_ptr, row, H, NORM_BLOCK, QUANTIZE
                 )
     elif QUANTIZE:
         # Programs past M zero the swizzle padding scale rows, PAD_ROWS each (one program for
