@@ -182,25 +182,40 @@ def e4m3_to_f32(bits):
 
 
 @triton.jit
-def load_mxfp8_raw(
+def load_e4m3_tile(
     v_ptr,  # uint8 view of E4M3 [R_total, K], row-major
-    s_ptr,  # uint8 flat 128x4-swizzled scales of [R_total, K]
     rows,  # int64 [R]: row indices
     row_mask,  # [R] bool
     k0,  # first column of the tile
     K,
-    R: tl.constexpr,
-    BLOCK_K: tl.constexpr,  # multiple of 32
+    BLOCK_K: tl.constexpr,
 ):
-    """The raw MXFP8 tile rows x [k0, k0 + BLOCK_K): (E4M3 bytes [R, BLOCK_K], scale bytes [R, BLOCK_K // 32])."""
+    """E4M3 bytes [R, BLOCK_K] of rows x [k0, k0 + BLOCK_K); zeros outside."""
     cols = k0 + tl.arange(0, BLOCK_K)
     mask = row_mask[:, None] & (cols[None, :] < K)
-    vals = tl.load(v_ptr + rows[:, None] * K + cols[None, :], mask=mask, other=0)
+    return tl.load(v_ptr + rows[:, None] * K + cols[None, :], mask=mask, other=0)
+
+
+@triton.jit
+def load_scale_tile(
+    s_ptr,  # uint8 flat 128x4-swizzled scales of [R_total, K]
+    rows,  # int64 [R]: row indices
+    row_mask,  # [R] bool
+    k0,  # first column of the tile, a multiple of 32
+    K,
+    BLOCK_K: tl.constexpr,  # multiple of 32
+):
+    """UE8M0 scale bytes [R, BLOCK_K // 32] of rows x [k0, k0 + BLOCK_K); zeros outside (also past K).
+
+    The K loops load these one step ahead: a load of one or two bytes per row is too
+    narrow for Triton's asynchronous copies, so in the step that uses it its global
+    latency stalled every warp (the largest stall of the 16-row loop in Nsight Compute's
+    source view on the H200, 2026-11-30).
+    """
     scols = k0 // 32 + tl.arange(0, BLOCK_K // 32)
     padded_scols = (K // 32 + 3) // 4 * 4
-    s_mask = row_mask[:, None] & (scols[None, :] < K // 32)
-    s = tl.load(s_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols), mask=s_mask, other=0)
-    return vals, s
+    mask = row_mask[:, None] & (scols[None, :] < K // 32)
+    return tl.load(s_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols), mask=mask, other=0)
 
 
 @triton.jit
@@ -263,14 +278,22 @@ def mxfp8_mainloop(
     quantized to MXFP8 (the quantizer's rule, on ``to_f32`` of it) right before its
     dequantization, so ``A_deq`` is bit-identical to dequantizing ``seam.mxfp8_quantize(x)``.
     """
+    b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k_base, K, BLOCK_K)
+    if not A_BF16:
+        a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k_base, K, BLOCK_K)
     for i in tl.range(N_STEPS, num_stages=STAGES):
         k0 = k_base + i * BLOCK_K
+        # scales one step ahead (load_scale_tile); past this program's range they are unused
+        b_s = b_s_next
+        b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k0 + BLOCK_K, K, BLOCK_K)
         if A_BF16:
             a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
             a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), BM, BLOCK_K)
         else:
-            a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k0, K, BM, BLOCK_K)
-        b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
+            a_s = a_s_next
+            a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k0 + BLOCK_K, K, BLOCK_K)
+            a_v = load_e4m3_tile(x_ptr, rows, row_mask, k0, K, BLOCK_K)
+        b_v = load_e4m3_tile(w_ptr, cols, col_mask, k0, K, BLOCK_K)
         a = dequantize_mxfp8(a_v, a_s, BM, BLOCK_K)
         b = dequantize_mxfp8(b_v, b_s, BN, BLOCK_K)
         acc = tl.dot(a, tl.trans(b), acc)
@@ -320,14 +343,22 @@ def mxfp8_gemv_mainloop(
     # registers spilled too and measured slower on the H200, and 2-4 async-copy stages
     # (STAGES) measured no faster than none (2026-11-30).
     total = tl.zeros((BN,), tl.float32)
+    b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k_base, K, BLOCK_K)
+    if not A_BF16:
+        a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k_base, K, BLOCK_K)
     for i in tl.range(N_STEPS, num_stages=STAGES):
         k0 = k_base + i * BLOCK_K
-        b_v, b_s = load_mxfp8_raw(w_ptr, wsc_ptr, cols, col_mask, k0, K, BN, BLOCK_K)
+        # scales one step ahead, as in mxfp8_mainloop
+        b_s = b_s_next
+        b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k0 + BLOCK_K, K, BLOCK_K)
+        b_v = load_e4m3_tile(w_ptr, cols, col_mask, k0, K, BLOCK_K)
         if A_BF16:
             a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
             a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), 1, BLOCK_K)
         else:
-            a_v, a_s = load_mxfp8_raw(x_ptr, xs_ptr, rows, row_mask, k0, K, 1, BLOCK_K)
+            a_s = a_s_next
+            a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k0 + BLOCK_K, K, BLOCK_K)
+            a_v = load_e4m3_tile(x_ptr, rows, row_mask, k0, K, BLOCK_K)
         # the [1, BLOCK_K] A tile broadcasts over the weight rows: only it changes layout
         w_deq = dequantize_mxfp8_f32(b_v, b_s, BN, BLOCK_K)
         total += tl.sum(w_deq * dequantize_mxfp8_f32(a_v, a_s, 1, BLOCK_K), axis=1)
