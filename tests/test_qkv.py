@@ -19,6 +19,7 @@ import torch
 
 import seam
 from seam.formats import nvfp4
+from seam.kernels import mxfp8_gemm
 from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_tile, small_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.norm import sqrt_rn
@@ -481,6 +482,31 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     tiles = {pick_tile(m, n, 6144, p.x.device), dataclasses.replace(small_tile(m), split_k=1)}
     for tile in sorted(tiles, key=dataclasses.astuple):
         _assert_fused_exact_on_integer_problem(p, tile)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 7])
+def test_gpu_workspace_not_allocated_during_capture(m, monkeypatch):
+    """The kernel's workspace (split-K partials, multi-row NVFP4 staging) is not allocated
+    inside a CUDA-graph capture (its zero-filled counters would only exist at replay): that
+    raises; after one eager call a captured call replays to the eager bytes."""
+    monkeypatch.setattr(mxfp8_gemm, "_SCRATCH", {})
+    p = make_problem(nkv=1, m=m, k=1024, block_size=16, seed=90 + m, device="cuda")
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    call = (xq, xsf, p.weight.values, p.weight.scales, *p.args())
+    got = p.outputs(fill=6)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="before CUDA-graph capture"):
+        with torch.cuda.graph(graph):
+            seam.qkv_index_fused_epilogue(*call, **p.kw(), **got)
+    eager = p.outputs(fill=6)
+    seam.qkv_index_fused_epilogue(*call, **p.kw(), **eager)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        seam.qkv_index_fused_epilogue(*call, **p.kw(), **got)
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_outputs_equal(got, eager)
 
 
 def test_block_k_must_divide_k(device):

@@ -149,22 +149,36 @@ _RETIRED: list[torch.Tensor] = []  # outgrown scratch that captured graphs may s
 
 
 def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch.Tensor, torch.Tensor]:
-    """(fp32 partials workspace, int32 arrival counters) for a split-K launch, grown on demand.
+    """(fp32 workspace, int32 arrival counters) for a launch of ``tiles`` output tiles, grown on demand.
 
-    The counters start at zero and the last program of each tile rearms its counter, so
-    one allocation serves every later launch (and CUDA-graph replays). Launches that
-    share it must be ordered (one stream): allocate it before graph capture, e.g. in a
-    warmup call. A buffer outgrown by a later launch is kept alive (``_RETIRED``): a CUDA
-    graph captured earlier still points at it.
+    The workspace holds ``tile.split_k`` fp32 partials per tile (the fused QKV kernel
+    also stages multi-row NVFP4 stores in it). The counters start at zero and the last
+    program of each tile rearms its counter, so one allocation serves every later launch
+    (and CUDA-graph replays). Launches that share it must be ordered (one stream). A
+    capture that would have to allocate or grow it raises instead (a zero-fill recorded
+    in a graph does not run until replay): make an eager call at the largest M first, e.g.
+    :func:`seam.qkv_warmup`. A buffer outgrown by a later launch is kept alive
+    (``_RETIRED``): a CUDA graph captured earlier still points at it.
+
+    Raises:
+        RuntimeError: the workspace must be allocated or grown while the current CUDA
+            stream is capturing a graph.
     """
     device = runtime.normalize_device(device)
     need_ws = tiles * tile.split_k * tile.block_m * tile.block_n
     ws, counters = _SCRATCH.get(device, (None, None))
-    if ws is None or ws.numel() < need_ws:
+    grow_ws = ws is None or ws.numel() < need_ws
+    grow_counters = counters is None or counters.numel() < tiles
+    if (grow_ws or grow_counters) and device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"seam: the MXFP8 GEMM workspace on {device} must be allocated before CUDA-graph capture: "
+            "make one eager call at the largest M first (or seam.qkv_warmup)"
+        )
+    if grow_ws:
         if ws is not None:
             _RETIRED.append(ws)
         ws = torch.empty(need_ws, dtype=torch.float32, device=device)
-    if counters is None or counters.numel() < tiles:
+    if grow_counters:
         if counters is not None:
             _RETIRED.append(counters)
         counters = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)

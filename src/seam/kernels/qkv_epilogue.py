@@ -35,6 +35,15 @@ from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
 
+#: Tiles of 2..32 rows stage their NVFP4 stores through the workspace (:func:`_store_nvfp4_rows`).
+STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
+
+
+def needs_workspace(tile: Tile) -> bool:
+    """Whether a launch with ``tile`` uses the per-device workspace (split-K partials or staged NVFP4 rows)."""
+    return tile.split_k > 1 or 1 < tile.block_m <= STAGED_NVFP4_MAX_ROWS.value
+
+
 @triton.jit
 def _pair_sum(s, R: tl.constexpr, W: tl.constexpr):
     """[R, W] -> [R, W // 2]: sums of adjacent pairs (a sum of two has no order)."""
@@ -114,6 +123,93 @@ def _join_head(x, y, z, R: tl.constexpr):
 
 
 @triton.jit
+def _store_nvfp4(
+    cache_ptr,  # uint8 page base
+    slot_base,  # int64 [1]: byte offset of this head's slot in the token's page
+    tok,  # int64 [1]: token index in the block
+    valid,  # [1] bool: row < M and slot >= 0
+    x,
+    y,
+    z,
+    inv_g,
+    block_size,
+    SWIZZLED: tl.constexpr,
+):
+    """Quantize one token's head (x: dims [0, 32), y: [32, 64), z: [64, 128)) to NVFP4 into its
+    cache slot: 64 data bytes, then 8 scale bytes (linear or V-swizzled).
+
+    The 8 groups of 16 are quantized as one [8, 16] tile: one amax reduction and one
+    scale computation, where a loop over the groups puts 8 dependent reduction chains on
+    the critical path of the kernel's last program (H200, 2026-11-30: one-token TP4 QKV
+    9.6 against 11.5 us).
+    """
+    sf_area = cache_ptr + slot_base + block_size * 64
+    packed, sf = nvfp4_quantize_group(tl.reshape(_join_head(x, y, z, 1), (8, 16)), inv_g, 8)
+    tl.store(cache_ptr + (slot_base + tok * 64)[:, None] + tl.arange(0, 64)[None, :],
+             tl.reshape(packed, (1, 64)), mask=valid[:, None])
+    j = tl.arange(0, 8)[None, :]
+    if SWIZZLED:
+        sf_off = v_scale_offset(tok[:, None], j)
+    else:
+        sf_off = tok[:, None] * 8 + j
+    tl.store(sf_area[:, None] + sf_off, tl.reshape(sf, (1, 8)), mask=valid[:, None])
+
+
+@triton.jit
+def _store_nvfp4_rows(
+    cache_ptr,  # uint8 cache base
+    page_stride,  # bytes per page
+    head_off,  # byte offset of this head's slots in a page
+    slot_src,  # int64 [M] slot mapping of this head kind
+    stage_ptr,  # fp32 [R, 128] scratch of this program (global memory)
+    row0,  # first row of the tile
+    M,
+    x,
+    y,
+    z,
+    inv_g,
+    block_size,
+    SWIZZLED: tl.constexpr,
+    R: tl.constexpr,
+):
+    """Quantize the head rows of a 16- or 32-row tile to NVFP4 into their cache slots.
+
+    The rows go through a global scratch tile (this program's split-K workspace slot) and
+    come back as one plain [R * 8, 16] load, so every group of every row is quantized at
+    once. Quantizing straight from the QKV accumulator's register layouts wrote wrong
+    cache bytes on sm_90 in every all-groups form tried (a [R * 8, 16] view, pair trees;
+    Triton 3.6, BENCHMARKS.md runs 9 and 12), and the group-by-group loop that compiles
+    correctly puts 8 dependent reduction chains on the kernel's critical path: fused QKV
+    at M 8 took 16.9 us that way against 13.6 here (nkv 1; nkv 2: 24.0 against 20.4; H200,
+    2026-11-30). The slots are reloaded in the new layout for the same reason.
+    """
+    # the split-K combine's reads of this slot are done before it is overwritten
+    tl.debug_barrier()
+    # each part where it lies: no layout change of the accumulator's pieces
+    row = stage_ptr + tl.arange(0, R)[:, None] * 128
+    tl.store(row + tl.arange(0, 32)[None, :], x)
+    tl.store(row + 32 + tl.arange(0, 32)[None, :], y)
+    tl.store(row + 64 + tl.arange(0, 64)[None, :], z)
+    # every thread's part of the tile is written before any thread reads it back
+    tl.debug_barrier()
+    e = tl.arange(0, R * 8)
+    v = tl.load(stage_ptr + e[:, None] * 16 + tl.arange(0, 16)[None, :], cache_modifier=".cg")
+    packed, sf = nvfp4_quantize_group(v, inv_g, R * 8)
+    row = row0 + e // 8
+    g = e % 8
+    slot = tl.load(slot_src + row, mask=row < M, other=-1)
+    blk, tok, valid = _slot_location(slot, block_size)
+    slot_base = blk * page_stride + head_off
+    data = cache_ptr + slot_base + tok * 64 + g * 8
+    tl.store(data[:, None] + tl.arange(0, 8)[None, :], packed, mask=valid[:, None])
+    sf_area = cache_ptr + slot_base + block_size * 64
+    if SWIZZLED:
+        tl.store(sf_area + v_scale_offset(tok, g), sf, mask=valid)
+    else:
+        tl.store(sf_area + tok * 8 + g, sf, mask=valid)
+
+
+@triton.jit
 def _halves(x, R: tl.constexpr, W: tl.constexpr):
     """[R, W] -> (columns [0, W/2), [W/2, W))."""
     return tl.split(tl.permute(tl.reshape(x, (R, 2, W // 2)), (0, 2, 1)))
@@ -131,57 +227,49 @@ def _store_group(data, sf_area, tok, valid, v, j: tl.constexpr, inv_g, SWIZZLED:
 
 
 @triton.jit
-def _store_nvfp4(
-    cache_ptr,  # uint8 page base
-    slot_base,  # int64 [R]: byte offset of this head's slot in the token's page
-    tok,  # int64 [R]: token index in the block
-    valid,  # [R] bool: row < M and slot >= 0
-    x,
-    y,
-    z,
-    inv_g,
-    block_size,
-    SWIZZLED: tl.constexpr,
-    R: tl.constexpr,
+def _store_nvfp4_groups(
+    cache_ptr, slot_base, tok, valid, x, y, z, inv_g, block_size, SWIZZLED: tl.constexpr, R: tl.constexpr
 ):
-    """Quantize the head rows (x: dims [0, 32), y: [32, 64), z: [64, 128)) to NVFP4 into their
-    cache slots: 64 data bytes, then 8 scale bytes (linear or V-swizzled).
+    """Quantize the head rows of a 64- or 128-row tile to NVFP4 one group of 16 dims at a time.
 
-    One token (R 1) quantizes its 8 groups of 16 as one [8, 16] tile: one amax reduction
-    and one scale computation, where a loop over the groups puts 8 dependent reduction
-    chains on the critical path of the kernel's last program (H200, 2026-11-30: one-token
-    TP4 QKV 9.6 against 11.5 us). Wider tiles keep the loop: the [R * 8, 16] form of their
-    accumulator layouts wrote wrong cache bytes on sm_90 (Triton 3.6; caught by the
-    integer-operand tests of ``tests/test_qkv.py``), as the 3-D form of
-    :func:`seam.kernels.nvfp4.nvfp4_quantize_group` did.
+    Staged through memory like :func:`_store_nvfp4_rows` these tiles came out wrong on
+    sm_90 as one [R * 8, 16] tile and, in chunks of 32 rows, 4-9% slower at nkv 2,
+    M 256-2048 (H200, 2026-11-30): with this many rows the loop's groups keep the SM busy.
     """
-    valid2 = valid[:, None]
+    data = cache_ptr + (slot_base + tok * 64)[:, None]
     sf_area = cache_ptr + slot_base + block_size * 64
+    x0, x1 = _halves(x, R, 32)
+    y0, y1 = _halves(y, R, 32)
+    z01, z23 = _halves(z, R, 64)
+    z0, z1 = _halves(z01, R, 32)
+    z2, z3 = _halves(z23, R, 32)
+    _store_group(data, sf_area, tok, valid, x0, 0, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, x1, 1, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, y0, 2, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, y1, 3, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z0, 4, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z1, 5, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z2, 6, inv_g, SWIZZLED, R)
+    _store_group(data, sf_area, tok, valid, z3, 7, inv_g, SWIZZLED, R)
+
+
+@triton.jit
+def _store_head_nvfp4(
+    cache_ptr, page_stride, head_off, slot, slot_src, stage_ptr, row0, M, x, y, z, inv_g, block_size,
+    SWIZZLED: tl.constexpr, R: tl.constexpr,
+):
+    """NVFP4 store of one head's rows: :func:`_store_nvfp4` for one token, :func:`_store_nvfp4_rows`
+    up to :data:`STAGED_NVFP4_MAX_ROWS` rows, :func:`_store_nvfp4_groups` above."""
     if R == 1:
-        packed, sf = nvfp4_quantize_group(tl.reshape(_join_head(x, y, z, 1), (8, 16)), inv_g, 8)
-        tl.store(cache_ptr + (slot_base + tok * 64)[:, None] + tl.arange(0, 64)[None, :],
-                 tl.reshape(packed, (1, 64)), mask=valid2)
-        j = tl.arange(0, 8)[None, :]
-        if SWIZZLED:
-            sf_off = v_scale_offset(tok[:, None], j)
-        else:
-            sf_off = tok[:, None] * 8 + j
-        tl.store(sf_area[:, None] + sf_off, tl.reshape(sf, (1, 8)), mask=valid2)
+        blk, tok, valid = _slot_location(slot, block_size)
+        _store_nvfp4(cache_ptr, blk * page_stride + head_off, tok, valid, x, y, z, inv_g, block_size, SWIZZLED)
+    elif R <= STAGED_NVFP4_MAX_ROWS:
+        _store_nvfp4_rows(cache_ptr, page_stride, head_off, slot_src, stage_ptr, row0, M, x, y, z, inv_g,
+                          block_size, SWIZZLED, R)
     else:
-        data = cache_ptr + (slot_base + tok * 64)[:, None]
-        x0, x1 = _halves(x, R, 32)
-        y0, y1 = _halves(y, R, 32)
-        z01, z23 = _halves(z, R, 64)
-        z0, z1 = _halves(z01, R, 32)
-        z2, z3 = _halves(z23, R, 32)
-        _store_group(data, sf_area, tok, valid, x0, 0, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, x1, 1, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, y0, 2, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, y1, 3, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, z0, 4, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, z1, 5, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, z2, 6, inv_g, SWIZZLED, R)
-        _store_group(data, sf_area, tok, valid, z3, 7, inv_g, SWIZZLED, R)
+        blk, tok, valid = _slot_location(slot, block_size)
+        _store_nvfp4_groups(cache_ptr, blk * page_stride + head_off, tok, valid, x, y, z, inv_g, block_size,
+                            SWIZZLED, R)
 
 
 @triton.jit
@@ -238,8 +326,8 @@ def qkv_epilogue_kernel(
     ikw_ptr,
     slot_ptr,  # int64 [M] kv slots (-1 skips)
     islot_ptr,  # int64 [M] index slots (-1 skips)
-    ws_ptr,  # split-K workspace and counters (SPLIT_K > 1)
-    counter_ptr,
+    ws_ptr,  # fp32 workspace (needs_workspace): split-K partials, then staged NVFP4 rows
+    counter_ptr,  # int32 split-K arrival counters (SPLIT_K > 1)
     # outputs
     kv_ptr,  # uint8 [nb, 2*nkv, block_size, 72], page stride kv_page_stride
     idx_ptr,  # uint8 [nb, block_size, 72], page stride idx_page_stride
@@ -289,9 +377,12 @@ def qkv_epilogue_kernel(
             head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV, BLOCK_M
         )
     last = True  # this program holds the full accumulator and writes the outputs
+    kid = tl.program_id(2)
+    tile_id = pid_m * (19 * NKV + 1) + head
+    # this program's workspace slot: after the split-K combine, 2..32-row tiles stage NVFP4 rows in it
+    stage = ws_ptr + (tile_id.to(tl.int64) * SPLIT_K + kid) * (BLOCK_M * 128)
     if ACC_MODE == 0:
         cols = n0 + tl.arange(0, 128)
-        kid = tl.program_id(2)
         acc = tl.zeros((BLOCK_M, 128), tl.float32)
         K_SPLIT: tl.constexpr = K // SPLIT_K
         if BLOCK_M == 1:
@@ -305,7 +396,6 @@ def qkv_epilogue_kernel(
                 K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K, STAGES,
             )
         if SPLIT_K > 1:
-            tile_id = pid_m * (19 * NKV + 1) + head
             acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, 128)
     else:
         src = acc_ptr + rows[:, None] * stride_acc + n0 + tl.arange(0, 128)[None, :]
@@ -338,13 +428,11 @@ def qkv_epilogue_kernel(
         elif head < V_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
-            blk, tok, valid = _slot_location(slot, block_size)
-            base = blk * kv_page_stride + (2 * (head - K_START)) * (block_size * 72)
-            _store_nvfp4(kv_ptr, base, tok, valid, x, y, z, inv_k_scale, block_size, False, BLOCK_M)
+            _store_head_nvfp4(kv_ptr, kv_page_stride, (2 * (head - K_START)) * (block_size * 72), slot, slot_ptr,
+                              stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_k_scale, block_size, False, BLOCK_M)
         elif head < IQ_START:
-            blk, tok, valid = _slot_location(slot, block_size)
-            base = blk * kv_page_stride + (2 * (head - V_START) + 1) * (block_size * 72)
-            _store_nvfp4(kv_ptr, base, tok, valid, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
+            _store_head_nvfp4(kv_ptr, kv_page_stride, (2 * (head - V_START) + 1) * (block_size * 72), slot, slot_ptr,
+                              stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
         elif head < IK_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
@@ -355,8 +443,8 @@ def qkv_epilogue_kernel(
         else:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
-            blk, tok, valid = _slot_location(slot, block_size)
-            _store_nvfp4(idx_ptr, blk * idx_page_stride, tok, valid, x, y, z, 1.0, block_size, False, BLOCK_M)
+            _store_head_nvfp4(idx_ptr, idx_page_stride, 0, slot, islot_ptr,
+                              stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, 1.0, block_size, False, BLOCK_M)
 
 
 def launch_qkv_epilogue(
@@ -394,7 +482,7 @@ def launch_qkv_epilogue(
     grid = (triton.cdiv(m, tile.block_m), 19 * nkv + 1, tile.split_k)
     # unused pointer slots get a tensor of the right kind so the signature stays fixed
     dummy = index_q_out.view(torch.uint8)
-    if tile.split_k > 1:
+    if needs_workspace(tile):
         work, counters = split_k_scratch(positions.device, grid[0] * grid[1], tile)
     else:
         work, counters = dummy, dummy

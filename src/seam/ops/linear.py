@@ -152,6 +152,8 @@ def mxfp8_linear(
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, or an
             unknown ``quantize``.
+        RuntimeError: a split-K launch whose workspace would have to be allocated or
+            grown during CUDA-graph capture (make an eager call at the largest M first).
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):

@@ -21,7 +21,7 @@ from seam.formats.mxfp8 import mxfp8_scale_numel
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
 from seam.kernels.mxfp8_gemm import Tile, pick_tile, small_tile, split_k_scratch
-from seam.kernels.qkv_epilogue import launch_qkv_epilogue
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace
 from seam.ops.linear import check_tile, mxfp8_linear
 
 from seam.ops.registry import register
@@ -266,10 +266,10 @@ def qkv_index_fused_epilogue(
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default picks BLOCK_M (1, the CUDA-core GEMV, for one
             token; 16 to 128 otherwise) and the K split by wave count on the SM count;
-            ``block_n`` must be 128 (one head). With ``split_k > 1`` the programs of a tile combine through a
-            per-device workspace (``seam.kernels.mxfp8_gemm.split_k_scratch``): launches
-            must be ordered on one stream, and :func:`qkv_warmup` allocates it before
-            graph capture.
+            ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
+            (``seam.kernels.mxfp8_gemm.split_k_scratch``: split-K partials, multi-row
+            NVFP4 staging): launches must be ordered on one stream, and it must exist
+            before graph capture (:func:`qkv_warmup`, or one eager call at the largest M).
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar.
@@ -277,6 +277,8 @@ def qkv_index_fused_epilogue(
             or mismatched; no q output; shapes, strides, devices, cache alignment,
             block_size, an empty cos_sin_cache, eps/scales out of range, overlapping
             outputs; with ``SEAM_DEBUG=1`` positions or slots out of range.
+        RuntimeError: the workspace would have to be allocated or grown during CUDA-graph
+            capture (make an eager call or :func:`qkv_warmup` first).
     """
     checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
     if xq.dim() != 2:
@@ -384,7 +386,7 @@ def qkv_epilogue(
         acc: fp32 or BF16 [M, N], N = (19*nkv + 1)*128, unit column stride. Not modified.
 
     Raises:
-        TypeError, ValueError: as :func:`qkv_index_fused_epilogue`.
+        TypeError, ValueError, RuntimeError: as :func:`qkv_index_fused_epilogue`.
     """
     _prepare_epilogue(
         acc, positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps,
@@ -460,8 +462,8 @@ def qkv_warmup(
     Each runs once on a one-token dummy problem (slots -1, so no cache byte changes).
     M and block_size are not specialized on, so a serving step with the same (nkv,
     hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
-    compile-time constant of the kernel). Also allocates the split-K workspace, so call
-    it before capturing CUDA graphs.
+    compile-time constant of the kernel). Also allocates the kernel's workspace (split-K
+    partials, multi-row NVFP4 staging), so call it before capturing CUDA graphs.
 
     Raises:
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
@@ -480,7 +482,7 @@ def qkv_warmup(
 
     def workspace(m: int) -> int:
         t = picks[m]
-        return 0 if t.split_k == 1 else -(-m // t.block_m) * t.split_k * t.block_m
+        return -(-m // t.block_m) * t.split_k * t.block_m if needs_workspace(t) else 0
 
     m = 1
     xq = torch.zeros((m, k), dtype=torch.float8_e4m3fn, device=device)
@@ -500,7 +502,7 @@ def qkv_warmup(
     cs = torch.zeros((1, 64), dtype=torch.bfloat16, device=device)
     for tile in tiles:
         qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args)
-    # the largest split-K workspace any M needs, allocated now rather than during a capture
+    # the largest workspace any M needs, allocated now rather than during a capture
     m_ws = max(picks, key=workspace)
     if workspace(m_ws):
         t = picks[m_ws]
