@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import seam
+from seam import runtime
 from seam.formats import nvfp4
 from seam.kernels import mxfp8_gemm
 from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_tile, small_tile
@@ -339,6 +340,24 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
         seam.qkv_warmup(1, device=device, has_q=False, hidden_size=128)
     with pytest.raises(ValueError, match="device"):
         seam.qkv_warmup(1, device="meta", hidden_size=128)
+
+
+@pytest.mark.parametrize("nkv, max_tokens, ms", [(4, 1, (1,)), (1, 20, (1, 20))])
+def test_warmup_allocates_every_workspace_later_calls_need(nkv, max_tokens, ms, device, monkeypatch):
+    """After qkv_warmup(max_tokens), neither the fused kernel nor the separate epilogue grows the
+    workspace at any M <= max_tokens (growing it during a CUDA-graph capture raises). At one
+    token the separate epilogue (a 16-row tile) needs more than the fused one-token kernel."""
+    monkeypatch.setattr(mxfp8_gemm, "_SCRATCH", {})
+    seam.qkv_warmup(nkv, device=str(device), hidden_size=128, max_tokens=max_tokens, block_size=4)
+    key = runtime.normalize_device(device)
+    ws = mxfp8_gemm._SCRATCH[key][0]
+    for m in ms:
+        p = make_problem(nkv=nkv, m=m, k=128, block_size=4, seed=m, device=device)
+        xq, xsf = seam.mxfp8_quantize(p.x)
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **p.outputs())
+        acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
+        qkv_epilogue(acc, *p.args(), **p.kw(), **p.outputs())
+        assert mxfp8_gemm._SCRATCH[key][0] is ws, m
 
 
 def _bad_cases(p: Problem, xq, xsf):

@@ -156,8 +156,9 @@ def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch
     program of each tile rearms its counter, so one allocation serves every later launch
     (and CUDA-graph replays). Launches that share it must be ordered (one stream). A
     capture that would have to allocate or grow it raises instead (a zero-fill recorded
-    in a graph does not run until replay): make an eager call at the largest M first, e.g.
-    :func:`seam.qkv_warmup`. A buffer outgrown by a later launch is kept alive
+    in a graph does not run until replay): make an eager call at every M to be captured
+    first (the need depends on M's tile, not monotonically: large-M tiles need none), or
+    call :func:`seam.qkv_warmup` for the QKV kernels. A buffer outgrown by a later launch is kept alive
     (``_RETIRED``): a CUDA graph captured earlier still points at it.
 
     Raises:
@@ -171,8 +172,9 @@ def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch
     grow_counters = counters is None or counters.numel() < tiles
     if (grow_ws or grow_counters) and device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
-            f"seam: the MXFP8 GEMM workspace on {device} must be allocated before CUDA-graph capture: "
-            "make one eager call at the largest M first (or seam.qkv_warmup)"
+            f"seam: the per-device workspace of the MXFP8 GEMM / QKV kernels on {device} must be allocated "
+            "before CUDA-graph capture: make one eager call at each M to be captured first "
+            "(or seam.qkv_warmup for the QKV kernels)"
         )
     if grow_ws:
         if ws is not None:

@@ -5,8 +5,12 @@ One output tile is BLOCK_M tokens x one 128-wide head of N = (19*nkv + 1)*128 co
 of them, each over a K range) run the MXFP8 GEMM mainloop of
 ``seam.kernels.mxfp8_gemm``; the one holding the full accumulator (all of them when
 SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
-the head's role-specific epilogue on the fp32 accumulator, so qkv never reaches
-memory (only fp32 partials of the few decode tiles when K is split). On one-token
+the head's role-specific epilogue on the fp32 accumulator, so qkv is never written
+out as a tensor. Scratch traffic remains on decode tiles: fp32 split-K partials when K
+is split, and on 16- and 32-row tiles the K / V / index_k head rows (fp32, after norm
+and RoPE), which pass through the program's own workspace slot (a few KB, read back at
+once by the same program) to reach the layout their NVFP4 quantization compiles
+correctly in (:func:`_store_nvfp4_rows`). On one-token
 tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
 weights, cache slots) before its mainloop, so their latency overlaps the GEMM; wider
 tiles load them in the program that runs the epilogue. ``ACC_MODE`` 1 replaces the
@@ -35,7 +39,8 @@ from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
 
-#: Tiles of 2..32 rows stage their NVFP4 stores through the workspace (:func:`_store_nvfp4_rows`).
+#: Multi-row tiles up to this many rows (16 and 32) stage their NVFP4 stores through the workspace
+#: (:func:`_store_nvfp4_rows`).
 STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
 
 

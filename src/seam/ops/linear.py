@@ -153,7 +153,7 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, or an
             unknown ``quantize``.
         RuntimeError: a split-K launch whose workspace would have to be allocated or
-            grown during CUDA-graph capture (make an eager call at the largest M first).
+            grown during CUDA-graph capture (make an eager call at this M first).
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):

@@ -269,7 +269,7 @@ def qkv_index_fused_epilogue(
             ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.mxfp8_gemm.split_k_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist
-            before graph capture (:func:`qkv_warmup`, or one eager call at the largest M).
+            before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar.
@@ -308,6 +308,11 @@ def qkv_index_fused_epilogue(
     )
 
 
+def epilogue_tile(m: int) -> Tile:
+    """The tile :func:`qkv_epilogue` runs M tokens with by default (no GEMM, so no K split)."""
+    return dataclasses.replace(small_tile(m), split_k=1)
+
+
 def _prepare_epilogue(
     acc: torch.Tensor,
     positions: torch.Tensor,
@@ -344,7 +349,7 @@ def _prepare_epilogue(
         [("acc", acc)],
     )
     # no K here: the accumulator is given
-    tile = dataclasses.replace(check_tile(tile, 128) or small_tile(m), split_k=1)
+    tile = dataclasses.replace(check_tile(tile, 128) or epilogue_tile(m), split_k=1)
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
@@ -462,8 +467,9 @@ def qkv_warmup(
     Each runs once on a one-token dummy problem (slots -1, so no cache byte changes).
     M and block_size are not specialized on, so a serving step with the same (nkv,
     hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
-    compile-time constant of the kernel). Also allocates the kernel's workspace (split-K
-    partials, multi-row NVFP4 staging), so call it before capturing CUDA graphs.
+    compile-time constant of the kernel). Also allocates the per-device workspace (split-K
+    partials, staged NVFP4 rows) that the fused kernel and :func:`qkv_epilogue` need at any
+    M <= max_tokens, so call it before capturing CUDA graphs.
 
     Raises:
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
@@ -480,8 +486,8 @@ def qkv_warmup(
     picks = {m: pick_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
     tiles = sorted(set(picks.values()), key=dataclasses.astuple)
 
-    def workspace(m: int) -> int:
-        t = picks[m]
+    def workspace(mt: tuple[int, Tile]) -> int:
+        m, t = mt
         return -(-m // t.block_m) * t.split_k * t.block_m if needs_workspace(t) else 0
 
     m = 1
@@ -502,9 +508,9 @@ def qkv_warmup(
     cs = torch.zeros((1, 64), dtype=torch.bfloat16, device=device)
     for tile in tiles:
         qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args)
-    # the largest workspace any M needs, allocated now rather than during a capture
-    m_ws = max(picks, key=workspace)
-    if workspace(m_ws):
-        t = picks[m_ws]
+    # the largest workspace any M needs (fused, or the separate epilogue), allocated now
+    # rather than during a capture
+    m_ws, t = max(((m, t) for m in picks for t in (picks[m], epilogue_tile(m))), key=workspace)
+    if workspace((m_ws, t)):
         split_k_scratch(device, -(-m_ws // t.block_m) * (n // HEAD_DIM), t)
     return tiles
