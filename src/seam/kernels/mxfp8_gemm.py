@@ -251,6 +251,48 @@ def load_bf16_raw(
 
 
 @triton.jit
+def load_first_scales(
+    xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K: tl.constexpr, A_BF16: tl.constexpr
+):
+    """(A scales, W scales) of a K loop's first step, for :func:`load_k_step` to carry (with
+    ``A_BF16`` the A slot holds the W scales: A's are computed in the loop)."""
+    b_s = load_scale_tile(wsc_ptr, cols, col_mask, k_base, K, BLOCK_K)
+    if A_BF16:
+        a_s = b_s
+    else:
+        a_s = load_scale_tile(xs_ptr, rows, row_mask, k_base, K, BLOCK_K)
+    return a_s, b_s
+
+
+@triton.jit
+def load_k_step(
+    x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k0, K,
+    a_s_next,  # this step's A scales (from the previous step)
+    b_s_next,  # this step's W scales (from the previous step)
+    stride_xm,
+    BM: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    A_BF16: tl.constexpr,
+):
+    """One K step's raw operands (A E4M3 bytes, A scales, W E4M3 bytes, W scales) and the next
+    step's scales (:func:`load_scale_tile`: one step ahead; past the program's range unused).
+
+    With ``A_BF16`` the A tile is loaded as BF16 and quantized to MXFP8 here.
+    """
+    b_s = b_s_next
+    b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k0 + BLOCK_K, K, BLOCK_K)
+    b_v = load_e4m3_tile(w_ptr, cols, col_mask, k0, K, BLOCK_K)
+    if A_BF16:
+        a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
+        a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), BM, BLOCK_K)
+    else:
+        a_s = a_s_next
+        a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k0 + BLOCK_K, K, BLOCK_K)
+        a_v = load_e4m3_tile(x_ptr, rows, row_mask, k0, K, BLOCK_K)
+    return a_v, a_s, b_v, b_s, a_s_next, b_s_next
+
+
+@triton.jit
 def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
     """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact above 2^-133); fp32 holding those values under the
     interpreter, whose tl.dot reads bitcast BF16 tiles as integers."""
@@ -294,22 +336,12 @@ def mxfp8_mainloop(
     quantized to MXFP8 (the quantizer's rule, on ``to_f32`` of it) right before its
     dequantization, so ``A_deq`` is bit-identical to dequantizing ``seam.mxfp8_quantize(x)``.
     """
-    b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k_base, K, BLOCK_K)
-    if not A_BF16:
-        a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k_base, K, BLOCK_K)
+    a_s_next, b_s_next = load_first_scales(xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K, A_BF16)
     for i in tl.range(N_STEPS, num_stages=STAGES):
-        k0 = k_base + i * BLOCK_K
-        # scales one step ahead (load_scale_tile); past this program's range they are unused
-        b_s = b_s_next
-        b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k0 + BLOCK_K, K, BLOCK_K)
-        if A_BF16:
-            a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
-            a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), BM, BLOCK_K)
-        else:
-            a_s = a_s_next
-            a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k0 + BLOCK_K, K, BLOCK_K)
-            a_v = load_e4m3_tile(x_ptr, rows, row_mask, k0, K, BLOCK_K)
-        b_v = load_e4m3_tile(w_ptr, cols, col_mask, k0, K, BLOCK_K)
+        a_v, a_s, b_v, b_s, a_s_next, b_s_next = load_k_step(
+            x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base + i * BLOCK_K, K,
+            a_s_next, b_s_next, stride_xm, BM, BLOCK_K, A_BF16,
+        )
         a = dequantize_mxfp8(a_v, a_s, BM, BLOCK_K)
         b = dequantize_mxfp8(b_v, b_s, BN, BLOCK_K)
         acc = tl.dot(a, tl.trans(b), acc)
@@ -359,22 +391,12 @@ def mxfp8_gemv_mainloop(
     # registers spilled too and measured slower on the H200, and 2-4 async-copy stages
     # (STAGES) measured no faster than none (2026-11-30).
     total = tl.zeros((BN,), tl.float32)
-    b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k_base, K, BLOCK_K)
-    if not A_BF16:
-        a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k_base, K, BLOCK_K)
+    a_s_next, b_s_next = load_first_scales(xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K, A_BF16)
     for i in tl.range(N_STEPS, num_stages=STAGES):
-        k0 = k_base + i * BLOCK_K
-        # scales one step ahead, as in mxfp8_mainloop
-        b_s = b_s_next
-        b_s_next = load_scale_tile(wsc_ptr, cols, col_mask, k0 + BLOCK_K, K, BLOCK_K)
-        b_v = load_e4m3_tile(w_ptr, cols, col_mask, k0, K, BLOCK_K)
-        if A_BF16:
-            a_x = load_bf16_raw(x_ptr, stride_xm, rows, row_mask, k0, K, BLOCK_K)
-            a_v, a_s = mxfp8_quantize_tile(to_f32(a_x), 1, BLOCK_K)
-        else:
-            a_s = a_s_next
-            a_s_next = load_scale_tile(xs_ptr, rows, row_mask, k0 + BLOCK_K, K, BLOCK_K)
-            a_v = load_e4m3_tile(x_ptr, rows, row_mask, k0, K, BLOCK_K)
+        a_v, a_s, b_v, b_s, a_s_next, b_s_next = load_k_step(
+            x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base + i * BLOCK_K, K,
+            a_s_next, b_s_next, stride_xm, 1, BLOCK_K, A_BF16,
+        )
         # the [1, BLOCK_K] A tile broadcasts over the weight rows: only it changes layout
         w_deq = dequantize_mxfp8_f32(b_v, b_s, BN, BLOCK_K)
         total += tl.sum(w_deq * dequantize_mxfp8_f32(a_v, a_s, 1, BLOCK_K), axis=1)
