@@ -22,6 +22,7 @@ from seam import runtime
 from seam.formats import nvfp4
 from seam.kernels import mxfp8_gemm
 from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_tile, small_tile
+from seam.kernels.qkv_epilogue import TWO_PER_SM_REGISTERS, pick_qkv_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
@@ -330,10 +331,36 @@ def test_fused_split_k(split_k, device):
     _cache_within_one_step(a["index_cache"], c["index_cache"], p.block_size)
 
 
+def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
+    cap = TWO_PER_SM_REGISTERS
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
+        sm90 = torch.device("cuda")
+
+        def pick(m, nkv):
+            t = pick_qkv_tile(m, (19 * nkv + 1) * 128, 6144, sm90)
+            return t.block_m, t.split_k, t.max_registers
+
+        assert pick(1, 1) == (1, 12, None)  # the GEMV keeps pick_tile's choice
+        assert pick(1, 1) == (1, pick_tile(1, 2560, 6144, sm90).split_k, None)
+        assert pick(8, 1) == (16, 12, cap) and pick(8, 2) == (16, 6, cap)  # 16 rows: always capped
+        # 32 rows: one wave already splits K 6 ways (20 heads) -> uncapped; 3 ways (39) -> capped, two per SM
+        assert pick(32, 1) == (32, 6, None)
+        assert pick(32, 2) == (32, 6, cap)
+        assert pick(64, 1) == (32, 6, cap) and pick(64, 2) == (32, 3, cap)
+        # 64 rows: capped only where one wave would split K at most 2 ways
+        assert pick(128, 1) == (64, 3, None)
+        assert pick(128, 2) == (64, 3, cap)
+        assert pick(256, 1) == (64, 3, cap)
+        assert pick(2048, 1) == (64, 1, cap)  # 32 x 20 64-row tiles (pick_tile: 5 waves against 3 of 128 rows)
+        assert pick(2048, 2) == (128, 1, None)  # the 128-row prefill tile is left as it is
+    assert pick_qkv_tile(16, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
+
+
 def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=str(device), has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else
-    assert set(tiles) == {pick_tile(m, 2560, 128, device) for m in range(1, 257)}
+    assert set(tiles) == {pick_qkv_tile(m, 2560, 128, device) for m in range(1, 257)}
     with pytest.raises(ValueError, match="nkv"):
         seam.qkv_warmup(3, device=device, hidden_size=128)
     with pytest.raises(ValueError, match="no q output"):
@@ -401,6 +428,8 @@ def _bad_cases(p: Problem, xq, xsf):
         ("q_fp8_scale huge", dict(q_fp8_scale=1e39), ValueError, r"q_fp8_scale must be in \[2\^-126"),
         ("k_scale tiny", dict(k_scale=1e-45), ValueError, r"k_scale must be in \[2\^-126"),
         ("tile", dict(tile=LARGE_TILE.__class__(16, 64, 128, 4, 1)), ValueError, "block_n"),
+        ("tile registers", dict(tile=dataclasses.replace(small_tile(3), max_registers=300)), ValueError,
+         "max_registers"),
     ]
 
 
@@ -498,8 +527,8 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     n = (19 * nkv + 1) * 128
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=70 + m, device="cuda", integer=True,
                      num_blocks=max(4, -(-3 * m // 64)))
-    tiles = {pick_tile(m, n, 6144, p.x.device), dataclasses.replace(small_tile(m), split_k=1)}
-    for tile in sorted(tiles, key=dataclasses.astuple):
+    tiles = {pick_qkv_tile(m, n, 6144, p.x.device), dataclasses.replace(small_tile(m), split_k=1)}
+    for tile in sorted(tiles, key=repr):
         _assert_fused_exact_on_integer_problem(p, tile)
 
 

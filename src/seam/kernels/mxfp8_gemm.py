@@ -65,6 +65,9 @@ class Tile:
     num_warps: int
     num_stages: int  #: software-pipeline depth of the K loop (``tl.range`` stages; 1: none)
     split_k: int = 1  #: programs per output tile along K (K must split into whole BLOCK_K steps)
+    #: per-thread register cap (Triton's ``maxnreg``); None: the compiler's choice. 128 lets two
+    #: 8-warp programs share an SM (65536 registers); the fused QKV picker uses it (``pick_qkv_tile``).
+    max_registers: int | None = None
 
 
 def small_tile(m: int) -> Tile:
@@ -534,4 +537,5 @@ def launch_mxfp8_linear(
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,
         launch_pdl=use_pdl,
+        maxnreg=tile.max_registers,
     )

@@ -27,11 +27,14 @@ into dims [0, 32), [32, 64) (the RoPE pair) and [64, 128).
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels import mxfp8_gemm
 from seam.kernels.mxfp8_gemm import Tile, mxfp8_gemv_mainloop, mxfp8_mainloop, split_k_combine, split_k_scratch
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
@@ -42,6 +45,47 @@ _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 #: Multi-row tiles up to this many rows (16 and 32) stage their NVFP4 stores through the workspace
 #: (:func:`_store_nvfp4_rows`).
 STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
+
+
+#: Register cap that lets two 8-warp programs of the fused kernel share an SM (65536 / (256 * 128)).
+TWO_PER_SM_REGISTERS = 128
+
+#: Largest one-wave K split (one program per SM) at which a 32- or 64-row tile still takes
+#: :data:`TWO_PER_SM_REGISTERS` and two programs per SM instead.
+_CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
+
+
+def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
+    """The fused QKV kernel's tile for M tokens: ``mxfp8_gemm.pick_tile``'s choice, refit to the
+    registers its epilogue takes.
+
+    Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242
+    registers per thread (the GEMM alone: 100 and 103), so one 8-warp program fills an
+    SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at 16 and 32 rows, 416 bytes
+    of stack at 64) two programs share each SM, and the K split is picked for two per
+    SM. Capping wins where one program per SM would leave K split at most 3 ways (32
+    rows) or 2 ways (64 rows), and loses above that. Fused QKV on the H200 (2026-12-01,
+    ``BENCHMARKS.md``, us, nkv 1 then 2): M 32 split 6 uncapped 18.8 (pick_tile's split
+    12: 21.8), nkv 2 capped 25.8 (32.8); M 64 capped 25.4 (30.7), nkv 2 41.5 (41.4);
+    M 128 uncapped 52.7 (capped 62.3), nkv 2 capped split 3 80.6 (104.5); M 256 capped
+    split 3 70.7 (102.0). 16-row tiles (128 registers uncapped with a BF16 q output)
+    always take the cap: 3% faster at nkv 1. The one-token GEMV (77 registers) and the
+    128-row prefill tile keep pick_tile's choice.
+    """
+    tile = mxfp8_gemm.pick_tile(m, n, k, device)
+    if tile.block_m == 16:
+        return dataclasses.replace(tile, max_registers=TWO_PER_SM_REGISTERS)
+    limit = _CAP_MAX_ONE_WAVE_SPLIT.get(tile.block_m)
+    if limit is None:
+        return tile
+    sms = mxfp8_gemm.num_sms(device)
+    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
+    k_steps = k // tile.block_k if k % tile.block_k == 0 else 1
+    one_wave = mxfp8_gemm.pick_split_k(tiles, k_steps, sms, waves=1)
+    if one_wave > limit:
+        return dataclasses.replace(tile, split_k=one_wave)
+    two_per_sm = mxfp8_gemm.pick_split_k(tiles, k_steps, sms, waves=2)
+    return dataclasses.replace(tile, split_k=two_per_sm, max_registers=TWO_PER_SM_REGISTERS)
 
 
 def needs_workspace(tile: Tile) -> bool:
@@ -530,4 +574,5 @@ def launch_qkv_epilogue(
         num_stages=tile.num_stages,
         enable_fp_fusion=False,
         launch_pdl=use_pdl,
+        maxnreg=tile.max_registers,
     )

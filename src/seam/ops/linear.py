@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from typing import Optional
 
 import torch
 
@@ -58,8 +60,10 @@ def _launch(
     num_warps: int,
     num_stages: int,
     split_k: int,
+    max_registers: Optional[int],
 ) -> None:
-    launch_mxfp8_linear(xq, xs, wq, ws, out, Tile(block_m, block_n, block_k, num_warps, num_stages, split_k))
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers)
+    launch_mxfp8_linear(xq, xs, wq, ws, out, tile)
 
 
 def _launch_in_gemm(
@@ -73,8 +77,10 @@ def _launch_in_gemm(
     num_warps: int,
     num_stages: int,
     split_k: int,
+    max_registers: Optional[int],
 ) -> None:
-    launch_mxfp8_linear(x, None, wq, ws, out, Tile(block_m, block_n, block_k, num_warps, num_stages, split_k))
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers)
+    launch_mxfp8_linear(x, None, wq, ws, out, tile)
 
 
 _linear = register("mxfp8_linear", ("out",), _launch)
@@ -103,6 +109,8 @@ def check_tile(tile: object, k: int) -> Tile | None:
         raise ValueError(
             f"tile.split_k={tile.split_k} must be 1 or split K={k} into whole blocks of block_k={tile.block_k}"
         )
+    if tile.max_registers is not None and (type(tile.max_registers) is not int or not 24 <= tile.max_registers <= 255):
+        raise ValueError(f"tile.max_registers must be None or an int in [24, 255], got {tile.max_registers!r}")
     return tile
 
 
@@ -186,7 +194,7 @@ def mxfp8_linear(
         inputs = [("x.values", x.values), ("x.scales", x.scales)] if isinstance(x, QuantizedActivation) else [("x", x)]
         checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
     tile = tile or pick_tile(m, n, k, device)
-    knobs = (tile.block_m, tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k)
+    knobs = dataclasses.astuple(tile)
     if isinstance(x, QuantizedActivation):
         _linear(x.values, x.scales, weight.values, weight.scales, out, *knobs)
     elif mode is LinearQuantize.IN_GEMM or (mode is LinearQuantize.AUTO and m <= IN_GEMM_MAX_M):

@@ -20,8 +20,8 @@ from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import mxfp8_scale_numel
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
-from seam.kernels.mxfp8_gemm import Tile, pick_tile, small_tile, split_k_scratch
-from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace
+from seam.kernels.mxfp8_gemm import Tile, small_tile, split_k_scratch
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace, pick_qkv_tile
 from seam.ops.linear import check_tile, mxfp8_linear
 
 from seam.ops.registry import register
@@ -61,6 +61,7 @@ def _launch(
     num_warps: int,
     num_stages: int,
     split_k: int,
+    max_registers: Optional[int],
 ) -> None:
     launch_qkv_epilogue(
         xq=xq, xsf=xsf, wq=wq, wsf=wsf, acc=acc,
@@ -70,7 +71,7 @@ def _launch(
         kv_cache=kv_cache, index_cache=index_cache, index_q_out=index_q_out,
         q_out=q_out, q_fp8_out=q_fp8_out,
         inv_scales=(inv_q_fp8_scale, inv_k_scale, inv_v_scale),
-        nkv=nkv, tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k),
+        nkv=nkv, tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k, max_registers),
     )
 
 
@@ -265,7 +266,8 @@ def qkv_index_fused_epilogue(
         q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default picks BLOCK_M (1, the CUDA-core GEMV, for one
-            token; 16 to 128 otherwise) and the K split by wave count on the SM count;
+            token; 16 to 128 otherwise), the K split by wave count on the SM count and a
+            register cap (``seam.kernels.qkv_epilogue.pick_qkv_tile``);
             ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.mxfp8_gemm.split_k_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist
@@ -296,7 +298,7 @@ def qkv_index_fused_epilogue(
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
         [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)],
     )
-    tile = check_tile(tile, k) or pick_tile(m, wq.shape[0], k, device)
+    tile = check_tile(tile, k) or pick_qkv_tile(m, wq.shape[0], k, device)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
     if k % tile.block_k:
@@ -304,7 +306,7 @@ def qkv_index_fused_epilogue(
     _qkv(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
-        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
+        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
     )
 
 
@@ -353,7 +355,7 @@ def _prepare_epilogue(
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
-        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k,
+        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
     )
 
 
@@ -483,8 +485,8 @@ def qkv_warmup(
     checks.multiple_of("max_tokens", max_tokens, 1)
     device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
-    picks = {m: pick_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
-    tiles = sorted(set(picks.values()), key=dataclasses.astuple)
+    picks = {m: pick_qkv_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
+    tiles = sorted(set(picks.values()), key=lambda t: (*dataclasses.astuple(t)[:-1], t.max_registers or 0))
 
     def workspace(mt: tuple[int, Tile]) -> int:
         m, t = mt

@@ -21,7 +21,7 @@ import torch
 
 import seam
 from seam.formats import nvfp4
-from seam.kernels.mxfp8_gemm import pick_tile
+from seam.kernels.qkv_epilogue import pick_qkv_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 from seam.verify.core import Check, Context, Outcome, bytes_equal
@@ -93,7 +93,7 @@ def _run_fused_integer(ctx: Context, nkv: int, m: int, k: int, block_size: int) 
     seam.qkv_index_fused_epilogue(xq, xsf, weight.values, weight.scales, *args, **kw, **got)
     qkv_epilogue_ref(acc, *args, **kw, **want)
     bad = [name for name in got if not bytes_equal(got[name], want[name])]
-    t = pick_tile(m, weight.shape[0], k, ctx.device)
+    t = pick_qkv_tile(m, weight.shape[0], k, ctx.device)
     tile = f"tile {t.block_m}x{t.block_n}x{t.block_k} split {t.split_k}"
     return Outcome(exact=not bad, detail=f"bytes equal ({tile})" if not bad else f"DIFFERS ({tile}): " + ", ".join(bad))
 
