@@ -60,8 +60,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     registers its epilogue takes.
 
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242
-    registers per thread (the GEMM alone: 100 and 103), so one 8-warp program fills an
-    SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at 16 and 32 rows, 416 bytes
+    registers per thread (the GEMM alone: 100 and 103; ``tools/sm90_resources.py``), so
+    one 8-warp program fills an SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at 16 and 32 rows, 416 bytes
     of stack at 64) two programs share each SM, and the K split is picked for two per
     SM. Capping wins where one program per SM would leave K split at most 3 ways (32
     rows) or 2 ways (64 rows), and loses above that. Fused QKV on the H200 (2026-12-01,

@@ -1,0 +1,59 @@
+"""The register budget ``pick_qkv_tile`` relies on, read off sm_90 compiles on any machine.
+
+``tools/sm90_resources.py`` compiles a kernel for sm_90 with Triton's bundled ptxas (no
+GPU needed) and reports registers, stack and shared memory. The capped fused QKV tiles
+must fit two 8-warp programs per SM (65536 registers, 228 KB shared) without spilling:
+an epilogue change that makes them spill would otherwise only show as a slowdown on
+the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seam.kernels.qkv_epilogue import TWO_PER_SM_REGISTERS
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "sm90_resources.py"
+SM90_SHARED_BYTES = 228 * 1024
+
+
+def _resources(*args: str) -> dict:
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def _has_cuobjdump() -> bool:
+    import triton
+
+    return (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").exists()
+
+
+pytestmark = pytest.mark.skipif(not _has_cuobjdump(), reason="this Triton build ships no cuobjdump")
+
+
+@pytest.mark.parametrize(
+    "block_m, split_k, nkv, qfp8",
+    [(16, 12, 1, False), (16, 6, 2, True), (32, 6, 1, False), (32, 3, 2, True)],
+)
+def test_capped_qkv_tiles_fit_two_programs_per_sm_without_spills(block_m, split_k, nkv, qfp8):
+    args = ["qkv", str(block_m), "--split-k", str(split_k), "--nkv", str(nkv), "--max-registers",
+            str(TWO_PER_SM_REGISTERS)] + (["--has-qfp8"] if qfp8 else [])
+    r = _resources(*args)
+    assert r["registers"] <= TWO_PER_SM_REGISTERS
+    assert r["stack_bytes"] == 0, f"spills under the cap: {r}"
+    assert 2 * r["shared_bytes"] <= SM90_SHARED_BYTES
+
+
+def test_tool_rejects_an_unknown_kernel():
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, str(TOOL), "gemv", "1"], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "invalid choice" in out.stderr

@@ -1,0 +1,114 @@
+"""Registers, stack (spills) and shared memory of seam's MXFP8 GEMM kernels compiled for sm_90, on any machine.
+
+Triton compiles for a target it is told and ships ptxas and cuobjdump, so a machine
+without a GPU can read the resource use the H200 would get, e.g. the register count
+that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
+
+    TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
+
+Arguments are specialized as a launch specializes them (pointers and integer sizes
+16-byte divisible; M, eps, scales and block_size not). Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _cuobjdump() -> Path:
+    import triton
+
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+
+
+def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
+              num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
+              has_qfp8: bool = False) -> dict:
+    """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel, or
+    "linear": ``mxfp8_linear``'s) for one tile, compiled for sm_90.
+
+    Raises:
+        RuntimeError: seam's kernels were imported in interpreter mode (set TRITON_INTERPRET=0).
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from seam.kernels import mxfp8_gemm, qkv_epilogue
+
+    if kind == "qkv":
+        fn = qkv_epilogue.qkv_epilogue_kernel
+        types = {"stride_acc": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
+                 "inv_v_scale": "fp32", "kv_page_stride": "i32", "idx_page_stride": "i32", "block_size": "i32",
+                 "acc_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32", "pos_ptr": "*i64", "slot_ptr": "*i64",
+                 "islot_ptr": "*i64", "cs_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16", "iqw_ptr": "*bf16",
+                 "ikw_ptr": "*bf16", "q_ptr": "*bf16"}
+        consts = dict(K=k, NKV=nkv, HAS_Q=True, HAS_QFP8=has_qfp8, ACC_MODE=0, BLOCK_M=block_m, BLOCK_K=block_k,
+                      SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True)
+        options = dict(enable_fp_fusion=False)
+    elif kind == "linear":
+        fn = mxfp8_gemm.mxfp8_linear_kernel
+        types = {"out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32",
+                 "stride_xm": "i32", "stride_om": "i32"}
+        consts = dict(K=k, A_BF16=False, BLOCK_M=block_m, BLOCK_N=128, BLOCK_K=block_k, SPLIT_K=split_k,
+                      STAGES=num_stages, USE_PDL=True)
+        options = {}
+    else:
+        raise ValueError(f"kind must be 'qkv' or 'linear', got {kind!r}")
+    if not hasattr(fn, "cache_key"):
+        raise RuntimeError("seam's kernels were imported in interpreter mode: run with TRITON_INTERPRET=0")
+    not_divisible = {"M", "eps", "inv_q_fp8_scale", "inv_k_scale", "inv_v_scale", "block_size", "stride_acc"}
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            signature[name] = "constexpr"
+            continue
+        signature[name] = types.get(name, "*u8")  # the E4M3 / UE8M0 / NVFP4 byte buffers
+        if name not in not_divisible:
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    constexprs = {(fn.arg_names.index(name),): value for name, value in consts.items()}
+    options.update(num_warps=num_warps, num_stages=num_stages)
+    if max_registers is not None:
+        options["maxnreg"] = max_registers
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([str(_cuobjdump()), "-res-usage", f.name], capture_output=True, text=True,
+                               check=True).stdout
+    m = re.search(r"REG:(\d+)\s+STACK:(\d+)", usage)
+    if m is None:
+        raise RuntimeError(f"unexpected cuobjdump output: {usage!r}")
+    return {"registers": int(m.group(1)), "stack_bytes": int(m.group(2)), "shared_bytes": compiled.metadata.shared}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("kind", choices=("qkv", "linear"))
+    p.add_argument("block_m", type=int)
+    p.add_argument("--block-k", type=int, default=64)
+    p.add_argument("--split-k", type=int, default=12)
+    p.add_argument("--num-warps", type=int, default=8)
+    p.add_argument("--num-stages", type=int, default=3)
+    p.add_argument("--max-registers", type=int, default=None)
+    p.add_argument("--nkv", type=int, default=1)
+    p.add_argument("--k", type=int, default=6144)
+    p.add_argument("--has-qfp8", action="store_true")
+    a = p.parse_args(argv)
+    print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
+                               num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
+                               has_qfp8=a.has_qfp8)))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TRITON_INTERPRET", "0")
+    sys.exit(main())
