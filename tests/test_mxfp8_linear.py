@@ -110,6 +110,7 @@ def _integer_inputs(m, n, k, seed, device):
     Tile(16, 128, 64, 4, 1),  # unpipelined K loop
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4),
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 32, 64, 4, 1),
+    Tile(32, 128, 64, 8, 3, split_k=2, max_registers=64),  # a register cap that makes ptxas spill
 ], ids=str)
 @pytest.mark.parametrize("quantize", ["separate", "in_gemm"])
 def test_linear_bit_exact_on_exact_accumulator(tile, quantize, device):

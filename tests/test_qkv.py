@@ -304,6 +304,7 @@ def _assert_fused_exact_on_integer_problem(p: Problem, tile) -> None:
     Tile(16, 128, 64, 4, 1),  # unpipelined K loop
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4), LARGE_TILE,
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 128, 64, 8, 1),
+    Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128),  # pick_qkv_tile's capped 64-row tile (spills)
 ], ids=str)
 def test_fused_bit_exact_on_exact_accumulator(tile, device):
     # GEMM + epilogue in one kernel, every tile shape: nothing but the summation order may differ
@@ -429,6 +430,8 @@ def _bad_cases(p: Problem, xq, xsf):
         ("k_scale tiny", dict(k_scale=1e-45), ValueError, r"k_scale must be in \[2\^-126"),
         ("tile", dict(tile=LARGE_TILE.__class__(16, 64, 128, 4, 1)), ValueError, "block_n"),
         ("tile registers", dict(tile=dataclasses.replace(small_tile(3), max_registers=300)), ValueError,
+         "max_registers"),
+        ("tile registers type", dict(tile=dataclasses.replace(small_tile(3), max_registers=True)), TypeError,
          "max_registers"),
     ]
 

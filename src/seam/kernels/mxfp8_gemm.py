@@ -12,7 +12,8 @@ out. At decode M the weight stream dominates, so small BLOCK_M (16/32/64) keeps 
 tile cheap; large M takes 128-row tiles. With one program per output tile, decode has
 only N/128 programs (20 at N = 2560) for 132 SMs, too few to stream the weights at HBM
 speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs (two
-waves of them for the decode tiles up to 32 rows, measured). The splits combine
+waves of them for the decode tiles up to 32 rows, measured; the fused QKV kernel refits
+the split to its register use, ``seam.kernels.qkv_epilogue.pick_qkv_tile``). The splits combine
 deterministically inside the kernel (:func:`split_k_combine`): each stores its fp32
 partial to a workspace, and the last to arrive at the tile's counter sums all partials
 in split order and runs the epilogue, so results do not depend on arrival order and the
@@ -106,8 +107,8 @@ SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
 def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
-    """Most K splits that fit ``waves`` waves (``tiles * split <= waves * sms``: one program
-    per SM at these register counts), each split keeping >= 2 BLOCK_K steps."""
+    """Most K splits that fit ``waves`` programs per SM (``tiles * split <= waves * sms``: as
+    later waves, or resident together where registers allow), each split keeping >= 2 BLOCK_K steps."""
     best = 1
     for s in SPLIT_K_CHOICES:
         if k_steps % s or k_steps // s < 2 or tiles * s > waves * sms:
@@ -121,7 +122,8 @@ def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
 #: split 12 (two waves) 12.9 us, split 24 15.8 us for mxfp8_linear; 24.8 vs 19.2 us for
 #: the fused QKV kernel. For the fused kernel on :data:`GEMV_TILE` (2026-11-30): split 6 14.4,
 #: 8 12.9, 12 11.5, 16 15.2, 24 20.8 us (``mxfp8_linear`` alone would prefer 24: 7.2 against
-#: 8.5 us at 12). 64-row tiles keep one wave (at M 256 the fused kernel lost with two).
+#: 8.5 us at 12). 64-row tiles keep one wave (at M 256 the fused kernel lost with two, uncapped;
+#: with two programs per SM under a register cap it wins: ``pick_qkv_tile``).
 DECODE_WAVES = 2
 
 

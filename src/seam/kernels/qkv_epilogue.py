@@ -61,16 +61,19 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
 
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242
     registers per thread (the GEMM alone: 100 and 103; ``tools/sm90_resources.py``), so
-    one 8-warp program fills an SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at 16 and 32 rows, 416 bytes
-    of stack at 64) two programs share each SM, and the K split is picked for two per
-    SM. Capping wins where one program per SM would leave K split at most 3 ways (32
-    rows) or 2 ways (64 rows), and loses above that. Fused QKV on the H200 (2026-12-01,
-    ``BENCHMARKS.md``, us, nkv 1 then 2): M 32 split 6 uncapped 18.8 (pick_tile's split
-    12: 21.8), nkv 2 capped 25.8 (32.8); M 64 capped 25.4 (30.7), nkv 2 41.5 (41.4);
-    M 128 uncapped 52.7 (capped 62.3), nkv 2 capped split 3 80.6 (104.5); M 256 capped
-    split 3 70.7 (102.0). 16-row tiles (128 registers uncapped with a BF16 q output)
-    always take the cap: 3% faster at nkv 1. The one-token GEMV (77 registers) and the
-    128-row prefill tile keep pick_tile's choice.
+    one 8-warp program fills an SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at
+    16 and 32 rows, 400-480 bytes of stack at 64 depending on outputs and split) two
+    programs share each SM, and the K split is picked for two per SM. Capping wins where
+    one program per SM would leave K split at most 3 ways (32 rows) or 2 ways (64 rows),
+    and loses above that. Fused QKV on the H200 (2026-12-01, ``BENCHMARKS.md``, us, nkv 1
+    then 2): M 32 split 6 uncapped 18.8 (pick_tile's split 12: 21.8), nkv 2 capped 25.8
+    (32.8); M 64 capped 25.4 (30.7), nkv 2 41.5 (41.4); M 128 uncapped 52.7 (capped
+    62.3), nkv 2 capped split 3 80.6 (104.5); M 256 capped split 3 70.7 (102.0). 16-row
+    tiles (126-128 registers uncapped) always take the cap: 3% faster at nkv 1. The
+    one-token GEMV (75-77 registers, three programs per SM already) and the 128-row
+    prefill tile keep pick_tile's choice, and so does pick_tile's choice between 64- and
+    128-row tiles (measured without the cap). The thresholds were measured at K 6144
+    only.
     """
     tile = mxfp8_gemm.pick_tile(m, n, k, device)
     if tile.block_m == 16:

@@ -109,8 +109,11 @@ def check_tile(tile: object, k: int) -> Tile | None:
         raise ValueError(
             f"tile.split_k={tile.split_k} must be 1 or split K={k} into whole blocks of block_k={tile.block_k}"
         )
-    if tile.max_registers is not None and (type(tile.max_registers) is not int or not 24 <= tile.max_registers <= 255):
-        raise ValueError(f"tile.max_registers must be None or an int in [24, 255], got {tile.max_registers!r}")
+    if tile.max_registers is not None:
+        if type(tile.max_registers) is not int:  # bool, numpy ints and floats too: Triton's maxnreg is a plain int
+            raise TypeError(f"tile.max_registers must be None or an int, got {type(tile.max_registers).__name__}")
+        if not 24 <= tile.max_registers <= 255:
+            raise ValueError(f"tile.max_registers must be in [24, 255] (registers per thread), got {tile.max_registers}")
     return tile
 
 
@@ -156,10 +159,10 @@ def mxfp8_linear(
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
-            out not BF16, tile of the wrong type, quantize not a str.
+            out not BF16, tile (or its max_registers) of the wrong type, quantize not a str.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
-            scales, devices, strides, tile sizes, a split_k that does not divide K, or an
-            unknown ``quantize``.
+            scales, devices, strides, tile sizes, a split_k that does not divide K, a
+            max_registers outside [24, 255], or an unknown ``quantize``.
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
     """

@@ -274,11 +274,13 @@ def qkv_index_fused_epilogue(
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
 
     Raises:
-        TypeError: a tensor argument of the wrong type or dtype, a non-float scalar.
+        TypeError: a tensor argument of the wrong type or dtype, a non-float scalar, a
+            tile (or its max_registers) of the wrong type.
         ValueError: N not (19*nkv + 1)*128 with nkv in {1, 2, 4}; K not a multiple of 128
             or mismatched; no q output; shapes, strides, devices, cache alignment,
             block_size, an empty cos_sin_cache, eps/scales out of range, overlapping
-            outputs; with ``SEAM_DEBUG=1`` positions or slots out of range.
+            outputs, tile sizes (``seam.ops.linear.check_tile``); with ``SEAM_DEBUG=1``
+            positions or slots out of range.
         RuntimeError: the workspace would have to be allocated or grown during CUDA-graph
             capture (make an eager call or :func:`qkv_warmup` first).
     """
