@@ -9,6 +9,7 @@ the GPU.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -24,17 +25,22 @@ TOOL = ROOT / "tools" / "sm90_resources.py"
 SM90_SHARED_BYTES = 228 * 1024
 
 
-def _resources(*args: str) -> dict:
+def _run_tool(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, env=env)
+
+
+def _resources(*args: str) -> dict:
+    out = _run_tool(*args)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 
 
 def _has_cuobjdump() -> bool:
-    import triton
-
-    return (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").exists()
+    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)  # imports nothing from seam at module level
+    return tool._cuobjdump().exists()
 
 
 pytestmark = pytest.mark.skipif(not _has_cuobjdump(), reason="this Triton build ships no cuobjdump")
@@ -54,6 +60,5 @@ def test_capped_qkv_tiles_fit_two_programs_per_sm_without_spills(block_m, split_
 
 
 def test_tool_rejects_an_unknown_kernel():
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, str(TOOL), "gemv", "1"], capture_output=True, text=True, env=env)
+    out = _run_tool("gemv", "1")
     assert out.returncode == 2 and "invalid choice" in out.stderr
