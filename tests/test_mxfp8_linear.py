@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import seam
-from seam.formats.mxfp8 import mxfp8_quantize_ref
+from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzle_scales
 from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_split_k, pick_tile, small_tile
 
 
@@ -111,6 +111,7 @@ def _integer_inputs(m, n, k, seed, device):
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4),
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 32, 64, 4, 1),
     Tile(32, 128, 64, 8, 3, split_k=2, max_registers=64),  # a register cap that makes ptxas spill
+    Tile(32, 128, 64, 8, 3, split_k=2, f16_operands=True),
 ], ids=str)
 @pytest.mark.parametrize("quantize", ["separate", "in_gemm"])
 def test_linear_bit_exact_on_exact_accumulator(tile, quantize, device):
@@ -128,6 +129,76 @@ def test_linear_bit_exact_every_picked_tile_gpu(m):
         for quantize in ("separate", "in_gemm"):
             got = seam.mxfp8_linear(x, w, tile=tile, quantize=quantize)
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (tile, quantize)
+
+
+def _edge_and_random_rows(m, k, seed):
+    """BF16 [m, k]: edge rows first (zeros, tiny, dominating element, inf/NaN, huge, -0.0), then random rows."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g) * torch.logspace(-3, 3, m)[:, None]
+    x[0] = 0.0
+    x[1] = 1e-38  # scale byte 0
+    x[2, 0], x[2, 1:] = 1000.0, 1e-6  # blocks 30 binades apart: past F16's window
+    x[3, 3], x[3, 40] = float("inf"), float("-inf")
+    x[4, ::3] = float("nan")
+    x[5] = torch.randn(k, generator=g) * 3e4
+    x[6] = -0.0
+    return x.to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("tile", [
+    Tile(16, 128, 64, 8, 3, f16_operands=True), Tile(32, 128, 32, 8, 4, split_k=2, f16_operands=True),
+    Tile(64, 128, 64, 8, 3, f16_operands=True, max_registers=128),
+], ids=str)
+def test_f16_operands_same_bytes_as_bf16_operands(tile, device):
+    # tiles whose scales fit F16's window take the F16 loop, the others (the edge rows of the
+    # first tile, a weight row with blocks far apart) the BF16 loop: the bytes equal BF16 operands'
+    x = _edge_and_random_rows(70, 256, seed=71).to(device)
+    g = torch.Generator().manual_seed(72)
+    w = torch.randn(200, 256, generator=g) * 0.05
+    w[150, :32] *= 2.0**40  # this weight row's tile falls back too
+    weight = seam.MXFP8Weight.from_bf16(w.to(torch.bfloat16).to(device))
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
+    got = seam.mxfp8_linear(act, weight, tile=tile)
+    want = seam.mxfp8_linear(act, weight, tile=dataclasses.replace(tile, f16_operands=False))
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    _check_close(got[7:], *seam.mxfp8_quantize(x[7:]), weight)  # the edge rows overflow the reference's bound
+
+
+@pytest.mark.parametrize("below", [15, 16])  # the last binade F16 holds, and one past it
+@pytest.mark.parametrize("side", ["activation", "weight"])
+def test_f16_operands_exact_at_the_window_edge(below, side, device):
+    # One row: 448 at column 0 (scale S), the smallest E4M3 code 2^-9 at column 32 (scale
+    # S - 7 - below). The F16 loop writes the row as e4m3 * 2^(s - (S - 7)), so the small code
+    # becomes 2^(-9 - below): exact in F16 down to 2^-24; past that the kernel must take the
+    # BF16 loop, or it would round to 0. The other operand picks each column out with 1.0.
+    big_s = 140
+    row = torch.zeros(1, 64, dtype=torch.uint8)
+    row[0, 0], row[0, 32] = 0x7E, 0x01
+    row_scales = torch.tensor([[big_s, big_s - 7 - below]], dtype=torch.uint8)
+    probe = torch.zeros(2, 64, dtype=torch.uint8)
+    probe[0, 32], probe[1, 0] = 0x38, 0x38
+    probe_scales = torch.full((2, 2), 127, dtype=torch.uint8)
+    (xc, xsc), (wc, wsc) = ((row, row_scales), (probe, probe_scales))[:: 1 if side == "activation" else -1]
+    act = seam.QuantizedActivation(xc.view(torch.float8_e4m3fn).to(device), swizzle_scales(xsc).to(device),
+                                   torch.bfloat16, tuple(xc.shape))
+    weight = seam.MXFP8Weight(wc.view(torch.float8_e4m3fn).to(device), swizzle_scales(wsc).to(device))
+    got = seam.mxfp8_linear(act, weight, tile=Tile(16, 128, 64, 8, 3, f16_operands=True)).float().cpu()
+    tiny, big = 2.0 ** (-9 + big_s - 7 - below - 127), 448.0 * 2.0 ** (big_s - 127)
+    want = torch.tensor([[tiny, big]]) if side == "activation" else torch.tensor([[tiny], [big]])
+    assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [8, 64, 513, 2048])
+def test_f16_operands_same_bytes_gpu(m):
+    x, w = _inputs(m, 2560, 6144, seed=m, device="cuda")
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, 6144))
+    for tile in (small_tile(m), dataclasses.replace(pick_tile(m, 2560, 6144, x.device), max_registers=128)):
+        got = seam.mxfp8_linear(act, w, tile=dataclasses.replace(tile, f16_operands=True))
+        want = seam.mxfp8_linear(act, w, tile=tile)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
 def test_linear_edge_values(device):
@@ -212,6 +283,10 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 3, 1))
     with pytest.raises(ValueError, match="num_stages"):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 0))
+    with pytest.raises(TypeError, match="f16_operands"):
+        seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 1, f16_operands=1))
+    with pytest.raises(ValueError, match="f16_operands"):
+        seam.mxfp8_linear(x, w, tile=dataclasses.replace(GEMV_TILE, f16_operands=True))
     assert out.eq(0).all()
 
 

@@ -304,7 +304,8 @@ def _assert_fused_exact_on_integer_problem(p: Problem, tile) -> None:
     Tile(16, 128, 64, 4, 1),  # unpipelined K loop
     Tile(16, 128, 64, 8, 4, split_k=2), Tile(32, 128, 32, 8, 4, split_k=4), LARGE_TILE,
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 128, 64, 8, 1),
-    Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128),  # pick_qkv_tile's capped 64-row tile (spills)
+    Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128),  # a capped 64-row tile (spills)
+    Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128, f16_operands=True),  # pick_qkv_tile's
 ], ids=str)
 def test_fused_bit_exact_on_exact_accumulator(tile, device):
     # GEMM + epilogue in one kernel, every tile shape: nothing but the summation order may differ
@@ -340,6 +341,7 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 
         def pick(m, nkv):
             t = pick_qkv_tile(m, (19 * nkv + 1) * 128, 6144, sm90)
+            assert t.f16_operands == (t.block_m == 64 and t.max_registers == cap)  # F16 operands where capped at 64 rows
             return t.block_m, t.split_k, t.max_registers
 
         assert pick(1, 1) == (1, 12, None)  # the GEMV keeps pick_tile's choice
@@ -433,6 +435,9 @@ def _bad_cases(p: Problem, xq, xsf):
          "max_registers"),
         ("tile registers type", dict(tile=dataclasses.replace(small_tile(3), max_registers=True)), TypeError,
          "max_registers"),
+        ("tile f16 type", dict(tile=dataclasses.replace(small_tile(3), f16_operands="yes")), TypeError,
+         "f16_operands"),
+        ("tile f16 gemv", dict(tile=dataclasses.replace(GEMV_TILE, f16_operands=True)), ValueError, "f16_operands"),
     ]
 
 
@@ -533,6 +538,31 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     tiles = {pick_qkv_tile(m, n, 6144, p.x.device), dataclasses.replace(small_tile(m), split_k=1)}
     for tile in sorted(tiles, key=repr):
         _assert_fused_exact_on_integer_problem(p, tile)
+
+
+def _assert_f16_operands_same_bytes(p: Problem, tile: Tile) -> None:
+    # a first-tile activation row with blocks 40 binades apart sends that tile to the BF16 loop
+    x = p.x.clone()
+    x[0, :32] *= 2.0**40
+    xq, xsf = seam.mxfp8_quantize(x)
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    call = (xq, xsf, p.weight.values, p.weight.scales, *p.args())
+    seam.qkv_index_fused_epilogue(*call, **p.kw(), tile=dataclasses.replace(tile, f16_operands=True), **got)
+    seam.qkv_index_fused_epilogue(*call, **p.kw(), tile=tile, **want)
+    _assert_outputs_equal(got, want)
+
+
+def test_fused_f16_operands_same_bytes(device):
+    p = make_problem(nkv=1, m=70, k=256, seed=74, device=device)
+    _assert_f16_operands_same_bytes(p, Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nkv,m", [(1, 256), (2, 513), (1, 2048)])
+def test_fused_f16_operands_same_bytes_gpu(nkv, m):
+    p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=75, device="cuda", num_blocks=-(-3 * m // 64))
+    _assert_f16_operands_same_bytes(p, dataclasses.replace(pick_qkv_tile(m, p.weight.shape[0], 6144, p.x.device),
+                                                           f16_operands=False))
 
 
 @pytest.mark.gpu

@@ -74,6 +74,13 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     prefill tile keep pick_tile's choice, and so does pick_tile's choice between 64- and
     128-row tiles (measured without the cap). The thresholds were measured at K 6144
     only.
+
+    Capped 64-row tiles also take F16 operands (``Tile.f16_operands``, same bytes out):
+    their K loop has a quarter fewer instructions and no more registers to lose (H200,
+    2026-12-01, us, BF16 then F16 operands): nkv 1 M 1024 243.1 / 204.6, M 2048 379.1 /
+    321.8; nkv 2 M 512 242.7 / 205.6; M 128-256 (split 3) within 2%. Elsewhere they did
+    not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gives
+    the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile).
     """
     tile = mxfp8_gemm.pick_tile(m, n, k, device)
     if tile.block_m == 16:
@@ -88,7 +95,9 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     if one_wave > limit:
         return dataclasses.replace(tile, split_k=one_wave)
     two_per_sm = mxfp8_gemm.pick_split_k(tiles, k_steps, sms, waves=2)
-    return dataclasses.replace(tile, split_k=two_per_sm, max_registers=TWO_PER_SM_REGISTERS)
+    return dataclasses.replace(
+        tile, split_k=two_per_sm, max_registers=TWO_PER_SM_REGISTERS, f16_operands=tile.block_m == 64
+    )
 
 
 def needs_workspace(tile: Tile) -> bool:
@@ -405,6 +414,7 @@ def qkv_epilogue_kernel(
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,  # 1 with ACC_MODE 1
     STAGES: tl.constexpr,  # software-pipeline depth of the GEMM's K loop
+    F16_OPERANDS: tl.constexpr,  # the GEMM's scaled-F16 operands (``mxfp8_mainloop``)
     USE_PDL: tl.constexpr,
 ):
     K_START: tl.constexpr = 16 * NKV
@@ -445,7 +455,7 @@ def qkv_epilogue_kernel(
         else:
             acc = mxfp8_mainloop(
                 acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, cols < N, kid * K_SPLIT,
-                K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K, STAGES,
+                K, K_SPLIT // BLOCK_K, BLOCK_M, 128, BLOCK_K, STAGES, F16_OPERANDS=F16_OPERANDS,
             )
         if SPLIT_K > 1:
             acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, 128)
@@ -572,6 +582,7 @@ def launch_qkv_epilogue(
         BLOCK_K=tile.block_k,
         SPLIT_K=tile.split_k,
         STAGES=tile.num_stages,
+        F16_OPERANDS=tile.f16_operands and not from_acc,
         USE_PDL=use_pdl,
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,

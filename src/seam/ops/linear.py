@@ -61,8 +61,9 @@ def _launch(
     num_stages: int,
     split_k: int,
     max_registers: Optional[int],
+    f16_operands: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers)
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands)
     launch_mxfp8_linear(xq, xs, wq, ws, out, tile)
 
 
@@ -78,8 +79,9 @@ def _launch_in_gemm(
     num_stages: int,
     split_k: int,
     max_registers: Optional[int],
+    f16_operands: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers)
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands)
     launch_mxfp8_linear(x, None, wq, ws, out, tile)
 
 
@@ -114,6 +116,10 @@ def check_tile(tile: object, k: int) -> Tile | None:
             raise TypeError(f"tile.max_registers must be None or an int, got {type(tile.max_registers).__name__}")
         if not 24 <= tile.max_registers <= 255:
             raise ValueError(f"tile.max_registers must be in [24, 255] (registers per thread), got {tile.max_registers}")
+    if type(tile.f16_operands) is not bool:
+        raise TypeError(f"tile.f16_operands must be a bool, got {type(tile.f16_operands).__name__}")
+    if tile.f16_operands and tile.block_m == 1:
+        raise ValueError("tile.f16_operands needs an MMA tile (block_m >= 16); the one-token GEMV has no operands")
     return tile
 
 
@@ -143,7 +149,8 @@ def mxfp8_linear(
             token; 16 to 128 otherwise) and the K split by wave count on the SM count
             (split-K launches share a per-device workspace: keep them on one stream, and
             make a first call before graph capture). ``block_m`` must be 1 or a power of
-            two >= 16.
+            two >= 16. ``f16_operands`` applies to MXFP8 activations (in-GEMM
+            quantization keeps BF16 operands); the output bytes are the same either way.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
             ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
@@ -159,10 +166,12 @@ def mxfp8_linear(
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
-            out not BF16, tile (or its max_registers) of the wrong type, quantize not a str.
+            out not BF16, tile (or its max_registers or f16_operands) of the wrong type,
+            quantize not a str.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
-            max_registers outside [24, 255], or an unknown ``quantize``.
+            max_registers outside [24, 255], f16_operands on the one-token tile, or an
+            unknown ``quantize``.
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
     """

@@ -62,6 +62,7 @@ def _launch(
     num_stages: int,
     split_k: int,
     max_registers: Optional[int],
+    f16_operands: bool,
 ) -> None:
     launch_qkv_epilogue(
         xq=xq, xsf=xsf, wq=wq, wsf=wsf, acc=acc,
@@ -71,7 +72,7 @@ def _launch(
         kv_cache=kv_cache, index_cache=index_cache, index_q_out=index_q_out,
         q_out=q_out, q_fp8_out=q_fp8_out,
         inv_scales=(inv_q_fp8_scale, inv_k_scale, inv_v_scale),
-        nkv=nkv, tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k, max_registers),
+        nkv=nkv, tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k, max_registers, f16_operands),
     )
 
 
@@ -275,7 +276,7 @@ def qkv_index_fused_epilogue(
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar, a
-            tile (or its max_registers) of the wrong type.
+            tile (or its max_registers or f16_operands) of the wrong type.
         ValueError: N not (19*nkv + 1)*128 with nkv in {1, 2, 4}; K not a multiple of 128
             or mismatched; no q output; shapes, strides, devices, cache alignment,
             block_size, an empty cos_sin_cache, eps/scales out of range, overlapping
@@ -309,6 +310,7 @@ def qkv_index_fused_epilogue(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
         *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
+        tile.f16_operands,
     )
 
 
@@ -358,6 +360,7 @@ def _prepare_epilogue(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
         *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
+        tile.f16_operands,
     )
 
 
@@ -488,7 +491,7 @@ def qkv_warmup(
     device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
     picks = {m: pick_qkv_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
-    tiles = sorted(set(picks.values()), key=lambda t: (*dataclasses.astuple(t)[:-1], t.max_registers or 0))
+    tiles = sorted(set(picks.values()), key=lambda t: tuple(0 if v is None else v for v in dataclasses.astuple(t)))
 
     def workspace(mt: tuple[int, Tile]) -> int:
         m, t = mt
