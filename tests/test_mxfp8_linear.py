@@ -165,6 +165,18 @@ def test_f16_operands_same_bytes_as_bf16_operands(tile, device):
     _check_close(got[7:], *seam.mxfp8_quantize(x[7:]), weight)  # the edge rows overflow the reference's bound
 
 
+def test_f16_operands_k_past_the_last_block(device):
+    # K 288 on 256-wide steps: the second step is mostly past K; the F16 loop must still give the same bytes
+    x, w = _inputs(20, 130, 288, seed=76, device=device)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (20, 288))
+    tile = Tile(16, 128, 256, 4, 1, f16_operands=True)
+    got = seam.mxfp8_linear(act, w, tile=tile)
+    want = seam.mxfp8_linear(act, w, tile=dataclasses.replace(tile, f16_operands=False))
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    _check_close(got, xq, xs, w)
+
+
 @pytest.mark.parametrize("below", [15, 16])  # the last binade F16 holds, and one past it
 @pytest.mark.parametrize("side", ["activation", "weight"])
 def test_f16_operands_exact_at_the_window_edge(below, side, device):

@@ -344,7 +344,8 @@ def f16_row_offsets(
     smin = tl.full((R,), 255, tl.int32)
     for ch in tl.static_range(NCH):
         scols = k_base // 32 + ch * CH + tl.arange(0, CH)
-        in_range = (ch * CH + tl.arange(0, CH) < KR // 32)[None, :] & row_mask[:, None]
+        # a last step past K reads no scale (past the padded columns lies the next row group's)
+        in_range = ((ch * CH + tl.arange(0, CH) < KR // 32) & (scols < K // 32))[None, :] & row_mask[:, None]
         s = tl.load(s_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols), mask=in_range,
                     other=0).to(tl.int32)
         smax = tl.maximum(smax, tl.max(s, axis=1))
@@ -373,7 +374,7 @@ def dequantize_mxfp8_f16(vals, s, c, R: tl.constexpr, BLOCK_K: tl.constexpr):
 def pow2_scale(acc, e):
     """acc * 2^e for int32 exponents e in [-252, 240] (broadcast to acc), as two fp32 multiplies by powers
     of two in the normal range: exact unless the result over- or underflows."""
-    e_lo = e // 2
+    e_lo = e >> 1  # floor on both targets (``//`` truncates on the GPU, floors in the interpreter)
     e_hi = e - e_lo
     return (acc * bits_f32(((e_hi + 127) << 23).to(tl.uint32))) * bits_f32(((e_lo + 127) << 23).to(tl.uint32))
 
