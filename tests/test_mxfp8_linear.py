@@ -177,6 +177,48 @@ def test_f16_operands_k_past_the_last_block(device):
     _check_close(got, xq, xs, w)
 
 
+def _e4m3(v: float) -> int:
+    return int(torch.tensor(v).to(torch.float8_e4m3fn).view(torch.uint8))
+
+
+@pytest.mark.parametrize("a_codes,a_scale,w_codes,w_scale", [
+    ((2.0,), 254, (1.0,), 100),  # the BF16 loop's dequantization overflows: inf
+    ((448.0,), 247, (1.0,), 60),
+    ((2.0**-9,), 0, (1.0,), 247),  # ... or rounds below BF16's 2^-133
+    ((3 * 2.0**-9,), 2, (1.0,), 240),
+    ((1.0, 1.0), 246, (-1.0, 0.75), 136),  # a product overflows fp32 (2^119 * -2^9), the exact sum does not
+], ids=["scale 254", "scale 247", "scale 0", "scale 2", "product overflow"])
+def test_f16_operands_same_bytes_at_extreme_scales(a_codes, a_scale, w_codes, w_scale, device):
+    # scale bytes where the BF16 loop is not exact, or its sums not normal: F16 operands could be
+    # "better" there, so those programs must take the BF16 loop to give the same bytes
+    def operand(rows, codes, scale):
+        v = torch.zeros(rows, 32, dtype=torch.uint8)
+        v[:, : len(codes)] = torch.tensor([_e4m3(c) for c in codes], dtype=torch.uint8)
+        return v.view(torch.float8_e4m3fn).to(device), swizzle_scales(torch.full((rows, 1), scale, dtype=torch.uint8)).to(device)
+
+    act = seam.QuantizedActivation(*operand(16, a_codes, a_scale), torch.bfloat16, (16, 32))
+    weight = seam.MXFP8Weight(*operand(128, w_codes, w_scale))
+    tile = Tile(16, 128, 32, 4, 1)
+    got = seam.mxfp8_linear(act, weight, tile=dataclasses.replace(tile, f16_operands=True))
+    want = seam.mxfp8_linear(act, weight, tile=tile)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def test_f16_operands_rows_of_inf(device):
+    # an inf in every block quantizes to +448 at scale 254: NaN/inf out, as with BF16 operands
+    x = torch.randn(16, 128, generator=torch.Generator().manual_seed(77))
+    x[0, ::32] = float("inf")
+    x[1, ::32] = float("-inf")
+    x[1, 64::32] = float("inf")
+    w = seam.MXFP8Weight.from_bf16((torch.randn(128, 128) * 1e-3).to(torch.bfloat16).to(device))
+    xq, xs = seam.mxfp8_quantize(x.to(torch.bfloat16).to(device))
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (16, 128))
+    tile = Tile(16, 128, 64, 4, 1)
+    got = seam.mxfp8_linear(act, w, tile=dataclasses.replace(tile, f16_operands=True))
+    assert torch.equal(got.view(torch.int16), seam.mxfp8_linear(act, w, tile=tile).view(torch.int16))
+    assert not got[:2].isfinite().any()
+
+
 @pytest.mark.parametrize("below", [15, 16])  # the last binade F16 holds, and one past it
 @pytest.mark.parametrize("side", ["activation", "weight"])
 def test_f16_operands_exact_at_the_window_edge(below, side, device):

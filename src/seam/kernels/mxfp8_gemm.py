@@ -319,6 +319,15 @@ def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
 F16_MAX_BELOW = tl.constexpr(15)
 #: Largest offset above the reference: 448 * 2^7 = 57344 <= 65504, F16's largest finite value.
 F16_MAX_ABOVE = tl.constexpr(7)
+#: Scale bytes where the BF16 loop's dequantization is exact and finite: below 3 the smallest
+#: codes fall under BF16's 2^-133, above 246 448 * 2^(s - 127) overflows fp32.
+BF16_EXACT_MIN_SCALE = tl.constexpr(3)
+BF16_EXACT_MAX_SCALE = tl.constexpr(246)
+#: Bounds on a_s + w_s over a program's blocks under which every fp32 sum of both loops is exact
+#: up to order and normal: each nonzero product is a multiple of 2^(a_s + w_s - 272) >= 2^-126, and
+#: K * 448^2 * 2^(a_s + w_s - 254) < 2^128 for K <= 2^24.
+PRODUCT_MIN_SCALE_SUM = tl.constexpr(146)
+PRODUCT_MAX_SCALE_SUM = tl.constexpr(340)
 
 
 @triton.jit
@@ -330,11 +339,12 @@ def f16_row_offsets(
     K,
     KR: tl.constexpr,  # columns in the range (a multiple of 32)
 ):
-    """(reference c int32 [R], whether every row's block scales in the range fit it) for F16 operands.
+    """(reference c int32 [R], whether every row's block scales fit F16's window around its c,
+    smallest and largest scale byte of the rows) over the K range, for F16 operands.
 
     c = max(max scale byte - F16_MAX_ABOVE, 1), so ``e4m3 * 2^(s - c)`` is exact in F16 for
-    every block with ``c - F16_MAX_BELOW <= s`` (all-zero blocks, scale 0, count too: a
-    conservative test) and no scale byte 255 (NaN).
+    every block with ``c - F16_MAX_BELOW <= s``. Rows not in ``row_mask`` count as fitting,
+    with no scale bytes (smallest 255, largest 0).
     """
     CH: tl.constexpr = 16  # scale columns per load
     NCH: tl.constexpr = (KR // 32 + CH - 1) // CH
@@ -351,8 +361,20 @@ def f16_row_offsets(
         smax = tl.maximum(smax, tl.max(s, axis=1))
         smin = tl.minimum(smin, tl.min(tl.where(in_range, s, 255), axis=1))
     c = tl.maximum(smax - F16_MAX_ABOVE, 1)
-    fits = (smax <= 254) & (smin >= c - F16_MAX_BELOW)
-    return c, tl.min(fits.to(tl.int32), axis=0) == 1
+    fits = tl.min((smin >= c - F16_MAX_BELOW).to(tl.int32), axis=0) == 1
+    return c, fits, tl.min(smin, axis=0), tl.max(smax, axis=0)
+
+
+@triton.jit
+def f16_same_bytes(a_fits, a_lo, a_hi, w_fits, w_lo, w_hi):
+    """Whether a program's F16 loop gives the BF16 loop's bits: every row fits its window, the BF16
+    loop's own dequantization is exact (:data:`BF16_EXACT_MIN_SCALE`..:data:`BF16_EXACT_MAX_SCALE`;
+    all-zero blocks, scale 0, send the program to the BF16 loop too) and no sum of either loop
+    overflows or leaves the normal range (:data:`PRODUCT_MIN_SCALE_SUM`..:data:`PRODUCT_MAX_SCALE_SUM`),
+    so both hold the same sums up to one power of two."""
+    ok = a_fits & w_fits & (a_lo >= BF16_EXACT_MIN_SCALE) & (w_lo >= BF16_EXACT_MIN_SCALE)
+    ok = ok & (a_hi <= BF16_EXACT_MAX_SCALE) & (w_hi <= BF16_EXACT_MAX_SCALE)
+    return ok & (a_lo + w_lo >= PRODUCT_MIN_SCALE_SUM) & (a_hi + w_hi <= PRODUCT_MAX_SCALE_SUM)
 
 
 @triton.jit
@@ -445,17 +467,17 @@ def mxfp8_mainloop(
     this program's K range (:func:`f16_row_offsets`). Every product of an output element
     is then the BF16 path's product times the same power of two, 2^(254 - c_a - c_w), so
     the fp32 sums are scaled copies of the BF16 path's and :func:`pow2_scale` gives back
-    the same bits (unless a sum leaves fp32's normal range). Where a block scale lies
-    outside F16's window around c, the program takes the BF16 loop instead. This cuts the
+    the same bits. A program whose block scales leave F16's window around c, or the range
+    where that argument holds (:func:`f16_same_bytes`), takes the BF16 loop. This cuts the
     K loop's instructions by about a quarter (sm_90 SASS: 180 against 254 per 16-row step)
     but adds registers, so it pays only where registers are capped anyway
     (``seam.kernels.qkv_epilogue.pick_qkv_tile``).
     """
     a_s_next, b_s_next = load_first_scales(xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K, A_BF16)
     if F16_OPERANDS and not A_BF16:
-        c_a, a_fits = f16_row_offsets(xs_ptr, rows, row_mask, k_base, K, N_STEPS * BLOCK_K)
-        c_w, w_fits = f16_row_offsets(wsc_ptr, cols, col_mask, k_base, K, N_STEPS * BLOCK_K)
-        if a_fits & w_fits:
+        c_a, a_fits, a_lo, a_hi = f16_row_offsets(xs_ptr, rows, row_mask, k_base, K, N_STEPS * BLOCK_K)
+        c_w, w_fits, w_lo, w_hi = f16_row_offsets(wsc_ptr, cols, col_mask, k_base, K, N_STEPS * BLOCK_K)
+        if f16_same_bytes(a_fits, a_lo, a_hi, w_fits, w_lo, w_hi):
             part = _mma_k_loop(
                 tl.zeros((BM, BN), tl.float32), x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask,
                 k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, c_a, c_w, True,
