@@ -131,6 +131,14 @@ def test_linear_bit_exact_every_picked_tile_gpu(m):
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (tile, quantize)
 
 
+def _f16_same_bytes(act, weight, tile: Tile) -> torch.Tensor:
+    """``tile`` with F16 operands gives the bytes of ``tile`` with BF16 operands; returns that output."""
+    got = seam.mxfp8_linear(act, weight, tile=dataclasses.replace(tile, f16_operands=True))
+    want = seam.mxfp8_linear(act, weight, tile=dataclasses.replace(tile, f16_operands=False))
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+    return got
+
+
 def _edge_and_random_rows(m, k, seed):
     """BF16 [m, k]: edge rows first (zeros, tiny, dominating element, inf/NaN, huge, -0.0), then random rows."""
     g = torch.Generator().manual_seed(seed)
@@ -159,9 +167,7 @@ def test_f16_operands_same_bytes_as_bf16_operands(tile, device):
     weight = seam.MXFP8Weight.from_bf16(w.to(torch.bfloat16).to(device))
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
-    got = seam.mxfp8_linear(act, weight, tile=tile)
-    want = seam.mxfp8_linear(act, weight, tile=dataclasses.replace(tile, f16_operands=False))
-    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    got = _f16_same_bytes(act, weight, tile)
     _check_close(got[7:], *seam.mxfp8_quantize(x[7:]), weight)  # the edge rows overflow the reference's bound
 
 
@@ -170,11 +176,7 @@ def test_f16_operands_k_past_the_last_block(device):
     x, w = _inputs(20, 130, 288, seed=76, device=device)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (20, 288))
-    tile = Tile(16, 128, 256, 4, 1, f16_operands=True)
-    got = seam.mxfp8_linear(act, w, tile=tile)
-    want = seam.mxfp8_linear(act, w, tile=dataclasses.replace(tile, f16_operands=False))
-    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
-    _check_close(got, xq, xs, w)
+    _check_close(_f16_same_bytes(act, w, Tile(16, 128, 256, 4, 1)), xq, xs, w)
 
 
 def _e4m3(v: float) -> int:
@@ -198,10 +200,7 @@ def test_f16_operands_same_bytes_at_extreme_scales(a_codes, a_scale, w_codes, w_
 
     act = seam.QuantizedActivation(*operand(16, a_codes, a_scale), torch.bfloat16, (16, 32))
     weight = seam.MXFP8Weight(*operand(128, w_codes, w_scale))
-    tile = Tile(16, 128, 32, 4, 1)
-    got = seam.mxfp8_linear(act, weight, tile=dataclasses.replace(tile, f16_operands=True))
-    want = seam.mxfp8_linear(act, weight, tile=tile)
-    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    _f16_same_bytes(act, weight, Tile(16, 128, 32, 4, 1))
 
 
 def test_f16_operands_rows_of_inf(device):
@@ -213,9 +212,7 @@ def test_f16_operands_rows_of_inf(device):
     w = seam.MXFP8Weight.from_bf16((torch.randn(128, 128) * 1e-3).to(torch.bfloat16).to(device))
     xq, xs = seam.mxfp8_quantize(x.to(torch.bfloat16).to(device))
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (16, 128))
-    tile = Tile(16, 128, 64, 4, 1)
-    got = seam.mxfp8_linear(act, w, tile=dataclasses.replace(tile, f16_operands=True))
-    assert torch.equal(got.view(torch.int16), seam.mxfp8_linear(act, w, tile=tile).view(torch.int16))
+    got = _f16_same_bytes(act, w, Tile(16, 128, 64, 4, 1))
     assert not got[:2].isfinite().any()
 
 
@@ -250,9 +247,7 @@ def test_f16_operands_same_bytes_gpu(m):
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, 6144))
     for tile in (small_tile(m), dataclasses.replace(pick_tile(m, 2560, 6144, x.device), max_registers=128)):
-        got = seam.mxfp8_linear(act, w, tile=dataclasses.replace(tile, f16_operands=True))
-        want = seam.mxfp8_linear(act, w, tile=tile)
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+        _f16_same_bytes(act, w, tile)
 
 
 def test_linear_edge_values(device):
