@@ -474,24 +474,23 @@ def mxfp8_mainloop(
     (``seam.kernels.qkv_epilogue.pick_qkv_tile``).
     """
     a_s_next, b_s_next = load_first_scales(xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K, A_BF16)
+    use_f16 = False  # a constexpr unless the tile asks for F16 operands: then the scales decide per program
+    c_a = 0
+    c_w = 0
     if F16_OPERANDS and not A_BF16:
         c_a, a_fits, a_lo, a_hi = f16_row_offsets(xs_ptr, rows, row_mask, k_base, K, N_STEPS * BLOCK_K)
         c_w, w_fits, w_lo, w_hi = f16_row_offsets(wsc_ptr, cols, col_mask, k_base, K, N_STEPS * BLOCK_K)
-        if f16_same_bytes(a_fits, a_lo, a_hi, w_fits, w_lo, w_hi):
-            part = _mma_k_loop(
-                tl.zeros((BM, BN), tl.float32), x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask,
-                k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, c_a, c_w, True,
-            )
-            acc += pow2_scale(part, c_a[:, None] + c_w[None, :] - 254)
-        else:
-            acc = _mma_k_loop(
-                acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask,
-                k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, c_a, c_w, False,
-            )
+        use_f16 = f16_same_bytes(a_fits, a_lo, a_hi, w_fits, w_lo, w_hi)
+    if use_f16:
+        part = _mma_k_loop(
+            tl.zeros((BM, BN), tl.float32), x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask,
+            k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, c_a, c_w, True,
+        )
+        acc += pow2_scale(part, c_a[:, None] + c_w[None, :] - 254)
     else:
         acc = _mma_k_loop(
             acc, x_ptr, xs_ptr, w_ptr, wsc_ptr, rows, row_mask, cols, col_mask,
-            k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, 0, 0, False,
+            k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, c_a, c_w, False,
         )
     return acc
 
