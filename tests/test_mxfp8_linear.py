@@ -15,7 +15,15 @@ import torch
 
 import seam
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzle_scales
-from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_split_k, pick_tile, small_tile
+from seam.kernels.mxfp8_gemm import (
+    GEMV_TILE,
+    LARGE_TILE,
+    TWO_PER_SM_REGISTERS,
+    Tile,
+    pick_split_k,
+    pick_tile,
+    small_tile,
+)
 
 
 def _check_close(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> None:
@@ -285,6 +293,9 @@ def test_tile_choice_by_waves():
         assert small_tile(64).block_m == 32
         big = pick_tile(256, 2560, 6144, sm90)  # 64-row tiles, one wave: 4 x 20 tiles, no split
         assert (big.block_m, big.split_k) == (64, 1)
+        assert big.max_registers == TWO_PER_SM_REGISTERS  # unsplit 64-row tiles take the register budget
+        assert pick_tile(128, 2560, 6144, sm90).max_registers is None  # split 3: ptxas's own choice
+        assert all(pick_tile(m, 2560, 6144, sm90).max_registers is None for m in (1, 8, 64, 4096))
         assert pick_tile(256, 4992, 6144, sm90) == LARGE_TILE  # 4 x 39 small tiles would need two waves
     assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
 

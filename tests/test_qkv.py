@@ -21,8 +21,8 @@ import seam
 from seam import runtime
 from seam.formats import nvfp4
 from seam.kernels import mxfp8_gemm
-from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, Tile, pick_tile, small_tile
-from seam.kernels.qkv_epilogue import TWO_PER_SM_REGISTERS, pick_qkv_tile
+from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, TWO_PER_SM_REGISTERS, Tile, pick_tile, small_tile
+from seam.kernels.qkv_epilogue import pick_qkv_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref

@@ -1,4 +1,4 @@
-"""The register budget ``pick_qkv_tile`` relies on, read off sm_90 compiles on any machine.
+"""The register budget ``pick_qkv_tile`` and ``pick_tile`` rely on, read off sm_90 compiles on any machine.
 
 ``tools/sm90_resources.py`` compiles a kernel for sm_90 with Triton's bundled ptxas (no
 GPU needed) and reports registers, stack and shared memory. The capped fused QKV tiles
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from seam.kernels.qkv_epilogue import TWO_PER_SM_REGISTERS
+from seam.kernels.mxfp8_gemm import TWO_PER_SM_REGISTERS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"
@@ -54,6 +54,16 @@ def test_capped_qkv_tiles_fit_two_programs_per_sm_without_spills(block_m, split_
     args = ["qkv", str(block_m), "--split-k", str(split_k), "--nkv", str(nkv), "--max-registers",
             str(TWO_PER_SM_REGISTERS)] + (["--has-qfp8"] if qfp8 else [])
     r = _resources(*args)
+    assert r["registers"] <= TWO_PER_SM_REGISTERS
+    assert r["stack_bytes"] == 0, f"spills under the cap: {r}"
+    assert 2 * r["shared_bytes"] <= SM90_SHARED_BYTES
+
+
+@pytest.mark.parametrize("k, a_bf16", [(6144, False), (768, False), (6144, True)])
+def test_capped_linear_64_row_tile_fits_two_programs_per_sm_without_spills(k, a_bf16):
+    # pick_tile gives unsplit 64-row tiles the budget; in-GEMM quantization may run them too
+    r = _resources("linear", "64", "--split-k", "1", "--k", str(k), "--max-registers", str(TWO_PER_SM_REGISTERS),
+                   *(["--a-bf16"] if a_bf16 else []))
     assert r["registers"] <= TWO_PER_SM_REGISTERS
     assert r["stack_bytes"] == 0, f"spills under the cap: {r}"
     assert 2 * r["shared_bytes"] <= SM90_SHARED_BYTES

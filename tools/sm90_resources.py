@@ -30,9 +30,9 @@ def _cuobjdump() -> Path:
 
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
-              has_qfp8: bool = False, f16_operands: bool = False) -> dict:
+              has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel, or
-    "linear": ``mxfp8_linear``'s) for one tile, compiled for sm_90.
+    "linear": ``mxfp8_linear``'s, with ``a_bf16`` its in-GEMM quantization) for one tile, compiled for sm_90.
 
     Raises:
         RuntimeError: seam's kernels were imported in interpreter mode (set TRITON_INTERPRET=0).
@@ -57,7 +57,9 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
         fn = mxfp8_gemm.mxfp8_linear_kernel
         types = {"out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32",
                  "stride_xm": "i32", "stride_om": "i32"}
-        consts = dict(K=k, A_BF16=False, BLOCK_M=block_m, BLOCK_N=128, BLOCK_K=block_k, SPLIT_K=split_k,
+        if a_bf16:
+            types.update(x_ptr="*bf16", xs_ptr="*bf16")
+        consts = dict(K=k, A_BF16=a_bf16, BLOCK_M=block_m, BLOCK_N=128, BLOCK_K=block_k, SPLIT_K=split_k,
                       STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True)
         options = {}
     else:
@@ -103,10 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=6144)
     p.add_argument("--has-qfp8", action="store_true")
     p.add_argument("--f16-operands", action="store_true")
+    p.add_argument("--a-bf16", action="store_true", help="linear: BF16 activations quantized in the GEMM")
     a = p.parse_args(argv)
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
                                num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
-                               has_qfp8=a.has_qfp8, f16_operands=a.f16_operands)))
+                               has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16)))
     return 0
 
 

@@ -35,7 +35,14 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels import mxfp8_gemm
-from seam.kernels.mxfp8_gemm import Tile, mxfp8_gemv_mainloop, mxfp8_mainloop, split_k_combine, split_k_scratch
+from seam.kernels.mxfp8_gemm import (
+    TWO_PER_SM_REGISTERS,
+    Tile,
+    mxfp8_gemv_mainloop,
+    mxfp8_mainloop,
+    split_k_combine,
+    split_k_scratch,
+)
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 
@@ -46,9 +53,6 @@ _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 #: (:func:`_store_nvfp4_rows`).
 STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
 
-
-#: Register cap that lets two 8-warp programs of the fused kernel share an SM (65536 / (256 * 128)).
-TWO_PER_SM_REGISTERS = 128
 
 #: Largest one-wave K split (one program per SM) at which a 32- or 64-row tile still takes
 #: :data:`TWO_PER_SM_REGISTERS` and two programs per SM instead.
