@@ -293,7 +293,9 @@ def test_tile_choice_by_waves():
         assert small_tile(64).block_m == 32
         big = pick_tile(256, 2560, 6144, sm90)  # 64-row tiles, one wave: 4 x 20 tiles, no split
         assert (big.block_m, big.split_k) == (64, 1)
-        assert big.max_registers == TWO_PER_SM_REGISTERS  # unsplit 64-row tiles take the register budget
+        assert big.max_registers == TWO_PER_SM_REGISTERS  # 64-row tiles split <= 2 ways take the register budget
+        two = pick_tile(192, 2560, 6144, sm90)  # 3 x 20 tiles: split 2
+        assert (two.block_m, two.split_k, two.max_registers) == (64, 2, TWO_PER_SM_REGISTERS)
         assert pick_tile(128, 2560, 6144, sm90).max_registers is None  # split 3: ptxas's own choice
         assert all(pick_tile(m, 2560, 6144, sm90).max_registers is None for m in (1, 8, 64, 4096))
         assert pick_tile(256, 4992, 6144, sm90) == LARGE_TILE  # 4 x 39 small tiles would need two waves

@@ -145,11 +145,13 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     its time at these shapes, so the small config wins whenever
     ``3/5 * waves(small) <= waves(large)``.
 
-    A 64-row tile with K unsplit gets the :data:`TWO_PER_SM_REGISTERS` budget: ptxas then
-    takes 123 registers instead of 108 (sm_90, no spills either way, two programs per SM
-    either way) and the kernel is 3-5.5% faster at every shape measured on the H200
-    (2026-12-01, ``BENCHMARKS.md``: ``seam bench linear``'s four layer shapes, M 128-2048,
-    same output bytes). With K split it was not consistently faster (+10% at 4 splits).
+    A 64-row tile with K split at most 2 ways gets the :data:`TWO_PER_SM_REGISTERS` budget:
+    ptxas then takes 123 registers instead of 108 (sm_90, no spills either way, two
+    programs per SM either way), and on the H200 (2026-12-01, ``BENCHMARKS.md``, same
+    output bytes) the kernel was 3-5.5% faster at all 10 unsplit shapes measured (the
+    four layer shapes of ``seam bench linear``, M 128-2048) and 12-22% faster at all 4
+    two-way splits; at 3 splits it was neutral (0.995-0.997x), at 4 slower (1.10x),
+    and so was the 128-row tile (1.13x).
     """
     sms = num_sms(device)
     tile = GEMV_TILE if m == 1 else small_tile(m)
@@ -162,7 +164,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     k_steps = k // tile.block_k if k % tile.block_k == 0 else 1  # split only into whole steps
     waves = DECODE_WAVES if tile.block_m <= 32 else 1
     split_k = pick_split_k(tiles, k_steps, sms, waves)
-    cap = TWO_PER_SM_REGISTERS if tile.block_m == 64 and split_k == 1 else None
+    cap = TWO_PER_SM_REGISTERS if tile.block_m == 64 and split_k <= 2 else None
     return dataclasses.replace(tile, split_k=split_k, max_registers=cap)
 
 
