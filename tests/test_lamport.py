@@ -245,6 +245,35 @@ def test_finalize_publish(tp, fp32_weights):
     assert_armed(op.comm)
 
 
+def test_finalize_skips_out_of_range_routing_indices_without_debug(monkeypatch):
+    """Only SEAM_LAMPORT_DEBUG=1 range-checks routing indices (a host sync); without it an index past
+    gemm2's rows (or below -1) is skipped like -1: the rows right after gemm2 hold inf, so a read
+    out of bounds would show."""
+    monkeypatch.delenv("SEAM_LAMPORT_DEBUG", raising=False)
+    hidden, m, top_k, rows = 128, 4, 3, 6
+
+    def run(bad):
+        op = FinalizeAllReduceGemmaRMSNormMxfp8(
+            hidden_size=hidden, max_num_tokens=m, top_k=top_k, fp32_weights=True, group=SimulatedGroup(2)
+        )
+        moes = [make_moe(m, hidden, top_k, rows=rows, seed=300 + r) for r in range(2)]
+        r0 = moes[0].routed
+        padded = torch.full((rows + 4, hidden), float("inf"), dtype=torch.bfloat16, device=DEV)
+        padded[:rows] = r0.gemm2_permuted
+        idx = r0.expanded_idx_to_permuted_idx.clone()
+        idx[0, 0], idx[2, 1], idx[3, 2] = bad
+        moes[0] = MoEOutput(UnfinalizedMoEOutput(padded[:rows], r0.expert_weights, idx), moes[0].shared_output)
+        return simulate_finalize(op, moes, _rand(m, hidden, seed=9), _rand(hidden, seed=10))
+
+    got, want = run((rows, rows + 3, -7)), run((-1, -1, -1))
+    for g, w in zip(got, want):
+        qa_g, res_g, normed_g = g
+        qa_w, res_w, normed_w = w
+        assert bytes_equal(qa_g.values, qa_w.values) and bytes_equal(qa_g.scales, qa_w.scales)
+        assert bytes_equal(res_g, res_w) and bytes_equal(normed_g, normed_w)
+        assert bool(torch.isfinite(res_g.float()).all())
+
+
 def test_finalize_products_not_fused():
     """Each product is rounded to fp32 before its add: an FMA would keep the 2^-27 term.
 

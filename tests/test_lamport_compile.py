@@ -33,7 +33,8 @@ SCRIPT = textwrap.dedent(
         return {"x_ptr": "*bf16", "gemm2_ptr": "*bf16", "weights_ptr": wdt, "idx_ptr": "*i32",
                 "mailbox_ptr": "*bf16", "peer_offsets_ptr": "*i64", "stage_state_ptr": "*i32",
                 "capacity": "constexpr" if small else "i32", "hidden": "i32",
-                "rank": "constexpr" if small else "i32", "TP": "constexpr", "FINALIZE": "constexpr",
+                "rank": "constexpr" if small else "i32", "gemm2_rows": "i32", "TP": "constexpr",
+                "FINALIZE": "constexpr",
                 "TOP_K": "constexpr", "BLOCK_N": "constexpr", "USE_PDL": "constexpr"}
 
     for finalize, wdt in ((False, "*bf16"), (True, "*fp32"), (True, "*bf16")):

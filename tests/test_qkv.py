@@ -465,8 +465,9 @@ def test_bad_arguments_rejected_and_buffers_untouched(device):
 
 
 def test_debug_mode_range_checks_indices(device, monkeypatch):
-    """With SEAM_DEBUG=1, out-of-range positions and slots (which would be read or written out of
-    bounds) are rejected on the host before the launch; -1 slots stay valid."""
+    """With SEAM_DEBUG=1, out-of-range positions and slots (which the kernel would only contain:
+    ``test_out_of_range_indices_stay_in_bounds_without_debug``) are rejected on the host before the
+    launch; -1 slots stay valid."""
     p = make_problem(nkv=1, m=3, block_size=4, seed=61, device=device)
     xq, xsf = seam.mxfp8_quantize(p.x)
     capacity = p.num_blocks * p.block_size
@@ -494,6 +495,48 @@ def test_debug_mode_range_checks_indices(device, monkeypatch):
     slots[0] = -1
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), slot_mapping=slots,
                                   index_slot_mapping=p.index_slots, **out)
+
+
+@pytest.mark.parametrize("m, tile", [(1, GEMV_TILE), (5, small_tile(5)), (5, Tile(64, 128, 64, 8, 3))],
+                         ids=["one-token", "staged-16-rows", "group-loop-64-rows"])
+def test_out_of_range_indices_stay_in_bounds_without_debug(m, tile, device, monkeypatch):
+    """Without SEAM_DEBUG the index tensors are not read on the host; the kernel skips a slot outside
+    [0, capacity) like -1 (every store path: one token, staged rows, group loop) and rotates a
+    position outside [0, max_pos) with cos = sin = 0. The caches sit between guard pages that an
+    out-of-bounds store would hit; the cos/sin cache is followed by rows of ones, which an
+    out-of-bounds read would pick up."""
+    monkeypatch.delenv("SEAM_DEBUG", raising=False)
+    p = make_problem(nkv=1, m=m, block_size=4, seed=70 + m, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    capacity = p.num_blocks * p.block_size
+    max_pos = p.cos_sin_cache.shape[0]
+    cs = p.cos_sin_cache
+    guarded_cs = torch.cat([cs, torch.ones_like(cs[:2])])[:max_pos]  # rows of ones past its end
+    zero_row_cs = torch.cat([cs, torch.zeros_like(cs[:1])])
+
+    def run(slots, index_slots, positions, cs):
+        g = torch.Generator().manual_seed(3)
+        kv = nvfp4.empty_kv_cache(p.num_blocks + 2, 1, p.block_size, device, 32)
+        idx = nvfp4.empty_index_cache(p.num_blocks + 2, p.block_size, device, 32)
+        for c in (kv, idx):
+            c.copy_(torch.randint(0, 256, c.shape, generator=g, dtype=torch.uint8))
+        out = p.outputs()
+        out.update(kv_cache=kv[1:-1], index_cache=idx[1:-1])
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, positions, cs, *p.norm_weights,
+                                      1e-6, slot_mapping=slots, index_slot_mapping=index_slots, tile=tile, **out)
+        out.update(kv_cache=kv, index_cache=idx)
+        return out
+
+    slots, index_slots, positions = p.slots.clone(), p.index_slots.clone(), p.positions.clone()
+    slots[0], index_slots[0], positions[0] = capacity, capacity + 3, max_pos
+    if m > 1:
+        slots[2], index_slots[3], positions[4] = -5, capacity, max_pos + 1
+    got = run(slots, index_slots, positions, guarded_cs)
+    # the same tokens skipped by -1 and rotated with an explicit zero row (position max_pos of zero_row_cs)
+    want = run(torch.where((slots >= 0) & (slots < capacity), slots, -1),
+               torch.where((index_slots >= 0) & (index_slots < capacity), index_slots, -1),
+               torch.where(positions < max_pos, positions, max_pos), zero_row_cs)
+    _assert_outputs_equal(got, want)
 
 
 def test_epilogue_entry_rejects_bad_accumulator(device):

@@ -47,6 +47,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
                  "inv_v_scale": "fp32", "kv_page_stride": "i32", "idx_page_stride": "i32", "block_size": "i32",
+                 "max_pos": "i32", "kv_slots": "i32", "idx_slots": "i32",
                  "acc_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32", "pos_ptr": "*i64", "slot_ptr": "*i64",
                  "islot_ptr": "*i64", "cs_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16", "iqw_ptr": "*bf16",
                  "ikw_ptr": "*bf16", "q_ptr": "*bf16"}
@@ -66,7 +67,8 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
         raise ValueError(f"kind must be 'qkv' or 'linear', got {kind!r}")
     if not hasattr(fn, "cache_key"):
         raise RuntimeError("seam's kernels were imported in interpreter mode: run with TRITON_INTERPRET=0")
-    not_divisible = {"M", "eps", "inv_q_fp8_scale", "inv_k_scale", "inv_v_scale", "block_size", "stride_acc"}
+    not_divisible = {"M", "eps", "inv_q_fp8_scale", "inv_k_scale", "inv_v_scale", "block_size", "stride_acc",
+                     "max_pos", "kv_slots", "idx_slots"}
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:

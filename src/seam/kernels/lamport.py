@@ -128,21 +128,24 @@ def lamport_moe_finalize_fragment(
     cols,
     mask,
     hidden,
+    rows,  # gemm2 rows: an index outside [0, rows) is skipped like -1
     TOP_K: tl.constexpr,
 ):
     """BF16 contribution of ``token``'s columns: bf16(sum_k f32(row_k) * f32(w_k) + f32(shared)).
 
     Products are separate from their adds only when the kernel is launched with
     ``enable_fp_fusion=False``; skipped experts (idx < 0) are left out entirely, so an
-    inf/NaN in an unused row cannot leak in.
+    inf/NaN in an unused row cannot leak in. So is an index past gemm2's rows, which only
+    ``SEAM_LAMPORT_DEBUG=1`` reports: the kernel never reads out of bounds.
     """
     token64 = token.to(tl.int64)
     acc = tl.zeros(cols.shape, tl.float32)
     for k in tl.static_range(TOP_K):
         row = tl.load(idx_ptr + token64 * TOP_K + k)
+        used = (row >= 0) & (row < rows)
         w = to_f32(tl.load(weights_ptr + token64 * TOP_K + k))
-        x = tl.load(gemm2_ptr + row.to(tl.int64) * hidden + cols, mask=mask & (row >= 0), other=0.0)
-        acc = tl.where(row >= 0, acc + to_f32(x) * w, acc)
+        x = tl.load(gemm2_ptr + row.to(tl.int64) * hidden + cols, mask=mask & used, other=0.0)
+        acc = tl.where(used, acc + to_f32(x) * w, acc)
     shared = tl.load(shared_ptr + token64 * hidden + cols, mask=mask, other=0.0)
     acc = acc + to_f32(shared)
     return to_bf16_rne(acc)
@@ -195,7 +198,7 @@ def lamport_collect(
 # ---------------------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["gemm2_rows"])  # varies with M: no recompile per routed-row count
 def lamport_publish_kernel(
     # inputs: x [M, hidden] bf16 (plain), or the MoE finalize operands
     x_ptr,
@@ -210,6 +213,7 @@ def lamport_publish_kernel(
     capacity,
     hidden,
     rank,
+    gemm2_rows,  # FINALIZE
     # constexprs
     TP: tl.constexpr,
     FINALIZE: tl.constexpr,  # x is shared_output and the routed rows are added first
@@ -227,7 +231,9 @@ def lamport_publish_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     g = lamport_publish_generation(stage_state_ptr, (token == 0) & (tl.program_id(1) == 0))
     if FINALIZE:
-        frag = lamport_moe_finalize_fragment(gemm2_ptr, weights_ptr, idx_ptr, x_ptr, token, cols, mask, hidden, TOP_K)
+        frag = lamport_moe_finalize_fragment(
+            gemm2_ptr, weights_ptr, idx_ptr, x_ptr, token, cols, mask, hidden, gemm2_rows, TOP_K
+        )
     else:
         frag = tl.load(x_ptr + token.to(tl.int64) * hidden + cols, mask=mask, other=0.0)
     lamport_publish_fragment(mailbox_ptr, peer_offsets_ptr, g, rank, token, cols, mask, frag, capacity, hidden, TP)
@@ -349,6 +355,7 @@ def launch_lamport_publish(
         capacity,
         hidden,
         rank,
+        gemm2.shape[0] if finalize else 0,
         TP=tp,
         FINALIZE=finalize,
         TOP_K=top_k,

@@ -224,6 +224,7 @@ def _store_nvfp4(
 def _store_nvfp4_rows(
     cache_ptr,  # uint8 cache base
     page_stride,  # bytes per page
+    num_slots,  # pages * block_size
     head_off,  # byte offset of this head's slots in a page
     slot_src,  # int64 [M] slot mapping of this head kind
     stage_ptr,  # fp32 [R, 128] scratch of this program (global memory)
@@ -263,7 +264,7 @@ def _store_nvfp4_rows(
     row = row0 + e // 8
     g = e % 8
     slot = tl.load(slot_src + row, mask=row < M, other=-1)
-    blk, tok, valid = _slot_location(slot, block_size)
+    blk, tok, valid = _slot_location(slot, block_size, num_slots)
     slot_base = blk * page_stride + head_off
     data = cache_ptr + slot_base + tok * 64 + g * 8
     tl.store(data[:, None] + tl.arange(0, 8)[None, :], packed, mask=valid[:, None])
@@ -320,41 +321,44 @@ def _store_nvfp4_groups(
 
 @triton.jit
 def _store_head_nvfp4(
-    cache_ptr, page_stride, head_off, slot, slot_src, stage_ptr, row0, M, x, y, z, inv_g, block_size,
+    cache_ptr, page_stride, num_slots, head_off, slot, slot_src, stage_ptr, row0, M, x, y, z, inv_g, block_size,
     SWIZZLED: tl.constexpr, R: tl.constexpr,
 ):
     """NVFP4 store of one head's rows: :func:`_store_nvfp4` for one token, :func:`_store_nvfp4_rows`
     up to :data:`STAGED_NVFP4_MAX_ROWS` rows, :func:`_store_nvfp4_groups` above."""
     if R == 1:
-        blk, tok, valid = _slot_location(slot, block_size)
+        blk, tok, valid = _slot_location(slot, block_size, num_slots)
         _store_nvfp4(cache_ptr, blk * page_stride + head_off, tok, valid, x, y, z, inv_g, block_size, SWIZZLED)
     elif R <= STAGED_NVFP4_MAX_ROWS:
-        _store_nvfp4_rows(cache_ptr, page_stride, head_off, slot_src, stage_ptr, row0, M, x, y, z, inv_g,
-                          block_size, SWIZZLED, R)
+        _store_nvfp4_rows(cache_ptr, page_stride, num_slots, head_off, slot_src, stage_ptr, row0, M, x, y, z,
+                          inv_g, block_size, SWIZZLED, R)
     else:
-        blk, tok, valid = _slot_location(slot, block_size)
+        blk, tok, valid = _slot_location(slot, block_size, num_slots)
         _store_nvfp4_groups(cache_ptr, blk * page_stride + head_off, tok, valid, x, y, z, inv_g, block_size,
                             SWIZZLED, R)
 
 
 @triton.jit
-def _slot_location(slot, block_size):
-    """(block, token, valid) of each row's cache slot; slot -1 (padding rows load -1) is not valid."""
-    valid = slot >= 0
+def _slot_location(slot, block_size, num_slots):
+    """(block, token, valid) of each row's cache slot; only slots in [0, num_slots) are valid: -1 (and
+    padding rows, which load -1) skips, and a slot past the cache is not written (memory safety for
+    input that only ``SEAM_DEBUG=1`` checks)."""
+    valid = (slot >= 0) & (slot < num_slots)
     slot = tl.where(valid, slot, 0)
     return slot // block_size, slot % block_size, valid
 
 
 @triton.jit
 def _load_epilogue_inputs(
-    head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
+    head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
     NKV: tl.constexpr, R: tl.constexpr,
 ):
     """(norm weights [128], :func:`_load_cos_sin` rows, cache slots [R]) of one head's rows.
 
     Each head loads only what its kind uses: norm weights and RoPE rows for all but V,
     cache slots (-1 elsewhere) for K, V and index_k. The weights are one [128] load for
-    the reason given in :func:`_load_cos_sin`.
+    the reason given in :func:`_load_cos_sin`. A position outside [0, max_pos) loads no
+    cos/sin row (zeros): only ``SEAM_DEBUG=1`` rejects it, and it must not read out of bounds.
     """
     k_start: tl.constexpr = 16 * NKV
     v_start: tl.constexpr = 17 * NKV
@@ -367,12 +371,12 @@ def _load_epilogue_inputs(
     )
     w = tl.load(norm_w_ptr + tl.arange(0, 128), mask=normed)
     pos = tl.load(pos_ptr + rows, mask=row_mask & normed, other=0)
-    cs = _load_cos_sin(cs_ptr, pos, row_mask & normed, R)
+    cs = _load_cos_sin(cs_ptr, pos, row_mask & normed & (pos >= 0) & (pos < max_pos), R)
     slot = tl.load(tl.where(head < ik_start, slot_ptr, islot_ptr) + rows, mask=row_mask & slotted, other=-1)
     return w, cs, slot
 
 
-@triton.jit(do_not_specialize=["M", "block_size"])
+@triton.jit(do_not_specialize=["M", "block_size", "max_pos", "kv_slots", "idx_slots"])
 def qkv_epilogue_kernel(
     # GEMM operands (ACC_MODE 0): uint8 views of E4M3 + swizzled UE8M0 scales
     x_ptr,  # [M, K]
@@ -385,12 +389,13 @@ def qkv_epilogue_kernel(
     # epilogue inputs
     pos_ptr,  # int64 [M]
     cs_ptr,  # bf16 [max_pos, 64]: cos | sin
+    max_pos,
     qw_ptr,  # bf16 [128] norm weights: q, k, index_q, index_k
     kw_ptr,
     iqw_ptr,
     ikw_ptr,
-    slot_ptr,  # int64 [M] kv slots (-1 skips)
-    islot_ptr,  # int64 [M] index slots (-1 skips)
+    slot_ptr,  # int64 [M] kv slots (-1 skips; outside [0, kv_slots) not written)
+    islot_ptr,  # int64 [M] index slots (-1 skips; outside [0, idx_slots) not written)
     ws_ptr,  # fp32 workspace (needs_workspace): split-K partials, then staged NVFP4 rows
     counter_ptr,  # int32 split-K arrival counters (SPLIT_K > 1)
     # outputs
@@ -408,6 +413,8 @@ def qkv_epilogue_kernel(
     kv_page_stride,
     idx_page_stride,
     block_size,
+    kv_slots,  # kv pages * block_size
+    idx_slots,  # index pages * block_size
     # constexprs
     K: tl.constexpr,  # per layer; a constexpr loop bound (the interpreter rejects runtime ones with numpy 2.4)
     NKV: tl.constexpr,
@@ -440,7 +447,8 @@ def qkv_epilogue_kernel(
     # 64-row tile its last registers (measured 8% slower at M 64 on the H200).
     if BLOCK_M == 1:
         w, cs, slot = _load_epilogue_inputs(
-            head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV, BLOCK_M
+            head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
+            NKV, BLOCK_M,
         )
     last = True  # this program holds the full accumulator and writes the outputs
     kid = tl.program_id(2)
@@ -472,8 +480,8 @@ def qkv_epilogue_kernel(
     if last:  # the other split programs only contributed their partial
         if BLOCK_M > 1:
             w, cs, slot = _load_epilogue_inputs(
-                head, rows, row_mask, pos_ptr, cs_ptr, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr, NKV,
-                BLOCK_M,
+                head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr,
+                islot_ptr, NKV, BLOCK_M,
             )
         x, y, z = _split_head(acc, BLOCK_M)
         d32 = tl.arange(0, 32)[None, :]
@@ -494,10 +502,12 @@ def qkv_epilogue_kernel(
         elif head < V_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
-            _store_head_nvfp4(kv_ptr, kv_page_stride, (2 * (head - K_START)) * (block_size * 72), slot, slot_ptr,
+            _store_head_nvfp4(kv_ptr, kv_page_stride, kv_slots, (2 * (head - K_START)) * (block_size * 72), slot,
+                              slot_ptr,
                               stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_k_scale, block_size, False, BLOCK_M)
         elif head < IQ_START:
-            _store_head_nvfp4(kv_ptr, kv_page_stride, (2 * (head - V_START) + 1) * (block_size * 72), slot, slot_ptr,
+            _store_head_nvfp4(kv_ptr, kv_page_stride, kv_slots, (2 * (head - V_START) + 1) * (block_size * 72), slot,
+                              slot_ptr,
                               stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
         elif head < IK_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
@@ -509,7 +519,7 @@ def qkv_epilogue_kernel(
         else:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
-            _store_head_nvfp4(idx_ptr, idx_page_stride, 0, slot, islot_ptr,
+            _store_head_nvfp4(idx_ptr, idx_page_stride, idx_slots, 0, slot, islot_ptr,
                               stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, 1.0, block_size, False, BLOCK_M)
 
 
@@ -561,6 +571,7 @@ def launch_qkv_epilogue(
         acc.stride(0) if from_acc else 0,
         positions,
         cos_sin_cache,
+        cos_sin_cache.shape[0],
         *norm_weights,
         slot_mapping,
         index_slot_mapping,
@@ -577,6 +588,8 @@ def launch_qkv_epilogue(
         kv_cache.stride(0),
         index_cache.stride(0),
         kv_cache.shape[2],
+        kv_cache.shape[0] * kv_cache.shape[2],
+        index_cache.shape[0] * index_cache.shape[1],
         K=k,
         NKV=nkv,
         HAS_Q=q_out is not None,

@@ -63,7 +63,8 @@ class UnfinalizedMoEOutput:
         expert_weights: FP32 (or BF16) [M, top_k], routed scaling already folded in.
         expanded_idx_to_permuted_idx: int32 [M, top_k], the row of gemm2_permuted for
             (token, k), in [0, rows); -1 where the expert is not on this rank (range-checked
-            only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs).
+            only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs; without it the kernel skips
+            an index outside [0, rows) like -1 and never reads out of bounds).
     """
 
     gemm2_permuted: torch.Tensor

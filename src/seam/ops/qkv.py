@@ -183,7 +183,8 @@ def _check_epilogue(
 
 
 def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv_cache, index_cache) -> None:
-    """``SEAM_DEBUG`` only (a host sync): out-of-range indices would read or write out of bounds."""
+    """``SEAM_DEBUG`` only (a host sync). Without it the kernel contains out-of-range indices (no
+    out-of-bounds access) but cannot report them."""
     checks.elements_in_range("positions", positions, 0, max_pos - 1, " (cos_sin_cache rows)")
     for name, slots, cache in (("slot_mapping", slot_mapping, kv_cache), ("index_slot_mapping", index_slot_mapping,
                                                                           index_cache)):
@@ -249,14 +250,16 @@ def qkv_index_fused_epilogue(
         wq: float8_e4m3fn [N, K] contiguous (K-major) weight.
         wsf: wq's swizzled scales, ``mxfp8_scale_numel(N, K)`` bytes.
         positions: int64 [M], each in [0, max_pos) (checked only with ``SEAM_DEBUG=1``:
-            reading it syncs).
+            reading it syncs; without it the kernel reads no cos/sin row for a position
+            outside the range and rotates that token with zeros, never out of bounds).
         cos_sin_cache: BF16 [max_pos, 64] contiguous, max_pos >= 1: row p holds cos then
             sin (32 columns each, one per NeoX rotary frequency of dims [0, 64)) at position p.
         q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight: BF16 [128].
         eps: RMSNorm epsilon (>= 0, fp32 at use).
         slot_mapping, index_slot_mapping: int64 [M]; -1 skips, otherwise in
-            [0, num_blocks * block_size) (checked only with ``SEAM_DEBUG=1``) and distinct
-            (two tokens writing one slot race).
+            [0, num_blocks * block_size) (checked only with ``SEAM_DEBUG=1``; without it the
+            kernel skips any slot outside that range like -1, so it never writes past the
+            cache) and distinct (two tokens writing one slot race).
         kv_cache: uint8 [num_blocks, 2*nkv, block_size, 72], written in place; pages
             packed inside, any page stride that is a multiple of 32; 32-byte aligned;
             block_size a multiple of 4.
