@@ -218,6 +218,11 @@ def test_rejects_bad_input(device):
     assert flat.eq(0).all()
     with pytest.raises(ValueError, match="multiple of 32"):
         seam.mxfp8_scale_numel(4, 100)
+    with pytest.raises(TypeError, match="num_tokens must be an int"):
+        seam.mxfp8_scale_numel(1.5, 64)
+    for bad_dtype in ("bfloat16", torch.int32):
+        with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+            seam.mxfp8_dequantize(values, small, dtype=bad_dtype)
     with pytest.raises(ValueError, match="unswizzle|bytes"):
         seam.unswizzle_scales(small, 4, 64)
     with pytest.raises(TypeError, match="scales must have dtype torch.uint8"):

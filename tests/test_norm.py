@@ -3,6 +3,7 @@ normed within 1 BF16 ulp of the reference, MXFP8 bytes identical to mxfp8_quanti
 same call's normed row (with and without also_bf16), edge rows, out= buffers, bad input,
 torch.compile."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -211,6 +212,7 @@ def _bad_cases(device):
         (ValueError, "eps must be >= 0", dict(eps=-1e-6)),
         (ValueError, r"hidden \(x.shape\[1\]\)=32768 is outside", dict(x=bf(m, 32768), residual=bf(m, 32768))),
         (ValueError, "eps must be a finite", dict(eps=float("nan"))),
+        (ValueError, "eps must be a finite float .in fp32", dict(eps=1e300)),  # finite in Python, inf in fp32
         (TypeError, "eps must be a float", dict(eps="1e-6")),
         (ValueError, "scale_layout must be", dict(scale_layout="columns")),
         (TypeError, "also_bf16 must be a bool", dict(also_bf16=1)),
@@ -221,6 +223,14 @@ def _bad_cases(device):
         (ValueError, r"out\[2\] \(residual_out\) must have shape", dict(out=(f8(m, h), u8(n_sc), bf(m, h + 32)))),
         (ValueError, "residual_out overlaps input residual", dict(out=(f8(m, h), u8(n_sc), r))),
     ], (x, r, w)
+
+
+def test_numpy_scalar_eps_accepted(device):
+    """A NumPy float (e.g. a config value read through numpy) is a float argument like Python's."""
+    x, r, w = _inputs(3, 64, device)
+    got = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, np.float32(EPS))
+    want = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, float(np.float32(EPS)))
+    assert all(bytes_equal(a, b) for a, b in zip(got, want))
 
 
 def test_bad_input_rejected_and_buffers_untouched(device):

@@ -370,6 +370,14 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
         seam.qkv_warmup(1, device=device, has_q=False, hidden_size=128)
     with pytest.raises(ValueError, match="device"):
         seam.qkv_warmup(1, device="meta", hidden_size=128)
+    for kw, exc, msg in [
+        (dict(nkv=1.0), TypeError, "nkv must be an int"), (dict(nkv=True), TypeError, "nkv must be an int"),
+        (dict(hidden_size=128.0), TypeError, "hidden_size must be an int"),
+        (dict(max_tokens=0), ValueError, "max_tokens must be >= 1"),
+        (dict(block_size=3), ValueError, "block_size must be a positive multiple of 4"),
+    ]:
+        with pytest.raises(exc, match=msg):
+            seam.qkv_warmup(**{"nkv": 1, "device": device, "hidden_size": 128, **kw})
 
 
 @pytest.mark.parametrize("nkv, max_tokens, ms", [(4, 1, (1,)), (1, 20, (1, 20))])
@@ -428,7 +436,8 @@ def _bad_cases(p: Problem, xq, xsf):
         ("eps type", dict(eps="1e-6"), TypeError, "eps"),
         ("k_scale", dict(k_scale=0.0), ValueError, "k_scale"),
         ("v_scale", dict(v_scale=float("nan")), ValueError, "v_scale"),
-        ("q_fp8_scale huge", dict(q_fp8_scale=1e39), ValueError, r"q_fp8_scale must be in \[2\^-126"),
+        ("q_fp8_scale huge", dict(q_fp8_scale=1e38), ValueError, r"q_fp8_scale must be in \[2\^-126"),
+        ("q_fp8_scale inf in fp32", dict(q_fp8_scale=1e39), ValueError, "q_fp8_scale must be a finite positive"),
         ("k_scale tiny", dict(k_scale=1e-45), ValueError, r"k_scale must be in \[2\^-126"),
         ("tile", dict(tile=LARGE_TILE.__class__(16, 64, 128, 4, 1)), ValueError, "block_n"),
         ("tile registers", dict(tile=dataclasses.replace(small_tile(3), max_registers=300)), ValueError,

@@ -6,6 +6,7 @@ Python type or dtype, ``ValueError`` for shapes, devices, strides, alignment, ra
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -70,6 +71,13 @@ def flag(name: str, value: object) -> bool:
     return value
 
 
+def integer(name: str, value: object) -> int:
+    """A Python or NumPy int argument (not a bool), as an int; raise TypeError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return int(value)
+
+
 def multiple_of(name: str, value: int, k: int) -> None:
     """Raise ValueError unless ``value`` is a positive multiple of ``k``."""
     if value <= 0 or value % k:
@@ -92,13 +100,19 @@ def elements_in_range(name: str, t: torch.Tensor, lo: int, hi: int, why: str = "
         raise ValueError(f"{name} must lie in [{lo}, {hi}]{why}")
 
 
+#: Largest finite fp32 value: the kernels take float arguments as fp32.
+_FP32_MAX = 3.4028234663852886e38
+
+
 def finite_float(name: str, value: object, *, positive: bool = False) -> float:
-    """A Python float argument (eps, scales); raise TypeError/ValueError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A real scalar argument (eps, scales; Python or NumPy, not a bool) finite in fp32, where the
+    kernels use it; raise TypeError/ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float, got {type(value).__name__}")
     v = float(value)
-    if v != v or v in (float("inf"), float("-inf")) or (positive and v <= 0):
-        raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float, got {v}")
+    if not abs(v) <= _FP32_MAX or (positive and v <= 0):
+        raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the "
+                         f"kernels use it), got {v}")
     return v
 
 

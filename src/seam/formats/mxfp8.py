@@ -66,8 +66,11 @@ def mxfp8_scale_numel(num_tokens: int, hidden_size: int) -> int:
     ``M_pad * P`` with ``M_pad = ceil(M/128)*128`` and ``P = ceil((K/32)/4)*4``.
 
     Raises:
+        TypeError: ``num_tokens`` or ``hidden_size`` not an int.
         ValueError: ``num_tokens`` negative, or ``hidden_size`` not a positive multiple of 32.
     """
+    num_tokens = checks.integer("num_tokens", num_tokens)
+    hidden_size = checks.integer("hidden_size", hidden_size)
     if num_tokens < 0:
         raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
     m_pad, p = padded_scale_shape(num_tokens, hidden_size)
@@ -199,10 +202,13 @@ def mxfp8_dequantize(
         dtype: output dtype (fp32 is exact; bf16/fp16 round once).
 
     Raises:
-        TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not one-byte.
+        TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not one-byte, dtype
+            not a floating torch.dtype.
         ValueError: shapes that do not fit the layout.
     """
     layout = ScaleLayout.parse(scale_layout)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     checks.tensor("values", values, dtype=(torch.float8_e4m3fn, torch.uint8), contiguous=False)
     values = values.view(torch.float8_e4m3fn)
     if values.dim() != 2:

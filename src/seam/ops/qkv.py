@@ -482,15 +482,23 @@ def qkv_warmup(
     M <= max_tokens, so call it before capturing CUDA graphs.
 
     Raises:
+        TypeError: nkv, hidden_size, max_tokens or block_size not an int.
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
-            positive multiple of 128, max_tokens < 1, a device seam's kernels do not run on here.
+            positive multiple of 128, max_tokens < 1, block_size not a positive multiple of 4,
+            a device seam's kernels do not run on here.
     """
+    nkv = checks.integer("nkv", nkv)
+    hidden_size = checks.integer("hidden_size", hidden_size)
+    max_tokens = checks.integer("max_tokens", max_tokens)
+    block_size = checks.integer("block_size", block_size)
     if nkv not in NKV_CHOICES:
         raise ValueError(f"nkv must be 1, 2 or 4, got {nkv}")
     if not (has_q or has_qfp8):
         raise ValueError("no q output: has_q and/or has_qfp8 must be True")
     checks.multiple_of("hidden_size", hidden_size, 128)
-    checks.multiple_of("max_tokens", max_tokens, 1)
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    checks.multiple_of("block_size", block_size, 4)
     device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
     picks = {m: pick_qkv_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
