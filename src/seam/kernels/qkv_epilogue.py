@@ -503,12 +503,12 @@ def qkv_epilogue_kernel(
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
             _store_head_nvfp4(kv_ptr, kv_page_stride, kv_slots, (2 * (head - K_START)) * (block_size * 72), slot,
-                              slot_ptr,
-                              stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_k_scale, block_size, False, BLOCK_M)
+                              slot_ptr, stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_k_scale, block_size,
+                              False, BLOCK_M)
         elif head < IQ_START:
             _store_head_nvfp4(kv_ptr, kv_page_stride, kv_slots, (2 * (head - V_START) + 1) * (block_size * 72), slot,
-                              slot_ptr,
-                              stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_v_scale, block_size, True, BLOCK_M)
+                              slot_ptr, stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, inv_v_scale, block_size,
+                              True, BLOCK_M)
         elif head < IK_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
