@@ -220,6 +220,10 @@ def test_rejects_bad_input(device):
         seam.mxfp8_scale_numel(4, 100)
     with pytest.raises(TypeError, match="num_tokens must be an int"):
         seam.mxfp8_scale_numel(1.5, 64)
+    with pytest.raises(ValueError, match=r"values.shape\[1\] \(K\) must be a positive multiple of 32"):
+        seam.mxfp8_dequantize(torch.zeros(4, 48, dtype=torch.uint8, device=device), small)
+    with pytest.raises(ValueError, match=r"w.shape\[1\] \(K\) must be a positive multiple of 32"):
+        seam.MXFP8Weight.from_bf16(torch.zeros(4, 48, device=device))
     for bad_dtype in ("bfloat16", torch.int32):
         with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
             seam.mxfp8_dequantize(values, small, dtype=bad_dtype)
@@ -261,6 +265,9 @@ def test_quantized_activation_record(device):
         seam.QuantizedActivation(v, s, torch.bfloat16, (3, 32))
     with pytest.raises(ValueError, match="multiple of 32"):
         seam.QuantizedActivation(v, s, torch.bfloat16, (3, 48))
+    if hasattr(torch, "float8_e8m0fnu"):  # the same scale bytes under torch's UE8M0 dtype: kept as uint8
+        qa = seam.QuantizedActivation(v, s.view(torch.float8_e8m0fnu), torch.bfloat16, (3, 64))
+        assert qa.scales.dtype == torch.uint8 and torch.equal(qa.scales, s)
     for bad_shape in ((3, 64.0), (3, True, 64), (3,)):
         with pytest.raises(ValueError, match=r"shape must be \(M, K\)"):
             seam.QuantizedActivation(v, s, torch.bfloat16, bad_shape)

@@ -74,6 +74,9 @@ def test_weight_record_rejects_bad_parts():
             seam.MXFP8Weight.from_bf16(bad)
     with pytest.raises(TypeError, match="w must be a torch.Tensor"):
         seam.MXFP8Weight.from_bf16([[1.0] * 32])
+    if hasattr(torch, "float8_e8m0fnu"):  # torch's UE8M0 dtype: the same bytes, kept as uint8
+        e8 = seam.MXFP8Weight(w.values, w.scales.view(torch.float8_e8m0fnu))
+        assert e8.scales.dtype == torch.uint8 and torch.equal(e8.scales, w.scales)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 256, 256), (5, 200, 128), (17, 128, 96), (33, 384, 256)])

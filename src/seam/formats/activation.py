@@ -8,7 +8,7 @@ import operator
 import torch
 
 from seam import checks
-from seam.formats.mxfp8 import ScaleLayout, scale_numel
+from seam.formats.mxfp8 import UE8M0_DTYPES, ScaleLayout, scale_numel
 
 _SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -19,8 +19,9 @@ class QuantizedActivation:
 
     Attributes:
         values: float8_e4m3fn [M, K].
-        scales: uint8 UE8M0 bytes: flat ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is
-            swizzled (padding bytes zero), ``[M, K // 32]`` when row-major.
+        scales: uint8 UE8M0 bytes (float8_e8m0fnu is taken as its uint8 view): flat
+            ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is swizzled (padding bytes zero),
+            ``[M, K // 32]`` when row-major.
         dtype: dtype of the unquantized rows (BF16 for every seam producer; FP16/FP32 allowed).
         shape: (M, K) of the unquantized rows, K a positive multiple of 32.
         layout: the scale layout.
@@ -52,7 +53,8 @@ class QuantizedActivation:
         if k <= 0 or k % 32:
             raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
         checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, shape=shape, contiguous=False)
-        checks.tensor("scales", self.scales, dtype=torch.uint8, device=self.values.device, contiguous=False)
+        checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES, device=self.values.device, contiguous=False)
+        object.__setattr__(self, "scales", self.scales.view(torch.uint8))
         if self.layout is ScaleLayout.ROW_MAJOR:
             if tuple(self.scales.shape) != (m, k // 32):
                 raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}")

@@ -23,6 +23,11 @@ E4M3_MAX = 448.0
 _INV_448 = struct.unpack("<f", struct.pack("<I", 0x3B124925))[0]
 
 
+#: Dtypes accepted for UE8M0 scale bytes: uint8, and torch's float8_e8m0fnu where it exists
+#: (the same bytes; seam's records keep the uint8 view).
+UE8M0_DTYPES = tuple(d for d in (torch.uint8, getattr(torch, "float8_e8m0fnu", None)) if d is not None)
+
+
 class ScaleLayout(str, enum.Enum):
     """Where scale byte (row r, block column c) lives."""
 
@@ -218,6 +223,7 @@ def mxfp8_dequantize(
         raise TypeError(f"scales must be one-byte (uint8 or float8_e8m0fnu), got {scales.dtype}")
     scales = scales.view(torch.uint8)
     m, k = values.shape
+    checks.multiple_of("values.shape[1] (K)", k, 32)
     cols = scale_cols(k)
     if layout is ScaleLayout.SWIZZLED:
         rows = unswizzle_scales(scales.reshape(-1), m, k)

@@ -13,7 +13,7 @@ import dataclasses
 import torch
 
 from seam import checks
-from seam.formats.mxfp8 import mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
+from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +22,8 @@ class MXFP8Weight:
 
     Attributes:
         values: float8_e4m3fn [N, K], contiguous (K-major).
-        scales: uint8 flat ``[mxfp8_scale_numel(N, K)]``, 128x4-swizzled, padding zero.
+        scales: uint8 flat ``[mxfp8_scale_numel(N, K)]``, 128x4-swizzled, padding zero
+            (float8_e8m0fnu is taken as its uint8 view).
 
     Raises:
         TypeError: values or scales not tensors of those dtypes.
@@ -42,7 +43,8 @@ class MXFP8Weight:
         if k <= 0 or k % 32:
             raise ValueError(f"K must be a positive multiple of 32, got {k}")
         want = mxfp8_scale_numel(n, k)
-        s = checks.tensor("scales", self.scales, dtype=torch.uint8)
+        s = checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES).view(torch.uint8)
+        object.__setattr__(self, "scales", s)
         if s.numel() != want or s.dim() != 1:
             raise ValueError(f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got {list(s.shape)}")
         if s.device != v.device:
@@ -59,6 +61,7 @@ class MXFP8Weight:
         checks.tensor("w", w, dtype=(torch.bfloat16, torch.float16, torch.float32), contiguous=False)
         if w.dim() != 2:
             raise ValueError(f"w must be a 2-D [N, K] tensor, got shape {list(w.shape)}")
+        checks.multiple_of("w.shape[1] (K)", w.shape[1], 32)
         values, scales = mxfp8_quantize_ref(w, scale_layout="swizzled")
         return cls(values.contiguous(), scales)
 

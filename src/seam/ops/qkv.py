@@ -17,7 +17,7 @@ import torch
 
 from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import mxfp8_scale_numel
+from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
 from seam.kernels.mxfp8_gemm import Tile, small_tile, split_k_scratch
@@ -28,8 +28,6 @@ from seam.ops.registry import register
 from seam.ref.qkv import qkv_epilogue_ref
 
 NKV_CHOICES = (1, 2, 4)
-_E8M0 = getattr(torch, "float8_e8m0fnu", None)
-_SCALE_DTYPES = (torch.uint8,) if _E8M0 is None else (torch.uint8, _E8M0)
 
 
 def _launch(
@@ -193,7 +191,7 @@ def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv
 
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
-    checks.tensor(name, s, dtype=_SCALE_DTYPES, device=device)
+    checks.tensor(name, s, dtype=UE8M0_DTYPES, device=device)
     want = mxfp8_scale_numel(rows, k)
     if s.numel() != want:
         raise ValueError(f"{name} must hold {want} bytes (128x4-swizzled scales of [{rows}, {k}]), got {s.numel()}")
