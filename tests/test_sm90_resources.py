@@ -61,7 +61,8 @@ def test_capped_qkv_tiles_fit_two_programs_per_sm_without_spills(block_m, split_
 
 @pytest.mark.parametrize("k, a_bf16", [(6144, False), (768, False), (6144, True)])
 def test_capped_linear_64_row_tile_fits_two_programs_per_sm_without_spills(k, a_bf16):
-    # pick_tile gives unsplit 64-row tiles the budget; in-GEMM quantization may run them too
+    # pick_tile gives 64-row tiles split at most two ways the budget (the split does not change the
+    # loop); in-GEMM quantization may run them too
     r = _resources("linear", "64", "--split-k", "1", "--k", str(k), "--max-registers", str(TWO_PER_SM_REGISTERS),
                    *(["--a-bf16"] if a_bf16 else []))
     assert r["registers"] <= TWO_PER_SM_REGISTERS

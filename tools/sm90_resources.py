@@ -6,8 +6,9 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
 
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
 
-Arguments are specialized as a launch specializes them (pointers and integer sizes
-16-byte divisible; M, eps, scales and block_size not). Prints one JSON object.
+Arguments are specialized as a launch specializes them: pointers and integer sizes
+divisible by 16, except the kernels' ``do_not_specialize`` sizes (M, block_size, max_pos,
+the cache slot counts), ``stride_acc`` and the float scalars. Prints one JSON object.
 """
 
 from __future__ import annotations

@@ -93,8 +93,8 @@ def in_range(name: str, value: int, lo: int, hi: int) -> None:
 def elements_in_range(name: str, t: torch.Tensor, lo: int, hi: int, why: str = "") -> None:
     """Raise ValueError unless every element of the integer tensor ``t`` lies in ``[lo, hi]``.
 
-    Reads ``t`` on the host (a device sync), so callers run it in debug mode only, where an
-    out-of-range index would otherwise be read or written out of bounds.
+    Reads ``t`` on the host (a device sync), so callers run it in debug mode only, to report
+    indices that the kernels would otherwise skip without a word.
     """
     if t.numel() and (int(t.min()) < lo or int(t.max()) > hi):
         raise ValueError(f"{name} must lie in [{lo}, {hi}]{why}")

@@ -70,7 +70,8 @@ class Tile:
     num_stages: int  #: software-pipeline depth of the K loop (``tl.range`` stages; 1: none)
     split_k: int = 1  #: programs per output tile along K (K must split into whole BLOCK_K steps)
     #: per-thread register cap (Triton's ``maxnreg``); None: the compiler's choice. 128 lets two
-    #: 8-warp programs share an SM (65536 registers); the fused QKV picker uses it (``pick_qkv_tile``).
+    #: 8-warp programs share an SM (65536 registers); both pickers use it (:func:`pick_tile` on 64-row
+    #: tiles split at most two ways, ``pick_qkv_tile``).
     max_registers: int | None = None
     #: MMA tiles only: F16 operands (``e4m3 * 2^(s - c)`` per row, :func:`mxfp8_mainloop`), same bytes out.
     f16_operands: bool = False
@@ -147,10 +148,10 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
 
     A 64-row tile with K split at most 2 ways gets the :data:`TWO_PER_SM_REGISTERS` budget:
     ptxas then takes 123 registers instead of 108 (sm_90, no spills either way, two
-    programs per SM either way), and on the H200 (2026-12-01, ``BENCHMARKS.md``, same
-    output bytes) the kernel was 3-5.5% faster at all 10 unsplit shapes measured (the
-    four layer shapes of ``seam bench linear``, M 128-2048) and 12-22% faster at all 4
-    two-way splits; at 3 splits it was neutral (0.995-0.997x), at 4 slower (1.10x),
+    programs per SM either way), and on the H200 (2026-12-01, ``BENCHMARKS.md`` run 31,
+    same output bytes) the kernel was 3-5.5% faster at all 9 unsplit shapes measured (the
+    four layer shapes of ``seam bench linear``, M 128-2048) and 12-21% faster at all 4
+    two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
     """
     sms = num_sms(device)
@@ -484,7 +485,7 @@ def mxfp8_mainloop(
     the same bits. A program whose block scales leave F16's window around c, or the range
     where that argument holds (:func:`f16_same_bytes`), takes the BF16 loop. This cuts the
     K loop's instructions by about a quarter (sm_90 SASS: 180 against 254 per 16-row step)
-    but adds registers, so it pays only where registers are capped anyway
+    but adds registers: it paid only on the fused QKV kernel's register-capped 64-row tiles
     (``seam.kernels.qkv_epilogue.pick_qkv_tile``).
     """
     a_s_next, b_s_next = load_first_scales(xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K, A_BF16)

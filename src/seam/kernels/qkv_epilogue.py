@@ -6,8 +6,8 @@ of them, each over a K range) run the MXFP8 GEMM mainloop of
 ``seam.kernels.mxfp8_gemm``; the one holding the full accumulator (all of them when
 SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
 the head's role-specific epilogue on the fp32 accumulator, so qkv is never written
-out as a tensor. Scratch traffic remains on decode tiles: fp32 split-K partials when K
-is split, and on 16- and 32-row tiles the K / V / index_k head rows (fp32, after norm
+out as a tensor. Scratch traffic remains on split-K tiles (decode, and capped 64-row
+tiles at a few hundred tokens): fp32 split-K partials, and on 16- and 32-row tiles the K / V / index_k head rows (fp32, after norm
 and RoPE), which pass through the program's own workspace slot (a few KB, read back at
 once by the same program) to reach the layout their NVFP4 quantization compiles
 correctly in (:func:`_store_nvfp4_rows`). On one-token
@@ -64,7 +64,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     registers its epilogue takes.
 
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242
-    registers per thread (the GEMM alone: 100 and 103; ``tools/sm90_resources.py``), so
+    registers per thread (96853ea; the GEMM alone, ``mxfp8_linear``: 100 and 108 at
+    5ce5581; ``tools/sm90_resources.py``), so
     one 8-warp program fills an SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at
     16 and 32 rows, 400-480 bytes of stack at 64 depending on outputs and split) two
     programs share each SM, and the K split is picked for two per SM. Capping wins where
@@ -83,8 +84,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     their K loop has a quarter fewer instructions and no more registers to lose (H200,
     2026-12-01, us, BF16 then F16 operands): nkv 1 M 1024 243.1 / 204.6, M 2048 379.1 /
     321.8; nkv 2 M 512 242.7 / 205.6; M 128-256 (split 3) within 2%. Elsewhere they did
-    not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gives
-    the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile).
+    not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gave
+    the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
     tile = mxfp8_gemm.pick_tile(m, n, k, device)
     if tile.block_m == 16:

@@ -26,7 +26,8 @@ class LinearQuantize(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: "LinearQuantize | str", name: str = "quantize") -> "LinearQuantize":
-        """Accept the enum or its string value; raise ValueError naming ``name`` otherwise."""
+        """Accept the enum or its string value; raise TypeError (not a str) or ValueError (unknown
+        value) naming ``name`` otherwise."""
         if isinstance(value, cls):
             return value
         if not isinstance(value, str):
@@ -146,10 +147,11 @@ def mxfp8_linear(
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override (tests); default picks BLOCK_M (1, the GEMV, for one
-            token; 16 to 128 otherwise) and the K split by wave count on the SM count
-            (split-K launches share a per-device workspace: keep them on one stream, and
-            make a first call before graph capture). ``block_m`` must be 1 or a power of
-            two >= 16. ``f16_operands`` applies to MXFP8 activations (in-GEMM
+            token; 16 to 128 otherwise), the K split by wave count on the SM count and,
+            for 64-row tiles split at most two ways, a register cap (split-K launches
+            share a per-device workspace: keep them on one stream, and make a first call
+            before graph capture). ``block_m`` must be 1 or a power of two >= 16.
+            ``f16_operands`` applies to MXFP8 activations (in-GEMM
             quantization keeps BF16 operands); the output bytes are the same either way.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;

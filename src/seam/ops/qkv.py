@@ -8,9 +8,8 @@ configuration before serving.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import dataclasses
+from collections.abc import Callable
 from typing import Optional
 
 import torch
@@ -23,7 +22,6 @@ from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_k
 from seam.kernels.mxfp8_gemm import Tile, small_tile, split_k_scratch
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace, pick_qkv_tile
 from seam.ops.linear import check_tile, mxfp8_linear
-
 from seam.ops.registry import register
 from seam.ref.qkv import qkv_epilogue_ref
 
@@ -309,10 +307,15 @@ def qkv_index_fused_epilogue(
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
     _qkv(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
-        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
-        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
-        tile.f16_operands,
+        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
+        *_tile_args(tile),
     )
+
+
+def _tile_args(tile: Tile) -> tuple:
+    """The custom op's tile arguments (block_n is always 128: one head)."""
+    return (tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
+            tile.f16_operands)
 
 
 def epilogue_tile(m: int) -> Tile:
@@ -355,16 +358,14 @@ def _prepare_epilogue(
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
         [("acc", acc)],
     )
-    # no K here: the accumulator is given
-    tile = dataclasses.replace(check_tile(tile, 128) or epilogue_tile(m), split_k=1)
+    if isinstance(tile, Tile):  # no K here (the accumulator is given): a caller's K split does not apply
+        tile = dataclasses.replace(tile, split_k=1)
+    tile = check_tile(tile, 128) or epilogue_tile(m)
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
-        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out,
-        *inv, nkv, tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
-        tile.f16_operands,
+        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
+        *_tile_args(tile),
     )
-
-
 
 
 def qkv_epilogue(
