@@ -65,10 +65,14 @@ _SENTINEL = tl.constexpr(SENTINEL_BITS)
 #: Swizzle padding scale rows zeroed by each consumer program past M.
 PAD_ROWS = 16
 
-# Consumer epilogues (constexpr EPILOGUE).
+# Consumer epilogues (constexpr EPILOGUE; the tl.constexpr copies are what jit code can read).
 EPILOGUE_ALL_REDUCE = 0  # (c) out = bf16(acc)
 EPILOGUE_RMS_NORM = 1  # (b) residual_out = bf16(acc + residual); out = bf16(rmsnorm)
 EPILOGUE_RMS_NORM_MXFP8 = 2  # (a) as (b), normed -> MXFP8 (optional BF16 normed)
+_ALL_REDUCE = tl.constexpr(EPILOGUE_ALL_REDUCE)
+_RMS_NORM = tl.constexpr(EPILOGUE_RMS_NORM)
+_RMS_NORM_MXFP8 = tl.constexpr(EPILOGUE_RMS_NORM_MXFP8)
+_GENERATIONS = tl.constexpr(GENERATIONS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,7 +160,7 @@ def lamport_consumer_generation(stage_state_ptr, is_token0):
     """Consumer prologue: ``g = stage_state[ACTIVE]``; token 0's program stores ``NEXT = (g + 1) % 3``."""
     g = tl.load(stage_state_ptr + 1)
     if is_token0:
-        tl.store(stage_state_ptr, (g + 1) % 3)
+        tl.store(stage_state_ptr, (g + 1) % _GENERATIONS)
     return g
 
 
@@ -285,16 +289,16 @@ def lamport_consumer_kernel(
         acc = lamport_collect(mailbox_ptr, g, token, cols, mask, capacity, hidden, error_ptr, TP, SPIN_LIMIT)
         if USE_PDL:
             tl.extra.cuda.gdc_launch_dependents()
-        if EPILOGUE == 0:
+        if EPILOGUE == _ALL_REDUCE:
             tl.store(out_ptr + row + cols, to_bf16_rne(acc), mask=mask)
         else:
             prenorm = round_bf16(acc + res)
             tl.store(residual_out_ptr + row + cols, to_bf16_rne(prenorm), mask=mask)
             inv_rms = tl.math.rsqrt(tl.sum(prenorm * prenorm) / hidden + eps)
             normed = round_bf16(prenorm * inv_rms * w)
-            if EPILOGUE == 1 or STORE_NORMED:
+            if EPILOGUE == _RMS_NORM or STORE_NORMED:
                 tl.store(out_ptr + row + cols, to_bf16_rne(normed), mask=mask)
-            if EPILOGUE == 2:
+            if EPILOGUE == _RMS_NORM_MXFP8:
                 # hidden is a multiple of 128: no padding scale columns.
                 scols = tl.arange(0, BLOCK_H // 32)
                 s_offs = swizzled_scale_offset(token, scols, hidden // 32)
@@ -302,7 +306,7 @@ def lamport_consumer_kernel(
                 tl.store(values_ptr + row + cols, tl.reshape(values, (BLOCK_H,)), mask=mask)
                 tl.store(scales_ptr + s_offs, tl.reshape(scales, (BLOCK_H // 32,)), mask=scols < hidden // 32)
     else:
-        if EPILOGUE == 2:
+        if EPILOGUE == _RMS_NORM_MXFP8:
             if USE_PDL:
                 # scales may reuse memory that the previous kernel still reads.
                 tl.extra.cuda.gdc_wait()

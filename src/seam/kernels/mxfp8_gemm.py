@@ -318,11 +318,17 @@ def load_k_step(
 
 
 @triton.jit
+def dequantize_mxfp8_f32(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """fp32 [R, BLOCK_K] = e4m3 * 2^(s - 127): exact for every E4M3 code and scale byte."""
+    f = tl.reshape(e4m3_to_f32(vals), (R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
+    return tl.reshape(f, (R, BLOCK_K))
+
+
+@triton.jit
 def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
     """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact above 2^-133); fp32 holding those values under the
     interpreter, whose tl.dot reads bitcast BF16 tiles as integers."""
-    f = tl.reshape(e4m3_to_f32(vals), (R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
-    f = tl.reshape(f, (R, BLOCK_K))
+    f = dequantize_mxfp8_f32(vals, s, R, BLOCK_K)
     if EMULATE_CONVERSIONS:
         return round_bf16(f)
     else:
@@ -508,13 +514,6 @@ def mxfp8_mainloop(
             k_base, K, N_STEPS, BM, BN, BLOCK_K, STAGES, stride_xm, A_BF16, a_s_next, b_s_next, c_a, c_w, False,
         )
     return acc
-
-
-@triton.jit
-def dequantize_mxfp8_f32(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """fp32 [R, BLOCK_K] = e4m3 * 2^(s - 127): exact for every E4M3 code and scale byte."""
-    f = tl.reshape(e4m3_to_f32(vals), (R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
-    return tl.reshape(f, (R, BLOCK_K))
 
 
 @triton.jit
