@@ -189,6 +189,15 @@ def _join_head(x, y, z, R: tl.constexpr):
 
 
 @triton.jit
+def _scale_offset(tok, j, SWIZZLED: tl.constexpr):
+    """Byte offset of scale byte j of token ``tok`` in a page's scale area: V-swizzled or linear."""
+    if SWIZZLED:
+        return v_scale_offset(tok, j)
+    else:
+        return tok * 8 + j
+
+
+@triton.jit
 def _store_nvfp4(
     cache_ptr,  # uint8 page base
     slot_base,  # int64 [1]: byte offset of this head's slot in the token's page
@@ -213,11 +222,7 @@ def _store_nvfp4(
     packed, sf = nvfp4_quantize_group(tl.reshape(_join_head(x, y, z, 1), (8, 16)), inv_g, 8)
     tl.store(cache_ptr + (slot_base + tok * 64)[:, None] + tl.arange(0, 64)[None, :],
              tl.reshape(packed, (1, 64)), mask=valid[:, None])
-    j = tl.arange(0, 8)[None, :]
-    if SWIZZLED:
-        sf_off = v_scale_offset(tok[:, None], j)
-    else:
-        sf_off = tok[:, None] * 8 + j
+    sf_off = _scale_offset(tok[:, None], tl.arange(0, 8)[None, :], SWIZZLED)
     tl.store(sf_area[:, None] + sf_off, tl.reshape(sf, (1, 8)), mask=valid[:, None])
 
 
@@ -270,10 +275,7 @@ def _store_nvfp4_rows(
     data = cache_ptr + slot_base + tok * 64 + g * 8
     tl.store(data[:, None] + tl.arange(0, 8)[None, :], packed, mask=valid[:, None])
     sf_area = cache_ptr + slot_base + block_size * 64
-    if SWIZZLED:
-        tl.store(sf_area + v_scale_offset(tok, g), sf, mask=valid)
-    else:
-        tl.store(sf_area + tok * 8 + g, sf, mask=valid)
+    tl.store(sf_area + _scale_offset(tok, g, SWIZZLED), sf, mask=valid)
 
 
 @triton.jit
@@ -287,10 +289,7 @@ def _store_group(data, sf_area, tok, valid, v, j: tl.constexpr, inv_g, SWIZZLED:
     """Quantize dims [16j, 16j + 16) of the head rows; store their 8 data bytes and scale byte j."""
     packed, sf = nvfp4_quantize_group(v, inv_g, R)
     tl.store(data + j * 8 + tl.arange(0, 8)[None, :], packed, mask=valid[:, None])
-    if SWIZZLED:
-        tl.store(sf_area + v_scale_offset(tok, j), sf, mask=valid)
-    else:
-        tl.store(sf_area + tok * 8 + j, sf, mask=valid)
+    tl.store(sf_area + _scale_offset(tok, j, SWIZZLED), sf, mask=valid)
 
 
 @triton.jit
