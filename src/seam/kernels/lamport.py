@@ -39,8 +39,9 @@ epilogue. Under PDL every program stores only after ``gdc_wait`` (its output buf
 reuse memory the previous kernel still reads). This module has the publish kernel (plain
 contribution or MoE finalize; grid ``(M, column blocks)``) and one consumer kernel (grid:
 one program per token holding the whole row, plus, for the MXFP8 epilogue, one program per
-``PAD_ROWS`` swizzled padding scale rows past M, which it zeroes) with the epilogues (c) all-reduce, (b) residual + RMSNorm and
-(a) residual + Gemma RMSNorm + MXFP8, selected by a constexpr.
+``PAD_ROWS`` swizzled padding scale rows past M, which it zeroes) with the epilogues
+(c) all-reduce, (b) residual + RMSNorm and (a) residual + Gemma RMSNorm + MXFP8, selected
+by a constexpr.
 
 Bytes moved per token row of hidden H: publish reads 2H (plain) or 2H(top_k + 1)
 (finalize) and writes 2H x TP (one copy per peer); the consumer reads 2H x TP (own

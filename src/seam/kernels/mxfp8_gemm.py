@@ -116,6 +116,12 @@ def num_sms(device: torch.device) -> int:
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
+def tiles_and_k_steps(m: int, n: int, k: int, tile: Tile) -> tuple[int, int]:
+    """(output tiles of an [m, n] launch, BLOCK_K steps of K) for :func:`pick_split_k`; K that is not
+    a whole number of steps counts as one step (it is not split)."""
+    return -(-m // tile.block_m) * -(-n // tile.block_n), (k // tile.block_k if k % tile.block_k == 0 else 1)
+
+
 def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
     """Most K splits that fit ``waves`` programs per SM (``tiles * split <= waves * sms``: as
     later waves, or resident together where registers allow), each split keeping >= 2 BLOCK_K steps."""
@@ -161,10 +167,8 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
         waves_large = -(-(-(-m // LARGE_TILE.block_m) * -(-n // LARGE_TILE.block_n)) // sms)
         if 3 * waves_small > 5 * waves_large:
             tile = LARGE_TILE
-    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
-    k_steps = k // tile.block_k if k % tile.block_k == 0 else 1  # split only into whole steps
     waves = DECODE_WAVES if tile.block_m <= 32 else 1
-    split_k = pick_split_k(tiles, k_steps, sms, waves)
+    split_k = pick_split_k(*tiles_and_k_steps(m, n, k, tile), sms, waves)
     cap = TWO_PER_SM_REGISTERS if tile.block_m == 64 and split_k <= 2 else None
     return dataclasses.replace(tile, split_k=split_k, max_registers=cap)
 

@@ -7,10 +7,10 @@ of them, each over a K range) run the MXFP8 GEMM mainloop of
 SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
 the head's role-specific epilogue on the fp32 accumulator, so qkv is never written
 out as a tensor. Scratch traffic remains on split-K tiles (decode, and capped 64-row
-tiles at a few hundred tokens): fp32 split-K partials, and on 16- and 32-row tiles the K / V / index_k head rows (fp32, after norm
-and RoPE), which pass through the program's own workspace slot (a few KB, read back at
-once by the same program) to reach the layout their NVFP4 quantization compiles
-correctly in (:func:`_store_nvfp4_rows`). On one-token
+tiles at a few hundred tokens): fp32 split-K partials, and on 16- and 32-row tiles the
+K / V / index_k head rows (fp32, after norm and RoPE), which pass through the program's
+own workspace slot (a few KB, read back at once by the same program) to reach the
+layout their NVFP4 quantization compiles correctly in (:func:`_store_nvfp4_rows`). On one-token
 tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
 weights, cache slots) before its mainloop, so their latency overlaps the GEMM; wider
 tiles load them in the program that runs the epilogue. ``ACC_MODE`` 1 replaces the
@@ -94,8 +94,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     if limit is None:
         return tile
     sms = mxfp8_gemm.num_sms(device)
-    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
-    k_steps = k // tile.block_k if k % tile.block_k == 0 else 1
+    tiles, k_steps = mxfp8_gemm.tiles_and_k_steps(m, n, k, tile)
     one_wave = mxfp8_gemm.pick_split_k(tiles, k_steps, sms, waves=1)
     if one_wave > limit:
         return dataclasses.replace(tile, split_k=one_wave)
