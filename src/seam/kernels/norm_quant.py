@@ -23,7 +23,13 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, swizzled_scale_offset, to_bf16_rne
+from seam.kernels.numerics import (
+    bf16_to_f32,
+    mxfp8_quantize_tile,
+    swizzled_scale_offset,
+    to_bf16_rne,
+    zero_scale_padding_rows,
+)
 
 PAD_ROWS = 32  # swizzle padding rows zeroed per padding program (M_pad - M < 128: <= 4 programs)
 
@@ -105,12 +111,7 @@ def fused_add_rms_norm_kernel(
                 s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
             tl.store(scales_ptr + s_offs, scales, mask=s_mask)
     else:
-        # Swizzle padding rows [M, M_pad): zero scale bytes, nothing to read.
-        pad_rows = (M + (pid - num_row_programs) * PAD_ROWS + tl.arange(0, PAD_ROWS)).to(tl.int64)
-        m_pad = (M + 127) // 128 * 128
-        pad_offs = swizzled_scale_offset(pad_rows[:, None], scols[None, :], padded_scols)
-        pad_mask = (pad_rows[:, None] < m_pad) & (scols[None, :] < padded_scols)
-        tl.store(scales_ptr + pad_offs, tl.zeros((PAD_ROWS, SCOLS), tl.uint8), mask=pad_mask)
+        zero_scale_padding_rows(scales_ptr, M, pid - num_row_programs, scols, padded_scols, PAD_ROWS)
 
 
 def norm_config(m: int, hidden: int) -> tuple[int, int, int]:

@@ -188,3 +188,23 @@ def swizzled_scale_offset(r, c, padded_cols):
         + ((r % 128) // 32) * 4
         + c % 4
     )
+
+
+@triton.jit
+def zero_scale_padding_rows(
+    scales_ptr,  # uint8 flat 128x4-swizzled scales of M rows
+    M,
+    j,  # this padding program's index: it zeroes rows [M + j * PAD_ROWS, M + (j + 1) * PAD_ROWS)
+    scols,  # [C] scale columns this program covers
+    padded_cols,  # P = ceil(scale columns / 4) * 4
+    PAD_ROWS: tl.constexpr,
+):
+    """Zero the scale bytes of this program's swizzle padding rows that lie in [M, ceil(M/128)*128).
+
+    Nothing is read: the padding rows only need zeros (``docs/spec/mxfp8.md``).
+    """
+    rows = (M + j * PAD_ROWS + tl.arange(0, PAD_ROWS)).to(tl.int64)
+    m_pad = (M + 127) // 128 * 128
+    offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_cols)
+    mask = (rows[:, None] < m_pad) & (scols[None, :] < padded_cols)
+    tl.store(scales_ptr + offs, tl.zeros((PAD_ROWS, scols.shape[0]), tl.uint8), mask=mask)

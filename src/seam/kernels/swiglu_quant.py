@@ -21,7 +21,13 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, swizzled_scale_offset, to_bf16_rne
+from seam.kernels.numerics import (
+    bf16_to_f32,
+    mxfp8_quantize_tile,
+    swizzled_scale_offset,
+    to_bf16_rne,
+    zero_scale_padding_rows,
+)
 
 PAD_ROWS = 32  # swizzle padding rows zeroed per padding program
 
@@ -101,12 +107,7 @@ def swiglu_oai_kernel(
         else:
             tl.store(out_ptr + out_offs, to_bf16_rne(act), mask=mask)
     else:
-        # Swizzle padding rows [M, M_pad): zero scale bytes, nothing to read.
-        pad_rows = (M + (pid_m - num_row_programs) * PAD_ROWS + tl.arange(0, PAD_ROWS)).to(tl.int64)
-        m_pad = (M + 127) // 128 * 128
-        pad_offs = swizzled_scale_offset(pad_rows[:, None], scols[None, :], padded_scols)
-        pad_mask = (pad_rows[:, None] < m_pad) & (scols[None, :] < padded_scols)
-        tl.store(scales_ptr + pad_offs, tl.zeros((PAD_ROWS, SCOLS), tl.uint8), mask=pad_mask)
+        zero_scale_padding_rows(scales_ptr, M, pid_m - num_row_programs, scols, padded_scols, PAD_ROWS)
 
 
 def swiglu_config(m: int, cols_cover: int) -> tuple[int, int, int]:
