@@ -344,9 +344,11 @@ def test_constructor_validation(device):
     g = SimulatedGroup(2, device)
     base = dict(hidden_size=128, hc_mult=4, max_num_tokens=4, top_k=2, group=g)
     for kw, exc, match in [
-        (dict(hidden_size=96), ValueError, "hidden must be a positive multiple of 128"),
+        (dict(hidden_size=96), ValueError, "hidden_size must be a positive multiple of 128"),
         (dict(hc_mult=3), ValueError, "hc_mult must be one of"),
         (dict(max_num_tokens=0), ValueError, "max_num_tokens must be >= 1"),
+        (dict(max_num_tokens=1 << 25), ValueError, r"max_num_tokens=33554432 is outside \[1, 16777216\]"),
+        (dict(top_k=65), ValueError, r"top_k=65 is outside \[1, 64\]"),
         (dict(top_k=1.5), TypeError, "top_k must be an int"),
         (dict(group="tp4"), TypeError, "group must be a seam.comm.Group"),
     ]:
@@ -473,3 +475,45 @@ def test_gpu_cuda_graph_replays_with_mutated_inputs():
             for (xs, res, post, comb, pre, w), outs in zip(calls, results):
                 check_outputs(outs, xs, res, post, comb, pre, w)
     assert_armed(op)
+
+
+def test_mxfp8_out_writes_bump_versions(device):
+    """The fused path's launch bumps the versions of the buffers it writes, as every seam op does:
+    an MXFP8Linear hand-off registered on a reused ``mxfp8_out`` sees the next boundary overwrite it."""
+    m, hc, hidden = 2, 2, 128
+    res, post, comb, pre, w = make_boundary(m, hc, hidden, seed=8, device=device)
+    op = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=4, top_k=1,
+                           group=seam.SimulatedGroup(1, device), quantize_layer_input=True)
+    values, scales = mxfp8_buffers(m, hidden, device)
+    x = make_contributions(1, m, hidden, seed=8, device=device)[0]
+    before = (values._version, scales._version)
+    _, layer_input = op(x, res, post, comb, pre, w, 1e-6, mxfp8_out=(values, scales))
+    assert values._version > before[0] and scales._version > before[1]
+    lin = seam.MXFP8Linear.from_bf16(torch.randn(128, hidden, device=device).bfloat16())
+    lin.set_prequant(layer_input, seam.QuantizedActivation(values, scales, torch.bfloat16, (m, hidden)))
+    op(x * 2, res, post, comb, pre, w, 1e-6, mxfp8_out=(values, scales))  # the next boundary reuses the buffers
+    assert torch.equal(lin(layer_input), lin(layer_input.clone()))  # the stale hand-off is not used
+
+
+def test_consume_launch_that_raises_leaves_the_publish_pending(device, monkeypatch):
+    """As for LamportAllReduce: a consumer launch that raises on the host leaves the publish pending,
+    and the retried consume gives the reference's bytes."""
+    import seam.ops.allreduce_mhc as mhc_ops
+
+    op, args = _setup(device)
+    xs = make_contributions(op.tp, 3, 128, seed=60, device=device)
+    for r in range(op.tp):
+        op.publish(xs[r], rank=r)
+    launch = mhc_ops._mhc_consume
+
+    def fail(*a):
+        raise RuntimeError("injected launch failure")
+
+    monkeypatch.setattr(mhc_ops, "_mhc_consume", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        op.consume(**args, rank=0)
+    monkeypatch.setattr(mhc_ops, "_mhc_consume", launch)
+    outs = [(*op.consume(**args, rank=r), None) for r in range(op.tp)]
+    check_outputs(outs, xs, args["residual"], args["post"], args["comb"], args["pre"], args["norm_weight"])
+    assert_armed(op)
+

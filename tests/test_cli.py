@@ -37,3 +37,14 @@ def test_gpu_bench_without_cuda_says_so(capsys):
 def test_verify_only_matching_nothing_says_so(capsys):
     assert main(["verify", "--only", "nosuch", "--no-timing"]) == 1
     assert "no verify case matches --only 'nosuch'" in capsys.readouterr().out
+
+
+def test_verify_only_matches_case_names_not_module_paths():
+    from seam.verify.runner import collect
+    from seam.verify.core import Context
+
+    ctx = Context.here()
+    for path_part in ("seam", "verify", "case_"):
+        assert collect(ctx, path_part) == []
+    assert collect(ctx, "swiglu") and all("swiglu" in c.op for c in collect(ctx, "swiglu"))
+

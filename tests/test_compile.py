@@ -20,6 +20,31 @@ def test_fullgraph_all_reduce_simulated_tp1(device):
     assert bytes_equal(_compile(lambda t: seam.all_reduce(t, ar), device)(x), x)  # one rank: the sum is x
 
 
+def test_fullgraph_allreduce_mhc_simulated_tp1(device):
+    """AllReduceMHC's Lamport path goes through registered ops (torch.ops.seam.lamport_publish /
+    lamport_mhc_consume), so a whole boundary call traces; compiled and eager give the same bytes."""
+    m, hc, hidden = 2, 2, 128
+    g = torch.Generator().manual_seed(5)
+    res = torch.randn(m, hc, hidden, generator=g).bfloat16().to(device)
+    post = torch.rand(m, hc, generator=g).to(device)
+    comb = torch.rand(m, hc, hc, generator=g).to(device)
+    pre = torch.rand(m, hc, generator=g).to(device)
+    w = torch.randn(hidden, generator=g).bfloat16().to(device)
+    x = torch.randn(m, hidden, generator=g).bfloat16().to(device)
+
+    def boundary(op, x):
+        return op(x, res, post, comb, pre, w, 1e-6)
+
+    def new_op():
+        return seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=4, top_k=1,
+                                 group=seam.SimulatedGroup(1, device))
+
+    eager_op, compiled_op = new_op(), new_op()
+    got = _compile(lambda t: boundary(compiled_op, t), device)(x)
+    want = boundary(eager_op, x)
+    assert all(bytes_equal(a, b) for a, b in zip(got, want))
+
+
 def test_fullgraph_out_buffers(device):
     x = torch.randn(3, 128, device=device).bfloat16()
     r = torch.randn(3, 128, device=device).bfloat16()

@@ -274,6 +274,22 @@ def test_finalize_skips_out_of_range_routing_indices_without_debug(monkeypatch):
         assert bool(torch.isfinite(res_g.float()).all())
 
 
+def test_finalize_reference_skips_out_of_range_indices():
+    """The reference (also the no-peer-access fallback's finalize) skips indices past gemm2's rows like -1,
+    as the kernel does, and takes a gemm2 with no rows (nothing routed to this rank)."""
+    hidden, m, top_k, rows = 128, 3, 2, 4
+    moe = make_moe(m, hidden, top_k, rows=rows, seed=41)
+    r = moe.routed
+    bad = r.expanded_idx_to_permuted_idx.clone()
+    bad[0, 0], bad[2, 1] = rows, 2**31 - 1
+    skipped = r.expanded_idx_to_permuted_idx.clone()
+    skipped[0, 0], skipped[2, 1] = -1, -1
+    got = moe_finalize_ref(r.gemm2_permuted, r.expert_weights, bad, moe.shared_output)
+    assert same_bits(got, moe_finalize_ref(r.gemm2_permuted, r.expert_weights, skipped, moe.shared_output))
+    empty = moe_finalize_ref(r.gemm2_permuted[:0], r.expert_weights, bad, moe.shared_output)
+    assert same_bits(empty, moe.shared_output)  # no routed rows: the shared output alone (bf16 -> f32 -> bf16)
+
+
 def test_finalize_products_not_fused():
     """Each product is rounded to fp32 before its add: an FMA would keep the 2^-27 term.
 
@@ -340,10 +356,37 @@ def test_debug_mode_missing_publish_raises():
     assert_armed(comm)
 
 
+def test_consume_launch_that_raises_leaves_the_publish_pending(monkeypatch):
+    """A consumer launch that raises on the host (a compile error, say) marks nothing consumed: the
+    same collect retried works, and the mailbox stays in step."""
+    import seam.ops.allreduce as allreduce_ops
+
+    tp, hidden = 2, 128
+    comm = LamportAllReduce(hidden_size=hidden, max_num_tokens=4, group=SimulatedGroup(tp))
+    xs = [_rand(2, hidden, seed=50 + r) for r in range(tp)]
+    for r, x in enumerate(xs):
+        comm.publish(x, rank=r)
+    launch = allreduce_ops._consume
+
+    def fail(*args):
+        raise RuntimeError("injected launch failure")
+
+    monkeypatch.setattr(allreduce_ops, "_consume", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        comm.collect(rank=0)
+    monkeypatch.setattr(allreduce_ops, "_consume", launch)
+    for r in range(tp):
+        assert bytes_equal(comm.collect(rank=r), all_reduce_ref(xs))
+    assert_armed(comm)
+
+
 def test_debug_mode_from_env(monkeypatch):
     monkeypatch.setenv("SEAM_LAMPORT_DEBUG", "1")
     comm = LamportAllReduce(hidden_size=128, max_num_tokens=2, group=SimulatedGroup(2))
     assert comm.debug and comm.spin_limit > 0
+    for off in ("0", "", "false", "No", " off "):  # the usual spellings of off turn it off
+        monkeypatch.setenv("SEAM_LAMPORT_DEBUG", off)
+        assert not LamportAllReduce(hidden_size=128, max_num_tokens=2, group=SimulatedGroup(2)).debug
 
 
 def _bad_publish_cases(hidden, cap):

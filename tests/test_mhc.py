@@ -295,7 +295,8 @@ def test_bad_input_rejected_untouched(device, mutate, exc, match):
     assert torch.equal(keep[0].view(torch.uint8), before[0]) and torch.equal(keep[1], before[1])
 
 
-@pytest.mark.parametrize("hc,hidden,match", [(3, 128, "hc_mult must be one of"), (4, 96, "hidden must be a positive multiple of 128")])
+@pytest.mark.parametrize("hc,hidden,match", [(3, 128, r"residual.shape\[1\] \(hc_mult\) must be one of"),
+                                            (4, 96, r"x.shape\[1\] \(hidden\) must be a positive multiple of 128")])
 def test_unsupported_shapes(device, hc, hidden, match):
     x = torch.zeros(1, hidden, dtype=torch.bfloat16, device=device)
     res = torch.zeros(1, hc, hidden, dtype=torch.bfloat16, device=device)

@@ -46,9 +46,15 @@ def host_reads_allowed(device: torch.device) -> bool:
     return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
 
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to something other than off
+    (unset, empty, ``0``, ``false``, ``no``, ``off``; any case)."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def debug_checks(device: torch.device) -> bool:
     """Whether to run the synchronizing range checks now (``SEAM_DEBUG`` set, host reads allowed)."""
-    return os.environ.get(DEBUG_ENV, "0") not in ("", "0") and host_reads_allowed(device)
+    return env_flag(DEBUG_ENV) and host_reads_allowed(device)
 
 
 def kernel_device() -> torch.device:

@@ -25,7 +25,6 @@ that no consumer re-arms.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import torch
 
@@ -143,7 +142,8 @@ def _consume_launch(
     )
 
 
-_publish = register("lamport_publish", ("mailbox", "stage_state"), _publish_launch)
+#: The publish launch as ``torch.ops.seam.lamport_publish`` (shared with ``seam.ops.allreduce_mhc``).
+lamport_publish_op = register("lamport_publish", ("mailbox", "stage_state"), _publish_launch)
 _consume = register(
     "lamport_consume",
     ("mailbox", "stage_state", "error", "out", "residual_out", "values", "scales"),
@@ -152,7 +152,7 @@ _consume = register(
 
 
 def _debug_default() -> bool:
-    return os.environ.get(DEBUG_ENV, "0") not in ("", "0")
+    return runtime.env_flag(DEBUG_ENV)
 
 
 def _bf16_out(name: str, t: object, m: int, hidden: int, device: torch.device) -> torch.Tensor:
@@ -283,12 +283,11 @@ class LamportAllReduce:
 
     def _launch_publish(self, r, m, x, gemm2, weights, idx) -> None:
         s = self.mailbox.state(r)
-        _publish(x, gemm2, weights, idx, s.mailbox, s.peer_offsets, s.stage_state, m, r, self.use_pdl)
+        lamport_publish_op(x, gemm2, weights, idx, s.mailbox, s.peer_offsets, s.stage_state, m, r, self.use_pdl)
         self._ledger.published(r, m)
 
     def _launch_consume(self, r, m, epilogue, **kw) -> None:
         s = self.mailbox.state(r)
-        self._ledger.collected(r)
         _consume(
             s.mailbox,
             s.stage_state,
@@ -306,6 +305,8 @@ class LamportAllReduce:
             self.spin_limit,
             self.use_pdl,
         )
+        # after the launch: a launch that raises (a compile error, say) leaves the publish pending
+        self._ledger.collected(r)
         if self.debug and runtime.host_reads_allowed(self.device):
             self.mailbox.check_error(r)
 

@@ -15,7 +15,6 @@ the consume raises; a consume that raises on bad input leaves the publish pendin
 
 from __future__ import annotations
 
-import os
 
 import torch
 
@@ -23,12 +22,12 @@ from seam import checks, runtime
 from seam.comm import Group, LamportMailbox, SimulatedGroup
 from seam.comm.ledger import CallLedger
 from seam.formats.mxfp8 import ScaleLayout
-from seam.kernels.lamport import launch_lamport_publish
 from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
 from seam.kernels.mhc import max_split, new_split_scratch, split_scratch
-from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT, SPIN_LIMIT_MAX
+from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT, SPIN_LIMIT_MAX, lamport_publish_op
 from seam.ops.mhc import check_hidden_hc, check_mhc_inputs, launch_checked
 from seam.ops.mxfp8 import check_mxfp8_out
+from seam.ops.registry import register
 from seam.ref.lamport import moe_finalize_ref
 
 
@@ -38,6 +37,40 @@ def _positive_int(name: str, v: object) -> int:
     if v < 1:
         raise ValueError(f"{name} must be >= 1, got {v}")
     return v
+
+
+def _mhc_consume_launch(
+    mailbox: torch.Tensor,
+    stage_state: torch.Tensor,
+    error: torch.Tensor,
+    residual: torch.Tensor,
+    post: torch.Tensor,
+    comb: torch.Tensor,
+    pre: torch.Tensor | None,
+    norm_weight: torch.Tensor | None,
+    norm_eps: float,
+    residual_out: torch.Tensor,
+    layer_input: torch.Tensor | None,
+    values: torch.Tensor | None,
+    scales: torch.Tensor | None,
+    split_ws: torch.Tensor,
+    split_counters: torch.Tensor,
+    spin_limit: int,
+) -> None:
+    launch_lamport_mhc_consumer(
+        mailbox, stage_state, error, residual, post, comb, pre, norm_weight, norm_eps, residual_out, layer_input,
+        values, scales, (split_ws, split_counters), spin_limit,
+    )
+
+
+# As ``torch.ops.seam.lamport_mhc_consume``: traces under torch.compile, and eager calls bump the
+# written buffers' versions (``MXFP8Linear``'s hand-off sees a reused ``mxfp8_out`` change).
+_mhc_consume = register(
+    "lamport_mhc_consume",
+    ("mailbox", "stage_state", "error", "residual_out", "layer_input", "values", "scales", "split_ws",
+     "split_counters"),
+    _mhc_consume_launch,
+)
 
 
 class AllReduceMHC:
@@ -102,8 +135,11 @@ class AllReduceMHC:
         self.hidden_size = _positive_int("hidden_size", hidden_size)
         self.hc_mult = _positive_int("hc_mult", hc_mult)
         check_hidden_hc(self.hidden_size, self.hc_mult)
+        # the same bounds as LamportAllReduce and FinalizeAllReduceGemmaRMSNormMxfp8 (the kernel unrolls top_k)
         self.capacity = _positive_int("max_num_tokens", max_num_tokens)
+        checks.in_range("max_num_tokens", self.capacity, 1, 1 << 24)
         self.top_k = _positive_int("top_k", top_k)
+        checks.in_range("top_k", self.top_k, 1, 64)
         if not isinstance(group, Group):
             raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
         self.group = group
@@ -116,7 +152,7 @@ class AllReduceMHC:
             raise TypeError(f"spin_limit must be an int, got {type(spin_limit).__name__}")
         checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
         if debug is None:
-            debug = os.environ.get(DEBUG_ENV, "0") not in ("", "0")
+            debug = runtime.env_flag(DEBUG_ENV)
         self.debug = checks.flag("debug", debug)
         self.spin_limit = spin_limit if self.debug else 0
         self.tp = group.tp
@@ -342,10 +378,8 @@ class AllReduceMHC:
     def _publish(self, rank: int, m: int, x: torch.Tensor) -> None:
         if self.fused:
             state = self.mailbox.state(rank)
-            launch_lamport_publish(
-                m, x, state.mailbox, state.peer_offsets, state.stage_state, rank,
-                use_pdl=runtime.supports_pdl(x.device),
-            )
+            lamport_publish_op(x, None, None, None, state.mailbox, state.peer_offsets, state.stage_state, m, rank,
+                               runtime.supports_pdl(x.device))
         else:
             self._gather(m, x)
         self._ledger.published(rank, m)
@@ -353,11 +387,8 @@ class AllReduceMHC:
     def _publish_finalize(self, rank, m, gemm2_permuted, expert_weights, idx, shared_output) -> None:
         if self.fused:
             state = self.mailbox.state(rank)
-            launch_lamport_publish(
-                m, shared_output, state.mailbox, state.peer_offsets, state.stage_state, rank,
-                gemm2=gemm2_permuted, weights=expert_weights, idx=idx,
-                use_pdl=runtime.supports_pdl(shared_output.device),
-            )
+            lamport_publish_op(shared_output, gemm2_permuted, expert_weights, idx, state.mailbox, state.peer_offsets,
+                               state.stage_state, m, rank, runtime.supports_pdl(shared_output.device))
         else:
             # Fallback only (no peer access): the spec's formula in eager PyTorch, whose
             # separate mul and add kernels keep the products rounded before each add.
@@ -374,20 +405,24 @@ class AllReduceMHC:
         dist.all_gather_into_tensor(out, contribution, group=self.group.process_group)
 
     def _consume(self, rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8):
-        self._ledger.collected(rank)
+        # The ledger marks the consume done after its launch: a launch that raises (a compile
+        # error, say) leaves the publish pending.
         if not self.fused:
             partials = self._gathered[: self.tp * m * self.hidden_size].view(self.tp, m, self.hidden_size)
-            return launch_checked(partials, residual, post, comb, pre, norm_weight, eps, mxfp8)
+            out = launch_checked(partials, residual, post, comb, pre, norm_weight, eps, mxfp8)
+            self._ledger.collected(rank)
+            return out
         state = self.mailbox.state(rank)
         residual_out = torch.empty_like(residual)
         layer_input = None
         if pre is not None:
             layer_input = torch.empty((m, self.hidden_size), dtype=torch.bfloat16, device=self.device)
         values, scales = mxfp8 if mxfp8 is not None else (None, None)
-        launch_lamport_mhc_consumer(
+        _mhc_consume(
             state.mailbox, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
-            residual_out, layer_input, values, scales, self._split_scratch, self.spin_limit,
+            residual_out, layer_input, values, scales, *self._split_scratch, self.spin_limit,
         )
+        self._ledger.collected(rank)
         if self.debug and runtime.host_reads_allowed(self.device):
             self.mailbox.check_error(rank)
         return residual_out, layer_input

@@ -106,11 +106,12 @@ def _check_mix(name: str, t: object, m: int, hc: int, device: torch.device) -> N
         raise ValueError(f"{name} must have shape [{m}, {hc}] or [{m}, {hc}, 1], got {list(t.shape)}")
 
 
-def check_hidden_hc(hidden: int, hc: int) -> None:
-    """hidden a positive multiple of 128 (MXFP8 scale tiles), hc in (1, 2, 4, 8)."""
-    checks.multiple_of("hidden", hidden, 128)
+def check_hidden_hc(hidden: int, hc: int, hidden_name: str = "hidden_size", hc_name: str = "hc_mult") -> None:
+    """hidden a positive multiple of 128 (MXFP8 scale tiles), hc in (1, 2, 4, 8); errors name the
+    arguments they come from."""
+    checks.multiple_of(hidden_name, hidden, 128)
     if hc not in HC_MULTS:
-        raise ValueError(f"hc_mult must be one of {HC_MULTS}, got {hc}")
+        raise ValueError(f"{hc_name} must be one of {HC_MULTS}, got {hc}")
 
 
 def launch_checked(
@@ -200,7 +201,7 @@ def mhc_post_collapse_rms_norm(
     if residual.dim() != 3:
         raise ValueError(f"residual must be 3-D [M, hc, hidden], got shape {list(residual.shape)}")
     hc = residual.shape[1]
-    check_hidden_hc(hidden, hc)
+    check_hidden_hc(hidden, hc, "x.shape[1] (hidden)", "residual.shape[1] (hc_mult)")
     eps = check_mhc_inputs(m, hidden, hc, residual, post, comb, pre, norm_weight, norm_eps, device)
     mxfp8 = None
     if mxfp8_out is not None:

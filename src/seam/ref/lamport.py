@@ -21,14 +21,18 @@ def moe_finalize_ref(
 ) -> torch.Tensor:
     """One rank's BF16 contribution: bf16(sum_k f32(gemm2[idx[t,k]]) * f32(w[t,k]) + f32(shared[t])).
 
-    k in order, each product rounded to fp32 before its add; idx < 0 terms are skipped.
+    k in order, each product rounded to fp32 before its add; idx < 0 terms are skipped, and so
+    are indices past gemm2's rows, as the kernel skips them (only debug mode reports them).
     """
     m, top_k = expanded_idx_to_permuted_idx.shape
+    n = gemm2_permuted.shape[0]
     acc = torch.zeros(shared_output.shape, dtype=torch.float32, device=shared_output.device)
     for k in range(top_k):
         idx = expanded_idx_to_permuted_idx[:, k].long()
-        used = (idx >= 0)[:, None]
-        rows = gemm2_permuted[idx.clamp(min=0)].float()
+        used = ((idx >= 0) & (idx < n))[:, None]
+        if n == 0:  # nothing routed to this rank: every term is skipped
+            continue
+        rows = gemm2_permuted[torch.where(used[:, 0], idx, 0)].float()
         prod = rows * expert_weights[:, k : k + 1].float()
         acc = torch.where(used, acc + prod, acc)
     acc = acc + shared_output.float()
