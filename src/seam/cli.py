@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="versions, device, native or interpreted kernels")
     verify = sub.add_parser("verify", help="every fused op against its reference on this device")
     verify.add_argument("--json", metavar="PATH", help="also save the results as JSON")
-    verify.add_argument("--only", metavar="NAME", help="only the case modules whose name (lamport, linear, mhc, mxfp8, norm, qkv, swiglu) contains NAME")
+    verify.add_argument("--only", metavar="NAME", help="only the case modules whose name contains NAME "
+                        "(lamport, linear, mhc, mxfp8, norm, qkv, swiglu)")
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")

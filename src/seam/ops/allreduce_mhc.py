@@ -15,7 +15,6 @@ the consume raises; a consume that raises on bad input leaves the publish pendin
 
 from __future__ import annotations
 
-
 import torch
 
 from seam import checks, runtime
