@@ -149,21 +149,23 @@ def launch_lamport_mhc_consumer(
     layer_input: torch.Tensor | None,
     values: torch.Tensor | None,
     scales: torch.Tensor | None,
-    split_scratch: tuple[torch.Tensor, torch.Tensor],
+    split_ws: torch.Tensor,
+    split_counters: torch.Tensor,
     spin_limit: int = 0,
 ) -> None:
     """Collect M = residual.shape[0] tokens from ``mailbox`` and run the mHC epilogue (validated inputs).
 
-    ``split_scratch``: (workspace, counters) of ``seam.kernels.mhc.new_split_scratch`` for at
-    least M rows and ``max_split(hidden)`` programs per row, owned by the caller; launches
-    sharing it must be stream-ordered.
+    ``split_ws``, ``split_counters``: the (workspace, counters) of
+    ``seam.kernels.mhc.new_split_scratch`` for at least M rows and ``max_split(hidden)``
+    programs per row, owned by the caller; launches sharing them must be stream-ordered.
+    Flat annotated arguments, so ``seam.ops.allreduce_mhc`` registers this launcher as is.
     """
     _, tp, capacity, hidden = mailbox.shape
     m, hc, _ = residual.shape
     shape = launch_shape(m, hidden, hc, residual.device)
-    ws, counters = split_scratch if shape.split > 1 and layer_input is not None else (None, None)
+    ws, counters = (split_ws, split_counters) if shape.split > 1 and layer_input is not None else (None, None)
     if ws is not None and (ws.numel() < m * shape.split or counters.numel() < m):
-        raise ValueError(f"split_scratch holds {counters.numel()} rows x {ws.numel()} partials, "
+        raise ValueError(f"split_ws / split_counters hold {counters.numel()} rows x {ws.numel()} partials, "
                          f"need {m} x {m * shape.split}")
     quantize = values is not None
     use_pdl = runtime.supports_pdl(residual.device)

@@ -38,37 +38,13 @@ def _positive_int(name: str, v: object) -> int:
     return v
 
 
-def _mhc_consume_launch(
-    mailbox: torch.Tensor,
-    stage_state: torch.Tensor,
-    error: torch.Tensor,
-    residual: torch.Tensor,
-    post: torch.Tensor,
-    comb: torch.Tensor,
-    pre: torch.Tensor | None,
-    norm_weight: torch.Tensor | None,
-    norm_eps: float,
-    residual_out: torch.Tensor,
-    layer_input: torch.Tensor | None,
-    values: torch.Tensor | None,
-    scales: torch.Tensor | None,
-    split_ws: torch.Tensor,
-    split_counters: torch.Tensor,
-    spin_limit: int,
-) -> None:
-    launch_lamport_mhc_consumer(
-        mailbox, stage_state, error, residual, post, comb, pre, norm_weight, norm_eps, residual_out, layer_input,
-        values, scales, (split_ws, split_counters), spin_limit,
-    )
-
-
 # As ``torch.ops.seam.lamport_mhc_consume``: traces under torch.compile, and eager calls bump the
 # written buffers' versions (``MXFP8Linear``'s hand-off sees a reused ``mxfp8_out`` change).
 _mhc_consume = register(
     "lamport_mhc_consume",
     ("mailbox", "stage_state", "error", "residual_out", "layer_input", "values", "scales", "split_ws",
      "split_counters"),
-    _mhc_consume_launch,
+    launch_lamport_mhc_consumer,
 )
 
 
