@@ -257,7 +257,7 @@ def test_f16_operands_same_bytes_gpu(m):
     x, w = _inputs(m, 2560, 6144, seed=m, device="cuda")
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, 6144))
-    for tile in (small_tile(m), dataclasses.replace(pick_tile(m, 2560, 6144, x.device), max_registers=128)):
+    for tile in (small_tile(m), dataclasses.replace(pick_tile(m, 2560, 6144, x.device, wgmma=False), max_registers=128)):
         _f16_same_bytes(act, w, tile)
 
 
@@ -286,22 +286,22 @@ def test_tile_choice_by_waves():
     assert pick_split_k(320, 96, 132) == 1
     assert pick_split_k(1, 4, 132) == 2  # at least two BLOCK_K steps per split
     assert pick_split_k(20, 96, 132, waves=2) == 12
-    sm90 = torch.device("cuda")
+    sm90 = torch.device("cuda")  # the tl kernel's rules (the Gluon decode kernel's: tests/test_mxfp8_wgmma.py)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
-        assert pick_tile(12, 2560, 6144, sm90).split_k == 12  # 16-row decode tile: two waves
-        assert pick_tile(1, 2560, 6144, sm90) == dataclasses.replace(GEMV_TILE, split_k=12)  # GEMV: two waves
+        assert pick_tile(12, 2560, 6144, sm90, wgmma=False).split_k == 12  # 16-row decode tile: two waves
+        assert pick_tile(1, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(GEMV_TILE, split_k=12)  # GEMV: two waves
         # M 33..64: two 32-row tiles per head, split over two waves (2 x 20 tiles x 6 <= 264)
-        assert pick_tile(64, 2560, 6144, sm90) == dataclasses.replace(small_tile(64), split_k=6)
+        assert pick_tile(64, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(small_tile(64), split_k=6)
         assert small_tile(64).block_m == 32
-        big = pick_tile(256, 2560, 6144, sm90)  # 64-row tiles, one wave: 4 x 20 tiles, no split
+        big = pick_tile(256, 2560, 6144, sm90, wgmma=False)  # 64-row tiles, one wave: 4 x 20 tiles, no split
         assert (big.block_m, big.split_k) == (64, 1)
         assert big.max_registers == TWO_PER_SM_REGISTERS  # 64-row tiles split <= 2 ways take the register budget
-        two = pick_tile(192, 2560, 6144, sm90)  # 3 x 20 tiles: split 2
+        two = pick_tile(192, 2560, 6144, sm90, wgmma=False)  # 3 x 20 tiles: split 2
         assert (two.block_m, two.split_k, two.max_registers) == (64, 2, TWO_PER_SM_REGISTERS)
-        assert pick_tile(128, 2560, 6144, sm90).max_registers is None  # split 3: ptxas's own choice
-        assert all(pick_tile(m, 2560, 6144, sm90).max_registers is None for m in (1, 8, 64, 4096))
-        assert pick_tile(256, 4992, 6144, sm90) == LARGE_TILE  # 4 x 39 small tiles would need two waves
+        assert pick_tile(128, 2560, 6144, sm90, wgmma=False).max_registers is None  # split 3: ptxas's own choice
+        assert all(pick_tile(m, 2560, 6144, sm90, wgmma=False).max_registers is None for m in (1, 8, 64, 4096))
+        assert pick_tile(256, 4992, 6144, sm90, wgmma=False) == LARGE_TILE  # 4 x 39 small tiles would need two waves
     assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
 
 

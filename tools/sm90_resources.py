@@ -5,6 +5,10 @@ without a GPU can read the resource use the H200 would get, e.g. the register co
 that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
 
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
+    TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
+
+``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..64), whose compile also
+checks that its register relabellings move no data (``convert_layout(assert_trivial=True)``).
 
 Arguments are specialized as a launch specializes them: pointers and integer sizes
 divisible by 16, except the kernels' ``do_not_specialize`` sizes (M, block_size, max_pos,
@@ -32,18 +36,19 @@ def _cuobjdump() -> Path:
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False) -> dict:
-    """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel, or
-    "linear": ``mxfp8_linear``'s, with ``a_bf16`` its in-GEMM quantization) for one tile, compiled for sm_90.
+    """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
+    "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
+    the Gluon decode kernel) for one tile, compiled for sm_90.
 
     Raises:
         RuntimeError: seam's kernels were imported in interpreter mode (set TRITON_INTERPRET=0).
     """
-    import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from seam.kernels import mxfp8_gemm, qkv_epilogue
 
+    if kind == "wgmma":
+        return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
@@ -65,24 +70,33 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
                       STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True)
         options = {}
     else:
-        raise ValueError(f"kind must be 'qkv' or 'linear', got {kind!r}")
-    if not hasattr(fn, "cache_key"):
-        raise RuntimeError("seam's kernels were imported in interpreter mode: run with TRITON_INTERPRET=0")
+        raise ValueError(f"kind must be 'qkv', 'linear' or 'wgmma', got {kind!r}")
     not_divisible = {"M", "eps", "inv_q_fp8_scale", "inv_k_scale", "inv_v_scale", "block_size", "stride_acc",
                      "max_pos", "kv_slots", "idx_slots"}
+    options.update(num_warps=num_warps, num_stages=num_stages)
+    if max_registers is not None:
+        options["maxnreg"] = max_registers
+    return _compile(fn, types, consts, not_divisible, options, ASTSource)
+
+
+def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, source) -> dict:
+    """Compile ``fn`` for sm_90 (integer sizes and pointers divisible by 16 unless in ``not_divisible``;
+    unnamed pointers are byte buffers) and read its resources."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    if not hasattr(fn, "cache_key"):
+        raise RuntimeError("seam's kernels were imported in interpreter mode: run with TRITON_INTERPRET=0")
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             signature[name] = "constexpr"
             continue
         signature[name] = types.get(name, "*u8")  # the E4M3 / UE8M0 / NVFP4 byte buffers
-        if name not in not_divisible:
+        if name not in not_divisible and not signature[name].startswith("tensordesc"):
             attrs[(i,)] = [["tt.divisibility", 16]]
     constexprs = {(fn.arg_names.index(name),): value for name, value in consts.items()}
-    options.update(num_warps=num_warps, num_stages=num_stages)
-    if max_registers is not None:
-        options["maxnreg"] = max_registers
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    src = source(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
@@ -95,9 +109,29 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     return {"registers": int(m.group(1)), "stack_bytes": int(m.group(2)), "shared_bytes": compiled.metadata.shared}
 
 
+def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool) -> dict:
+    """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from seam.kernels import mxfp8_wgmma
+
+    fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
+    x_dtype = gl.bfloat16 if a_bf16 else gl.uint8
+    w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
+    x_layout = gl.NVMMASharedLayout.get_default_for([block_m, 128], x_dtype)
+    s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
+    types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
+             "x_desc": f"tensordesc<{'bf16' if a_bf16 else 'u8'}[{block_m}, 128],{x_layout!r}>",
+             "out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
+    consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
+                  num_warps=mxfp8_wgmma.NUM_WARPS)
+    return _compile(fn, types, consts, {"M"}, dict(num_warps=mxfp8_wgmma.NUM_WARPS), GluonASTSource)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("kind", choices=("qkv", "linear"))
+    p.add_argument("kind", choices=("qkv", "linear", "wgmma"))
     p.add_argument("block_m", type=int)
     p.add_argument("--block-k", type=int, default=64)
     p.add_argument("--split-k", type=int, default=12)
@@ -108,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=6144)
     p.add_argument("--has-qfp8", action="store_true")
     p.add_argument("--f16-operands", action="store_true")
-    p.add_argument("--a-bf16", action="store_true", help="linear: BF16 activations quantized in the GEMM")
+    p.add_argument("--a-bf16", action="store_true", help="linear, wgmma: BF16 activations quantized in the GEMM")
     a = p.parse_args(argv)
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
                                num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,

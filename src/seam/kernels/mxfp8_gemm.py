@@ -46,10 +46,12 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels import mxfp8_wgmma
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
     e4m3_bits_to_f32,
+    e4m3_to_f32,
     mxfp8_quantize_tile,
     round_bf16,
     swizzled_scale_offset,
@@ -75,6 +77,10 @@ class Tile:
     max_registers: int | None = None
     #: MMA tiles only: F16 operands (``e4m3 * 2^(s - c)`` per row, :func:`mxfp8_mainloop`), same bytes out.
     f16_operands: bool = False
+    #: The Gluon decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, Hopper only): ``block_m`` is M padded to
+    #: 8, 16, 32 or 64 (the MMA's N side), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA
+    #: ring depth, ``split_k`` any count up to K / 128 (:func:`pick_wgmma_tile`).
+    wgmma: bool = False
 
 
 def small_tile(m: int) -> Tile:
@@ -143,7 +149,43 @@ def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
 DECODE_WAVES = 2
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
+def wgmma_supported(device: torch.device) -> bool:
+    """Whether the Gluon decode kernel runs on ``device``: a Hopper GPU (sm_90), not the interpreter."""
+    if runtime.INTERPRET or device.type != "cuda":
+        return False
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+#: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
+WGMMA_MAX_M = 64
+
+
+def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
+    """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` and K a multiple of 128, else None.
+
+    Two rules, from the H200 (2026-12-01, ``BENCHMARKS.md`` runs 33-34): its fixed costs (prologue,
+    split-K combine) and its per-step conversion latency are exposed at one program per SM,
+    so a shallow ring (2 stages) with more programs resident per SM beats a deep one (N 2560,
+    K 6144, M 8: 8.5 us at split 12 / 2 stages against 10.6 at split 6 / 8 stages; N 6144,
+    K 2048: 7.8 against 10.7); and the K split fills two waves of programs up to 32 tokens, one
+    at 64, where each program's resident activations grow (M 64, N 2560: split 6 18.7 us,
+    split 12 26.4); where those do not fit beside a stage, the split grows until they do.
+    """
+    if not 2 <= m <= WGMMA_MAX_M or k % 128:
+        return None
+    block_m = max(8, triton.next_power_of_2(m))
+    tiles, steps = -(-n // 128), k // 128
+    waves = 2 if block_m <= 32 else 1
+    split = min(steps, max(1, waves * (sms // tiles)))
+    while mxfp8_wgmma.max_stages(block_m, k, split) < 1 and split < steps:
+        split += 1  # shorter K ranges until the resident activations leave room for a stage
+    stages = min(2, mxfp8_wgmma.max_stages(block_m, k, split))
+    if stages < 1:
+        return None
+    return Tile(block_m, 128, 128, 8, stages, split, wgmma=True)
+
+
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, wgmma: bool = True) -> Tile:
     """:data:`GEMV_TILE` for one token; else small tiles unless 128-row tiles need fewer waves on
     this device's SMs; then split K to fill the SMs (two waves for the 1-, 16- and 32-row
     decode tiles, :data:`DECODE_WAVES`).
@@ -159,8 +201,15 @@ def pick_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     four layer shapes of ``seam bench linear``, M 128-2048) and 12-21% faster at all 4
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
+
+    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`)
+    unless ``wgmma`` is False.
     """
     sms = num_sms(device)
+    if wgmma and wgmma_supported(device):
+        wgmma_tile = pick_wgmma_tile(m, n, k, sms)
+        if wgmma_tile is not None:
+            return wgmma_tile
     tile = GEMV_TILE if m == 1 else small_tile(m)
     if m > tile.block_m:
         waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)
@@ -215,15 +264,6 @@ def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch
         counters = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
     _SCRATCH[device] = (ws, counters)
     return ws, counters
-
-
-@triton.jit
-def e4m3_to_f32(bits):
-    """Exact fp32 of E4M3 bytes (uint8)."""
-    if EMULATE_CONVERSIONS:
-        return e4m3_bits_to_f32(bits)
-    else:
-        return bits.to(tl.float8e4nv, bitcast=True).to(tl.float32)
 
 
 @triton.jit
@@ -664,7 +704,10 @@ def launch_mxfp8_linear(
     """out[M, N] = bf16(A_deq @ B_deq^T) for validated operands (swizzled scales).
 
     ``xs`` None: ``xq`` is the BF16 activation [M, K] (unit column stride), quantized
-    to MXFP8 inside the kernel; otherwise ``xq`` is E4M3 with scales ``xs``.
+    to MXFP8 inside the kernel; otherwise ``xq`` is E4M3 with scales ``xs``. A ``wgmma``
+    tile runs the Gluon kernel; where TMA cannot read an operand as is (a base or row
+    stride not 16-byte aligned) the tl kernel runs instead, on its own tile (same bytes
+    wherever the sums are exact; within fp32 reordering otherwise).
     """
     m, k = xq.shape
     n = wq.shape[0]
@@ -672,6 +715,14 @@ def launch_mxfp8_linear(
         return
     a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
+    if tile.wgmma:
+        if all(mxfp8_wgmma.tma_ready(t) for t in (xq, wq, ws) + (() if a_bf16 else (xs,))):
+            tiles = triton.cdiv(n, tile.block_n)
+            work, counters = split_k_scratch(out.device, tiles, tile) if tile.split_k > 1 else (out, out)
+            mxfp8_wgmma.launch_mxfp8_linear_wgmma(xq, xs, wq, ws, out, tile.block_m, tile.split_k, tile.num_stages,
+                                                  work, counters, use_pdl)
+            return
+        tile = pick_tile(m, n, k, out.device, wgmma=False)  # an operand TMA cannot read as is
     grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)
     if tile.split_k > 1:
         work, counters = split_k_scratch(out.device, grid[0] * grid[1], tile)

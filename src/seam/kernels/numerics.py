@@ -15,6 +15,8 @@ two): nothing depends on the approximate ``/``, ``rsqrt`` or ``exp`` of either t
 
 from __future__ import annotations
 
+import struct
+
 import triton
 import triton.language as tl
 
@@ -23,8 +25,10 @@ from seam import runtime
 # Static switch read inside jit functions: bit-level conversions under the interpreter.
 EMULATE_CONVERSIONS = tl.constexpr(runtime.INTERPRET)
 
-# fp32 bits of 1/448 (0x3B124925): the one multiplier the MXFP8 rule allows.
-_INV_448_BITS = tl.constexpr(0x3B124925)
+# f32(1/448), the fp32 with bits 0x3B124925: the one multiplier the MXFP8 rule allows. Spelled
+# as that fp32's exact value, so it needs no conversion on either target, and the helpers stay
+# free of layout-carrying constants (``tl.full``): Gluon kernels call them too.
+_INV_448 = tl.constexpr(struct.unpack("<f", struct.pack("<I", 0x3B124925))[0])
 E4M3_MAX = tl.constexpr(448.0)
 
 
@@ -127,13 +131,22 @@ def e4m3_bits_to_f32(code):
 
 
 @triton.jit
+def e4m3_to_f32(bits):
+    """Exact fp32 of E4M3 bytes (uint8): the bit decoding under the interpreter, the hardware cast on a GPU."""
+    if EMULATE_CONVERSIONS:
+        return e4m3_bits_to_f32(bits)
+    else:
+        return bits.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+
+
+@triton.jit
 def ue8m0_from_amax(amax):
     """UE8M0 scale byte (int32 in [0, 254]) of a 32-element block from its fp32 amax.
 
     ``docs/spec/mxfp8.md`` steps 2-3: n = amax * f32(1/448); exponent of n rounded
     up when its mantissa is non-zero, except fp32 subnormals at or below 2^-127.
     """
-    n = amax * bits_f32(tl.full(amax.shape, _INV_448_BITS, tl.uint32))
+    n = amax * _INV_448
     nb = f32_bits(n)
     e = ((nb >> 23) & 0xFF).to(tl.int32)
     f = nb & 0x7FFFFF
@@ -153,7 +166,7 @@ def ue8m0_inverse(s):
 def ue8m0_to_f32(s):
     """fp32 2^(s - 127) for a scale byte s (s == 0 is the subnormal 2^-127, 255 is NaN)."""
     s32 = s.to(tl.uint32) & 0xFF
-    v = tl.where(s32 == 0, bits_f32(tl.full(s32.shape, 0x400000, tl.uint32)), bits_f32(s32 << 23))
+    v = bits_f32(tl.where(s32 == 0, 0x400000, s32 << 23).to(tl.uint32))
     return tl.where(s32 == 255, float("nan"), v)
 
 
@@ -164,15 +177,20 @@ def mxfp8_quantize_tile(x, ROWS: tl.constexpr, COLS: tl.constexpr):
     Returns (values as E4M3 bits uint8 [ROWS, COLS], scale bytes uint8 [ROWS, COLS // 32]).
     The block amax ignores NaN; ``docs/spec/mxfp8.md`` steps 1-5.
     """
-    blocks = tl.reshape(x, (ROWS, COLS // 32, 32))
+    values, s = mxfp8_quantize_blocks(tl.reshape(x, (ROWS, COLS // 32, 32)))
+    return tl.reshape(values, (ROWS, COLS)), s
+
+
+@triton.jit
+def mxfp8_quantize_blocks(blocks):
+    """MXFP8-quantize fp32 blocks [R, B, 32] (32 elements each): (E4M3 bits uint8 [R, B, 32], scale bytes
+    uint8 [R, B]). ``docs/spec/mxfp8.md`` steps 1-5; the block amax ignores NaN."""
     mag = tl.abs(blocks)
     mag = tl.where(blocks != blocks, 0.0, mag)
     amax = tl.max(mag, axis=2)
     s = ue8m0_from_amax(amax)
     inv = ue8m0_inverse(s)
-    q = blocks * inv[:, :, None]
-    values = tl.reshape(e4m3_saturate_bits(q), (ROWS, COLS))
-    return values, s.to(tl.uint8)
+    return e4m3_saturate_bits(blocks * inv[:, :, None]), s.to(tl.uint8)
 
 
 @triton.jit

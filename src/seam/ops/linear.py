@@ -12,7 +12,8 @@ from seam import checks
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
-from seam.kernels.mxfp8_gemm import Tile, launch_mxfp8_linear, pick_tile
+from seam.kernels import mxfp8_wgmma
+from seam.kernels.mxfp8_gemm import Tile, launch_mxfp8_linear, pick_tile, wgmma_supported
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
 
@@ -63,8 +64,9 @@ def _launch(
     split_k: int,
     max_registers: Optional[int],
     f16_operands: bool,
+    wgmma: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands)
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma)
     launch_mxfp8_linear(xq, xs, wq, ws, out, tile)
 
 
@@ -81,8 +83,9 @@ def _launch_in_gemm(
     split_k: int,
     max_registers: Optional[int],
     f16_operands: bool,
+    wgmma: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands)
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma)
     launch_mxfp8_linear(x, None, wq, ws, out, tile)
 
 
@@ -90,12 +93,42 @@ _linear = register("mxfp8_linear", ("out",), _launch)
 _linear_in_gemm = register("mxfp8_linear_in_gemm", ("out",), _launch_in_gemm)
 
 
-def check_tile(tile: object, k: int) -> Tile | None:
-    """Validate a caller's tile override for reduction length ``k`` (None: pick by wave count)."""
+def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
+    """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
+    if not wgmma_supported(device):
+        raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
+    if tile.block_m not in (8, 16, 32, 64) or m > tile.block_m:
+        raise ValueError(f"tile.wgmma needs block_m in (8, 16, 32, 64) and >= M={m}, got {tile.block_m}")
+    if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
+        raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
+                         f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
+    if k % 128:
+        raise ValueError(f"tile.wgmma needs K a multiple of 128, got K={k}")
+    if not 1 <= tile.split_k <= k // 128:
+        raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
+    stages = mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k)
+    if not 1 <= tile.num_stages <= stages:
+        raise ValueError(f"tile.wgmma needs num_stages in [1, {stages}] (shared memory) at block_m={tile.block_m}, "
+                         f"K={k}, split_k={tile.split_k}, got {tile.num_stages}")
+    if tile.max_registers is not None or tile.f16_operands:
+        raise ValueError("tile.wgmma takes no max_registers and no f16_operands")
+
+
+def check_tile(tile: object, k: int, m: int | None = None, device: torch.device | None = None) -> Tile | None:
+    """Validate a caller's tile override for reduction length ``k`` (None: pick by wave count). A
+    ``wgmma`` tile needs the activation's ``m`` and ``device`` (``mxfp8_linear`` passes them; the
+    fused QKV op, whose epilogue runs on the tl kernel, does not, and rejects such tiles)."""
     if tile is None:
         return None
     if not isinstance(tile, Tile):
         raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm.Tile or None, got {type(tile).__name__}")
+    if type(tile.wgmma) is not bool:
+        raise TypeError(f"tile.wgmma must be a bool, got {type(tile.wgmma).__name__}")
+    if tile.wgmma:
+        if m is None or device is None:
+            raise ValueError("tile.wgmma (the Gluon decode kernel) applies to mxfp8_linear only")
+        _check_wgmma_tile(tile, m, k, device)
+        return tile
     if tile.block_m != 1 and (tile.block_m < 16 or tile.block_m & (tile.block_m - 1)):
         raise ValueError(f"tile.block_m must be 1 (the GEMV mainloop) or a power of two >= 16, got {tile.block_m}")
     for name in ("block_n", "block_k"):
@@ -136,9 +169,11 @@ def mxfp8_linear(
 
     ``A_deq = e4m3 * 2^(s - 127)`` per 32-element block (likewise W). On Hopper the
     tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133)
-    and multiplied on BF16 tensor cores; one token (M = 1) takes a CUDA-core GEMV on
-    fp32-dequantized tiles instead (``seam.kernels.mxfp8_gemm.GEMV_TILE``). Either way
-    the fp32 accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
+    and multiplied on BF16 tensor cores: at 2 <= M <= 64 (K a multiple of 128) by the
+    Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
+    ``wgmma``), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
+    fp32-dequantized tiles (``seam.kernels.mxfp8_gemm.GEMV_TILE``). Every path's fp32
+    accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
 
     Args:
         x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
@@ -150,7 +185,10 @@ def mxfp8_linear(
             token; 16 to 128 otherwise), the K split by wave count on the SM count and,
             for 64-row tiles split at most two ways, a register cap (split-K launches
             share a per-device workspace: keep them on one stream, and make a first call
-            before graph capture). ``block_m`` must be 1 or a power of two >= 16.
+            before graph capture). ``block_m`` must be 1 or a power of two >= 16; a
+            ``wgmma`` tile (Hopper only) takes block_m 8..64 >= M, block_n = block_k = 128,
+            8 warps, K a multiple of 128 (it falls back to the tl kernel's pick where an
+            operand's base or row stride is not 16-byte aligned, which TMA needs).
             ``f16_operands`` applies to MXFP8 activations (in-GEMM
             quantization keeps BF16 operands); the output bytes are the same either way.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
@@ -172,7 +210,8 @@ def mxfp8_linear(
             quantize not a str.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
-            max_registers outside [24, 255], f16_operands on the one-token tile, or an
+            max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
+            tile off a Hopper GPU or outside its sizes (shared memory included), or an
             unknown ``quantize``.
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
@@ -200,7 +239,7 @@ def mxfp8_linear(
     checks.multiple_of("K", k, 32)
     checks.tensor("weight.values", weight.values, device=device)
     checks.tensor("weight.scales", weight.scales, device=device)
-    tile = check_tile(tile, k)
+    tile = check_tile(tile, k, m, device)
     if out is None:
         out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     else:

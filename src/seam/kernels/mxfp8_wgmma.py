@@ -1,0 +1,341 @@
+"""MXFP8 x MXFP8 -> BF16 decode GEMM for Hopper in Gluon: TMA weight ring, register-A ``wgmma``.
+
+At decode M the weight stream is the whole cost (N*K E4M3 bytes + N*K/32 scale bytes
+against a few KB of activations), so this kernel is built around keeping that stream
+at HBM speed while the tensor cores and the conversions stay out of its way:
+
+* **Swap AB.** The output is computed transposed, ``out^T[N, M] = W[N, K] @ A[M, K]^T``:
+  weight rows sit on the 64-row side of ``wgmma`` and the tokens on its N side, padded
+  only to ``MP`` = 8, 16, 32 or 64 (the tl kernel pads M to 16 or more on the M side).
+* **TMA ring, issued first.** Each program owns BN = 128 weight rows and a contiguous
+  range of 128-wide K steps (split-K). It issues the TMA copies of its first ``STAGES``
+  steps (the E4M3 tile and the tile's 512 swizzled scale bytes, one mbarrier per stage)
+  before anything else, before the PDL wait too: the weights do not depend on the
+  previous kernel, so in a PDL chain they stream while it finishes. A ring as deep as
+  the program's steps issues its whole share of the weights at once.
+* **Activations resident in shared memory.** After the PDL wait, the program dequantizes
+  its K range of A (``MP`` rows; E4M3 + scales, or BF16 quantized here by the MXFP8 rule:
+  in-GEMM quantization) to BF16 once, into shared memory, as ``wgmma``'s B operand.
+* **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
+  the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
+  them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8`, and hands
+  them to ``wgmma`` as its register A operand. Those registers do not hold the K columns
+  the instruction's operand layout expects; they hold a fixed permutation of them
+  (:func:`k_permute`), so the activations are written to shared memory with the same
+  permutation and every product is still ``A_deq[m, k] * W_deq[n, k]``. The relabelling is
+  free: ``convert_layout(..., assert_trivial=True)`` checks at compile time that no data moves.
+* **Split-K combine in fixed order** (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s
+  protocol): partials to a workspace, the last program of a tile sums them in split order.
+
+The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
+fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
+to it when the sums are exact (``tests/test_mxfp8_linear.py``). Gluon kernels compile for
+sm_90 anywhere but run only on a Hopper GPU: the tl kernel is the path under the interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from seam.kernels.numerics import (
+    e4m3_to_f32,
+    mxfp8_quantize_blocks,
+    to_bf16_rne,
+    to_f32,
+    ue8m0_to_f32,
+)
+
+#: K columns per step: four MXFP8 blocks, one 128-byte E4M3 row and one 512-byte scale chunk per 128 rows.
+BLOCK_K = gl.constexpr(128)
+#: Weight rows per program (two warpgroups of 64).
+BLOCK_N = gl.constexpr(128)
+NUM_WARPS = 8
+#: Shared memory a program may use (H200: 227 KiB per block, less the barriers and Triton's reserve).
+SHARED_BUDGET = 220 * 1024
+
+
+def max_steps(k: int, split_k: int) -> int:
+    """K steps of a program's longest range."""
+    return -(-(k // BLOCK_K.value) // split_k)
+
+
+def stage_bytes() -> int:
+    """Shared bytes of one ring stage: the E4M3 tile and its scale chunk."""
+    return BLOCK_N.value * BLOCK_K.value + 512
+
+
+def activation_bytes(block_m: int, k: int, split_k: int) -> int:
+    """Shared bytes of a program's resident activations: BF16 tiles, scale chunks, barriers."""
+    return max_steps(k, split_k) * (block_m * BLOCK_K.value * 2 + 512 + 8)
+
+
+def max_stages(block_m: int, k: int, split_k: int) -> int:
+    """Deepest ring that fits :data:`SHARED_BUDGET` beside the activations (no deeper than the steps)."""
+    room = SHARED_BUDGET - activation_bytes(block_m, k, split_k)
+    return min(max_steps(k, split_k), room // (stage_bytes() + 8))
+
+
+#: Registers of a [BLOCK_N, BLOCK_K] E4M3 tile: thread (warp w, lane 4q + j) holds rows 16w + q and
+#: 16w + q + 8, bytes [32j, 32j + 32) of each: one MXFP8 block (one scale per row), 16-byte shared loads.
+WEIGHT_LAYOUT = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [8, 0]],
+    lane_bases=[[0, 32], [0, 64], [1, 0], [2, 0], [4, 0]],
+    warp_bases=[[16, 0], [32, 0], [64, 0]],
+    block_bases=[],
+    shape=[128, 128],
+))
+#: Registers of a 128-row scale chunk as TMA lands it, [32, 16] bytes at (r % 32, (r // 32) * 4 + c): the
+#: scales of each thread's two rows in :data:`WEIGHT_LAYOUT`, for the block c = j it holds.
+WEIGHT_SCALE_LAYOUT = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[8, 0]],
+    lane_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0]],
+    warp_bases=[[16, 0], [0, 4], [0, 8]],
+    block_bases=[],
+    shape=[32, 16],
+))
+
+
+@gluon.jit
+def k_permute(t, R: gl.constexpr):
+    """Relabel the columns of a [R, 128] step so that column 32j + 4c + 2h + i moves to 16c + 8h + 2j + i.
+
+    Applied to the weight tile in :data:`WEIGHT_LAYOUT` it yields exactly the register A operand
+    layout of ``wgmma`` (BF16, k_width 2): thread j's 32 contiguous bytes become its K slots of
+    the eight k16 chunks. Applied to the activations before they are stored, it keeps every
+    product's pair of K indices equal.
+    """
+    t = gl.reshape(t, [R, 4, 8, 2, 2])
+    return gl.reshape(gl.permute(t, (0, 2, 3, 1, 4)), [R, BLOCK_K])
+
+
+@gluon.jit
+def _stage_activations(
+    x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps,
+    MP: gl.constexpr, MAX_STEPS: gl.constexpr, A_BF16: gl.constexpr, num_warps: gl.constexpr,
+):
+    """A_deq [MP, 128] of each step of this program's K range, K-permuted (:func:`k_permute`), into
+    ``x_smem``: BF16 ``e4m3 * 2^(s - 127)`` of the MXFP8 rows, or of BF16 rows quantized here by the
+    MXFP8 rule (in-GEMM quantization).
+
+    Every step's copy is issued at once (TMA, one barrier per step), so the global latency is paid
+    once. The raw tiles land in ``x_smem`` itself: BF16 rows in place, E4M3 rows (half the size) in
+    its second half, where step j's BF16 output, written after its raw bytes are read, overwrites
+    raw steps 2j - MAX_STEPS and 2j - MAX_STEPS + 1 only, both <= j and so already consumed.
+    """
+    x_raw = x_smem._reinterpret(gl.uint8, [2 * MAX_STEPS, MP, BLOCK_K], x_desc.layout)
+    for j in gl.static_range(MAX_STEPS):
+        bar = x_bars.index(j)
+        in_range = j < n_steps
+        if A_BF16:
+            mbarrier.expect(bar, x_desc.block_type.nbytes, pred=in_range)
+            tma.async_copy_global_to_shared(x_desc, [0, (lo + j) * 128], bar, x_smem.index(j), pred=in_range)
+        else:
+            mbarrier.expect(bar, x_desc.block_type.nbytes + xs_desc.block_type.nbytes, pred=in_range)
+            tma.async_copy_global_to_shared(x_desc, [0, (lo + j) * 128], bar, x_raw.index(MAX_STEPS + j),
+                                            pred=in_range)
+            tma.async_copy_global_to_shared(xs_desc, [(lo + j) * 32, 0], bar, xs_smem.index(j), pred=in_range)
+    L2: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
+    SR: gl.constexpr = 32 if MP > 32 else MP  # scale rows r % 32 in the chunk, and column groups r // 32
+    SG: gl.constexpr = MP // SR
+    LS: gl.constexpr = gl.BlockedLayout([1, 1], [8, 4], [num_warps, 1], [1, 0])
+    for j in gl.static_range(MAX_STEPS):
+        if j < n_steps:
+            mbarrier.wait(x_bars.index(j), 0)
+            if A_BF16:
+                x = to_f32(x_smem.index(j).load(L2))
+                q, s = mxfp8_quantize_blocks(gl.reshape(x, [MP, 4, 32]))
+            else:
+                q = gl.reshape(x_raw.index(MAX_STEPS + j).load(L2), [MP, 4, 32])
+                # chunk bytes (r % 32, (r // 32) * 4 + c) -> [r, c] for the MP rows
+                s = xs_smem.index(j).slice(0, SR, dim=0).slice(0, 4 * SG, dim=1).load(LS)
+                s = gl.reshape(gl.permute(gl.reshape(s, [SR, SG, 4]), (1, 0, 2)), [MP, 4])
+            s = gl.convert_layout(s, gl.SliceLayout(2, q.type.layout))
+            deq = to_bf16_rne(e4m3_to_f32(q) * ue8m0_to_f32(s)[:, :, None])
+            x_smem.index(j).store(k_permute(gl.reshape(deq, [MP, BLOCK_K]), MP))
+
+
+@gluon.jit
+def _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, step, n0, K_STEPS: gl.constexpr, pred):
+    """TMA copies of one K step (E4M3 tile and its scale chunk) into ``stage``, completing on its barrier."""
+    bar = bars.index(stage)
+    mbarrier.expect(bar, w_desc.block_type.nbytes + s_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(w_desc, [n0, step * 128], bar, w_ring.index(stage), pred=pred)
+    tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + step) * 32, 0], bar, s_ring.index(stage),
+                                    pred=pred)
+
+
+@gluon.jit
+def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
+                    STAGES: gl.constexpr, a_layout: gl.constexpr):
+    """Step i's weight tile as wgmma's register A operand (BF16 ``e4m3 * 2^(s - 127)``, K-permuted); refills
+    its ring stage with step i + STAGES once every warp has read it. Past the last step: unused values."""
+    stage = i % STAGES
+    mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
+    w = w_ring.index(stage).load(WEIGHT_LAYOUT)
+    sc = s_ring.index(stage).load(WEIGHT_SCALE_LAYOUT)
+    if i + STAGES < n_steps:
+        gl.thread_barrier()  # every warp has read the stage before the copy engine refills it
+        fence_async_shared()
+        _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
+    w3 = gl.reshape(e4m3_to_f32(w), [BLOCK_N, 4, 32])
+    # chunk bytes (r % 32, (r // 32) * 4 + c) -> [r, c]
+    sc = gl.reshape(gl.permute(gl.reshape(sc, [32, 4, 4]), (1, 0, 2)), [BLOCK_N, 4])
+    sc = gl.convert_layout(sc, gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
+    w_deq = to_bf16_rne(w3 * ue8m0_to_f32(sc)[:, :, None])
+    return gl.convert_layout(k_permute(gl.reshape(w_deq, [BLOCK_N, BLOCK_K]), BLOCK_N), a_layout, assert_trivial=True)
+
+
+@gluon.jit(do_not_specialize=["M"])
+def mxfp8_linear_wgmma_kernel(
+    # TMA descriptors
+    w_desc,  # E4M3 weights as uint8 [N, K], block [BLOCK_N, BLOCK_K]
+    s_desc,  # swizzled weight scales as uint8 [N_pad * K / 4096, 16], block [32, 16] (one 128x4 chunk)
+    x_desc,  # activations [M, K] in [MP, BLOCK_K] tiles: E4M3 as uint8, or BF16 (A_BF16)
+    xs_desc,  # swizzled activation scales like s_desc (unused when A_BF16)
+    # pointers
+    out_ptr,  # bf16 [M, N], row stride stride_om
+    ws_ptr,  # fp32 split-K workspace [tiles, SPLIT_K, BLOCK_N, MP]
+    counter_ptr,  # int32 [tiles] arrival counters, zero between launches
+    # sizes
+    M,
+    N,
+    stride_om,
+    # constexprs
+    K: gl.constexpr,
+    MP: gl.constexpr,  # tokens padded to the MMA's N side
+    SPLIT_K: gl.constexpr,
+    STAGES: gl.constexpr,
+    A_BF16: gl.constexpr,
+    USE_PDL: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    BN: gl.constexpr = 16 * num_warps
+    K_STEPS: gl.constexpr = K // BLOCK_K
+    MAX_STEPS: gl.constexpr = (K_STEPS + SPLIT_K - 1) // SPLIT_K
+    pid = gl.program_id(0)
+    tile = pid // SPLIT_K
+    kid = pid % SPLIT_K
+    n0 = tile * BN
+    lo = kid * K_STEPS // SPLIT_K
+    n_steps = (kid + 1) * K_STEPS // SPLIT_K - lo
+
+    w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, BLOCK_K], w_desc.layout)
+    s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    x_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([MP, BLOCK_K], gl.bfloat16)
+    x_smem = gl.allocate_shared_memory(gl.bfloat16, [MAX_STEPS, MP, BLOCK_K], x_layout)
+    xs_smem = gl.allocate_shared_memory(gl.uint8, [MAX_STEPS, 32, 16], s_desc.layout)
+    x_bars = gl.allocate_shared_memory(gl.int64, [MAX_STEPS, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    for s in gl.static_range(MAX_STEPS):
+        mbarrier.init(x_bars.index(s), count=1)
+    gl.thread_barrier()
+    # The weight stream first: it does not depend on the previous kernel (PDL).
+    for s in gl.static_range(STAGES):
+        _issue_step(w_desc, s_desc, w_ring, s_ring, bars, s, lo + s, n0, K_STEPS, s < n_steps)
+    if USE_PDL:
+        # The next kernel may start now and stream its own weights: its gdc_wait still waits for
+        # all of this one. Measured on the H200 (BENCHMARKS.md run 34): 0.05-0.8 us faster per call.
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)
+    fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
+    gl.thread_barrier()
+
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, MP, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    acc = gl.zeros([BN, MP], gl.float32, mma)
+    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded and converted.
+    a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+    for i in range(n_steps):
+        acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)
+        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS, STAGES,
+                                 a_layout)
+        acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
+        a = a_next
+
+    # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
+    EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
+    acc = gl.convert_layout(acc, EPI)
+    r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, EPI))
+    m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, EPI))
+    out_mask = (n0 + r_idx[:, None] < N) & (m_idx[None, :] < M)
+    out_ptrs = out_ptr + m_idx[None, :].to(gl.int64) * stride_om + n0 + r_idx[:, None]
+    if SPLIT_K == 1:
+        gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
+    else:
+        base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
+        gl.store(base + kid * (BN * MP), acc)
+        gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
+        count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
+        if count == SPLIT_K - 1:
+            total = gl.zeros([BN, MP], gl.float32, EPI)
+            # in split order, four loads in flight at a time (all of them at once spill at 22 splits);
+            # the masked tail adds +0.0, which leaves every sum as it is (none is -0.0: it starts at +0.0)
+            for s0 in range(0, SPLIT_K, 4):
+                for j in gl.static_range(4):
+                    total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0,
+                                     cache_modifier=".cg")  # at L2, where the partials landed
+            gl.store(counter_ptr + tile, 0)
+            gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+
+
+def _scale_descriptor(scales: torch.Tensor) -> TensorDescriptor:
+    """Swizzled UE8M0 scales as rows of 16 bytes, copied one 128-row x 4-block chunk ([32, 16]) at a time."""
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+    return TensorDescriptor.from_tensor(scales.view(torch.uint8).reshape(-1, 16), [32, 16], layout)
+
+
+def tma_ready(t: torch.Tensor) -> bool:
+    """Whether TMA can read the 2-D tensor ``t`` (or the flat scale buffer) as is: 16-byte aligned base
+    and row stride, unit column stride."""
+    if t.data_ptr() % 16:
+        return False
+    if t.dim() == 1:
+        return t.stride(0) == 1 and t.numel() % 16 == 0
+    return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0
+
+
+def launch_mxfp8_linear_wgmma(
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
+    block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
+) -> None:
+    """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
+    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
+    or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
+    scratch (unused at ``split_k`` 1)."""
+    m, k = xq.shape
+    n = wq.shape[0]
+    bk = BLOCK_K.value
+    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_N.value, bk], gl.uint8))
+    s_desc = _scale_descriptor(ws)
+    a_bf16 = xs is None
+    if a_bf16:
+        x_desc = TensorDescriptor.from_tensor(xq, [block_m, bk],
+                                              gl.NVMMASharedLayout.get_default_for([block_m, bk], gl.bfloat16))
+        xs_desc = s_desc  # unused
+    else:
+        x_desc = TensorDescriptor.from_tensor(xq.view(torch.uint8), [block_m, bk],
+                                              gl.NVMMASharedLayout.get_default_for([block_m, bk], gl.uint8))
+        xs_desc = _scale_descriptor(xs)
+    grid = (triton.cdiv(n, BLOCK_N.value) * split_k,)
+    mxfp8_linear_wgmma_kernel[grid](
+        w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
+        K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
+        num_warps=NUM_WARPS, launch_pdl=use_pdl,
+    )

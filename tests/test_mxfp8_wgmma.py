@@ -1,0 +1,227 @@
+"""The Gluon decode GEMM behind ``seam.mxfp8_linear`` at 2 <= M <= 64 on Hopper (``seam.kernels.mxfp8_wgmma``).
+
+Gluon kernels do not run under the interpreter, so on CPU these tests check what can be
+checked there: the picker, tile validation, and that every tile the picker can choose
+compiles for sm_90 without spills inside the shared memory budget (the compile also
+proves the register relabellings move no data). The GPU tests compare bytes with the
+exact result on operands whose sums are exact in any order, at every picked tile, and
+with the tl kernel (within fp32 reordering, non-finite outputs in the same places) on
+random and edge rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import seam
+from seam.kernels import mxfp8_wgmma
+from seam.kernels.mxfp8_gemm import WGMMA_MAX_M, Tile, pick_tile, pick_wgmma_tile
+from seam.ops.linear import check_tile
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "sm90_resources.py"
+SM90_SHARED_BYTES = 227 * 1024  # per block, opt-in maximum
+#: (N, K) per rank of the MiniMax-M3.1 layer at TP 4 (gate_up, down, o_proj, qkv) and the TP 2 QKV / a
+#: 3072-wide projection: the shapes ``seam bench gemm`` times.
+SHAPES = ((1536, 6144), (6144, 768), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144))
+
+
+def _tool_available() -> bool:
+    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool._cuobjdump().exists()
+
+
+def _picked_tiles(sms: int = 132) -> set[Tile]:
+    return {t for n, k in SHAPES for m in range(2, WGMMA_MAX_M + 1) if (t := pick_wgmma_tile(m, n, k, sms))}
+
+
+def test_picker_takes_two_to_64_tokens_and_whole_128_columns():
+    assert pick_wgmma_tile(1, 2560, 6144, 132) is None  # one token: the GEMV mainloop
+    assert pick_wgmma_tile(65, 2560, 6144, 132) is None
+    assert pick_wgmma_tile(8, 2560, 6112, 132) is None  # K not a multiple of 128
+    for n, k in SHAPES:
+        for m in range(2, WGMMA_MAX_M + 1):
+            t = pick_wgmma_tile(m, n, k, 132)
+            assert t.wgmma and (t.block_n, t.block_k, t.num_warps) == (128, 128, 8)
+            assert t.block_m in (8, 16, 32, 64) and m <= t.block_m < max(16, 2 * m)
+            assert 1 <= t.split_k <= k // 128
+            assert 1 <= t.num_stages <= min(2, mxfp8_wgmma.max_stages(t.block_m, k, t.split_k))
+            waves = 2 if t.block_m <= 32 else 1
+            fits = mxfp8_wgmma.max_stages(t.block_m, k, t.split_k - 1) >= 1
+            assert -(-n // 128) * t.split_k <= waves * 132 or not fits  # more only where the activations need it
+
+
+def test_picker_never_chooses_gluon_without_a_hopper_gpu():
+    cpu = torch.device("cpu")
+    for m in (2, 8, 64):
+        assert not pick_tile(m, 2560, 6144, cpu).wgmma
+
+
+def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
+    cuda = torch.device("cuda")
+    for m in (2, 8, 64):
+        assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
+        assert not pick_tile(m, 2560, 6144, cuda, wgmma=False).wgmma
+    assert not pick_tile(1, 2560, 6144, cuda).wgmma and not pick_tile(65, 2560, 6144, cuda).wgmma
+
+
+def test_wgmma_tiles_rejected_where_they_cannot_run(device):
+    x = torch.randn(4, 256).to(torch.bfloat16).to(device)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256).to(device))
+    tile = Tile(8, 128, 128, 8, 2, 2, wgmma=True)
+    out = torch.zeros(4, 128, dtype=torch.bfloat16, device=device)
+    if device.type != "cuda":
+        with pytest.raises(ValueError, match="tile.wgmma needs a Hopper GPU"):
+            seam.mxfp8_linear(x, w, tile=tile, out=out)
+        assert out.eq(0).all()
+    with pytest.raises(ValueError, match="applies to mxfp8_linear only"):
+        check_tile(tile, 256)  # the fused QKV op's check: its epilogue runs on the tl kernel
+    with pytest.raises(TypeError, match="tile.wgmma must be a bool"):
+        check_tile(dataclasses.replace(tile, wgmma=1), 256)
+
+
+@pytest.mark.gpu
+def test_wgmma_tile_sizes_checked_gpu():
+    x = torch.randn(9, 256, device="cuda").to(torch.bfloat16)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256, device="cuda"))
+    bad = [
+        (Tile(8, 128, 128, 8, 2, 2, wgmma=True), "block_m in \\(8, 16, 32, 64\\) and >= M=9"),
+        (Tile(16, 64, 128, 8, 2, 2, wgmma=True), "block_n=128, block_k=128, num_warps=8"),
+        (Tile(16, 128, 128, 8, 2, 3, wgmma=True), "split_k in \\[1, K/128=2\\]"),
+        (Tile(16, 128, 128, 8, 3, 2, wgmma=True), "num_stages in \\[1, 1\\]"),
+        (Tile(16, 128, 128, 8, 1, 2, max_registers=128, wgmma=True), "no max_registers"),
+    ]
+    for tile, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            seam.mxfp8_linear(x, w, tile=tile)
+    with pytest.raises(ValueError, match="K a multiple of 128"):
+        seam.mxfp8_linear(x[:, :224], seam.MXFP8Weight.from_bf16(torch.randn(128, 224, device="cuda")),
+                          tile=Tile(16, 128, 128, 8, 1, 1, wgmma=True))
+
+
+@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+def test_every_picked_tile_compiles_for_sm90_without_spills():
+    """One compile per distinct kernel (block_m, split_k, stages, K), E4M3 and BF16 activations."""
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
+    kernels = {(t.block_m, t.split_k, t.num_stages, k) for n, k in SHAPES for m in range(2, WGMMA_MAX_M + 1)
+               if (t := pick_wgmma_tile(m, n, k, 132))}
+    # the same code for every K and split: one K per block_m and stage count suffices
+    kernels = {(bm, st): (sk, k) for bm, sk, st, k in sorted(kernels)}
+    for (block_m, stages), (split_k, k) in sorted(kernels.items()):
+        for a_bf16 in (False, True):
+            args = ["wgmma", str(block_m), "--split-k", str(split_k), "--num-stages", str(stages), "--k", str(k)]
+            out = subprocess.run([sys.executable, str(TOOL), *args, *(["--a-bf16"] if a_bf16 else [])],
+                                 capture_output=True, text=True, env=env)
+            assert out.returncode == 0, out.stderr[-2000:]
+            r = json.loads(out.stdout)
+            assert r["stack_bytes"] == 0, (args, a_bf16, r)
+            assert r["shared_bytes"] <= SM90_SHARED_BYTES, (args, a_bf16, r)
+
+
+# GPU: bytes on exact sums at every picked tile, the tl kernel elsewhere.
+
+
+def _exact_inputs(m: int, n: int, k: int, seed: int, device="cuda"):
+    """Small integers times a power of two per 32-block (block scales vary over 7 binades): every
+    partial sum is exact in fp32, so any summation order gives the exact result's bytes."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rows(r):
+        v = torch.randint(-4, 5, (r, k), generator=g).float()
+        return (v * 2.0 ** torch.randint(-3, 4, (r, k // 32), generator=g).repeat_interleave(32, 1)).to(torch.bfloat16)
+
+    x, w = rows(m).to(device), rows(n).to(device)
+    return x, seam.MXFP8Weight.from_bf16(w), (x.double() @ w.double().t()).to(torch.bfloat16)
+
+
+def _both_paths(x, w, tile):
+    """(E4M3 activation, in-GEMM quantized BF16 activation) outputs of ``tile``, buffers poisoned first."""
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
+    outs = []
+    for arg, quantize in ((act, "auto"), (x, "in_gemm")):
+        out = torch.full((x.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=x.device)
+        outs.append(seam.mxfp8_linear(arg, w, out=out, tile=tile, quantize=quantize))
+    return outs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 768), (200, 512)])
+@pytest.mark.parametrize("m", [2, 9, 17, 33, 64])
+def test_bit_exact_every_picked_tile_gpu(m, n, k):
+    x, w, want = _exact_inputs(m, n, k, seed=m + n)
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma
+    for got in _both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,k", [
+    (Tile(8, 128, 128, 8, 1, 4, wgmma=True), 6144),  # one stage: every step refills the ring
+    (Tile(16, 128, 128, 8, 3, 5, wgmma=True), 6144),  # uneven split: 9 or 10 steps per program
+    (Tile(64, 128, 128, 8, 2, 1, wgmma=True), 768),  # no split: the direct store
+], ids=str)
+def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
+    x, w, want = _exact_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
+    for got in _both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+def _edge_and_random_rows(m: int, k: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g) * torch.logspace(-3, 3, m)[:, None]
+    x[0] = 0.0
+    x[1] = 1e-38  # scale byte 0
+    x[2, 0], x[2, 1:] = 1000.0, 1e-6  # one dominating element
+    x[3, 3], x[3, 40] = float("inf"), float("-inf")
+    x[4, ::3] = float("nan")
+    x[5] = torch.randn(k, generator=g) * 3e4
+    x[6] = -0.0
+    return x.to(torch.bfloat16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [8, 33, 64])
+def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
+    n, k = 2560, 6144
+    x = _edge_and_random_rows(m, k, seed=m).cuda()
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(m)) * 0.05).cuda())
+    tile = pick_tile(m, n, k, x.device)
+    got, in_gemm = _both_paths(x, w, tile)
+    assert torch.equal(got.view(torch.int16), in_gemm.view(torch.int16))  # in-GEMM quantization: same bytes
+    tl_out = seam.mxfp8_linear(x, w, tile=pick_tile(m, n, k, x.device, wgmma=False), quantize="separate")
+    assert torch.equal(got.isnan(), tl_out.isnan()) and torch.equal(got.isinf(), tl_out.isinf())
+    xq, xs = seam.mxfp8_quantize(x)
+    a = seam.mxfp8_dequantize(xq, xs, dtype=torch.float32)
+    wd = w.dequantize()
+    ref = a @ wd.t()
+    finite = ref.isfinite()
+    bound = ref.abs() * 2.0**-8 + 2 * k * 2.0**-24 * (a.abs() @ wd.abs().t()) + 1e-30
+    assert bool(((got.float() - ref).abs() <= bound)[finite].all())
+    assert got[0].eq(0).all() and got[6].eq(0).all()
+
+
+@pytest.mark.gpu
+def test_operands_tma_cannot_read_fall_back_to_the_tl_kernel_gpu():
+    m, n, k = 8, 256, 768
+    x, w, want = _exact_inputs(m, n, k, seed=3)
+    wide = torch.zeros(m, k + 1, dtype=torch.bfloat16, device="cuda")
+    wide[:, 1:] = x
+    shifted = wide[:, 1:]  # base 2 bytes past alignment: TMA cannot read it
+    assert not mxfp8_wgmma.tma_ready(shifted)
+    got = seam.mxfp8_linear(shifted, w, quantize="in_gemm")
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
