@@ -257,7 +257,8 @@ def test_f16_operands_same_bytes_gpu(m):
     x, w = _inputs(m, 2560, 6144, seed=m, device="cuda")
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, 6144))
-    for tile in (small_tile(m), dataclasses.replace(pick_tile(m, 2560, 6144, x.device, wgmma=False), max_registers=128)):
+    tl_pick = pick_tile(m, 2560, 6144, x.device, wgmma=False)
+    for tile in (small_tile(m), dataclasses.replace(tl_pick, max_registers=128)):
         _f16_same_bytes(act, w, tile)
 
 
@@ -290,7 +291,8 @@ def test_tile_choice_by_waves():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
         assert pick_tile(12, 2560, 6144, sm90, wgmma=False).split_k == 12  # 16-row decode tile: two waves
-        assert pick_tile(1, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(GEMV_TILE, split_k=12)  # GEMV: two waves
+        # GEMV: two waves
+        assert pick_tile(1, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(GEMV_TILE, split_k=12)
         # M 33..64: two 32-row tiles per head, split over two waves (2 x 20 tiles x 6 <= 264)
         assert pick_tile(64, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(small_tile(64), split_k=6)
         assert small_tile(64).block_m == 32

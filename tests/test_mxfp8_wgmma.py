@@ -25,6 +25,7 @@ import torch
 import seam
 from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import WGMMA_MAX_M, Tile, pick_tile, pick_wgmma_tile
+from seam.kernels.qkv_epilogue import pick_qkv_tile
 from seam.ops.linear import check_tile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +77,10 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
         assert not pick_tile(m, 2560, 6144, cuda, wgmma=False).wgmma
     assert not pick_tile(1, 2560, 6144, cuda).wgmma and not pick_tile(65, 2560, 6144, cuda).wgmma
+    # the fused QKV op keeps the tl kernel (its epilogue is not on the Gluon kernel yet)
+    for m in (2, 20, 64):
+        for nkv in (1, 2, 4):
+            assert not pick_qkv_tile(m, (19 * nkv + 1) * 128, 6144, cuda).wgmma
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):

@@ -48,7 +48,8 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     from seam.kernels import mxfp8_gemm, qkv_epilogue
 
     if kind == "wgmma":
-        return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16)
+        return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
+                                max_registers=max_registers)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
@@ -109,7 +110,8 @@ def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, s
     return {"registers": int(m.group(1)), "stack_bytes": int(m.group(2)), "shared_bytes": compiled.metadata.shared}
 
 
-def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool) -> dict:
+def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
+                     max_registers: int | None) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -126,7 +128,10 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
              "out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
                   num_warps=mxfp8_wgmma.NUM_WARPS)
-    return _compile(fn, types, consts, {"M"}, dict(num_warps=mxfp8_wgmma.NUM_WARPS), GluonASTSource)
+    options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
+    if max_registers is not None:
+        options["maxnreg"] = max_registers
+    return _compile(fn, types, consts, {"M"}, options, GluonASTSource)
 
 
 def main(argv: list[str] | None = None) -> int:

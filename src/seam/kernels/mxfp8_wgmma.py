@@ -13,9 +13,11 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   before anything else, before the PDL wait too: the weights do not depend on the
   previous kernel, so in a PDL chain they stream while it finishes. A ring as deep as
   the program's steps issues its whole share of the weights at once.
-* **Activations resident in shared memory.** After the PDL wait, the program dequantizes
-  its K range of A (``MP`` rows; E4M3 + scales, or BF16 quantized here by the MXFP8 rule:
-  in-GEMM quantization) to BF16 once, into shared memory, as ``wgmma``'s B operand.
+* **Activations resident in shared memory.** After the PDL wait (and the PDL trigger: the
+  next kernel may start streaming its own weights), the program copies its K range of A
+  (``MP`` rows; E4M3 + scales, or BF16 quantized here by the MXFP8 rule: in-GEMM
+  quantization) with TMA, every step at once, and dequantizes it to BF16 in place, as
+  ``wgmma``'s B operand for the whole loop.
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8`, and hands
@@ -24,12 +26,19 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   (:func:`k_permute`), so the activations are written to shared memory with the same
   permutation and every product is still ``A_deq[m, k] * W_deq[n, k]``. The relabelling is
   free: ``convert_layout(..., assert_trivial=True)`` checks at compile time that no data moves.
+* **Software-pipelined MMA**: step i's ``wgmma`` runs while step i + 1's weights are
+  loaded and converted.
 * **Split-K combine in fixed order** (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s
-  protocol): partials to a workspace, the last program of a tile sums them in split order.
+  protocol): partials to a workspace, the last program of a tile sums them in split order;
+  the epilogue stores along N, contiguous in the output.
+
+Measured on the H200 (``BENCHMARKS.md`` session 8): 0.60-0.99x the tl kernel's time at
+M 8..64, but still 2-4x the weight-stream floor: about 2 us of fixed costs (launch, prologue,
+split-K combine) and the conversion's per-step latency stay exposed (run 33).
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
 fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
-to it when the sums are exact (``tests/test_mxfp8_linear.py``). Gluon kernels compile for
+to it when the sums are exact (``tests/test_mxfp8_wgmma.py``). Gluon kernels compile for
 sm_90 anywhere but run only on a Hopper GPU: the tl kernel is the path under the interpreter.
 """
 
@@ -248,7 +257,7 @@ def mxfp8_linear_wgmma_kernel(
         _issue_step(w_desc, s_desc, w_ring, s_ring, bars, s, lo + s, n0, K_STEPS, s < n_steps)
     if USE_PDL:
         # The next kernel may start now and stream its own weights: its gdc_wait still waits for
-        # all of this one. Measured on the H200 (BENCHMARKS.md run 34): 0.05-0.8 us faster per call.
+        # all of this one. Measured on the H200 (BENCHMARKS.md run 34): 0.04-0.8 us faster per call.
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
     _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)

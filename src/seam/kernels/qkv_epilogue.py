@@ -87,7 +87,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gave
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
-    tile = mxfp8_gemm.pick_tile(m, n, k, device)
+    tile = mxfp8_gemm.pick_tile(m, n, k, device, wgmma=False)  # the epilogue runs on the tl kernel
     if tile.block_m == 16:
         return dataclasses.replace(tile, max_registers=TWO_PER_SM_REGISTERS)
     limit = _CAP_MAX_ONE_WAVE_SPLIT.get(tile.block_m)
