@@ -15,7 +15,7 @@ import torch
 
 import seam
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzle_scales
-from seam.kernels.mxfp8_gemm import (
+from seam.kernels.mxfp8_gemm_config import (
     GEMV_TILE,
     LARGE_TILE,
     TWO_PER_SM_REGISTERS,
@@ -289,7 +289,7 @@ def test_tile_choice_by_waves():
     assert pick_split_k(20, 96, 132, waves=2) == 12
     sm90 = torch.device("cuda")  # the tl kernel's rules (the Gluon decode kernel's: tests/test_mxfp8_wgmma.py)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
+        mp.setattr("seam.runtime.num_sms", lambda device: 132)
         assert pick_tile(12, 2560, 6144, sm90, wgmma=False).split_k == 12  # 16-row decode tile: two waves
         # GEMV: two waves
         assert pick_tile(1, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(GEMV_TILE, split_k=12)

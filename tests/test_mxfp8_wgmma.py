@@ -24,8 +24,7 @@ import torch
 
 import seam
 from seam.kernels import mxfp8_wgmma
-from seam.kernels.mxfp8_gemm import WGMMA_MAX_M, Tile, pick_tile, pick_wgmma_tile
-from seam.kernels.qkv_epilogue import pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
 from seam.ops.linear import check_tile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,8 +69,8 @@ def test_picker_never_chooses_gluon_without_a_hopper_gpu():
 
 
 def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
-    monkeypatch.setattr("seam.kernels.mxfp8_gemm.wgmma_supported", lambda device: True)
-    monkeypatch.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
     for m in (2, 8, 64):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)

@@ -21,8 +21,15 @@ import seam
 from seam import runtime
 from seam.formats import nvfp4
 from seam.kernels import mxfp8_gemm
-from seam.kernels.mxfp8_gemm import GEMV_TILE, LARGE_TILE, TWO_PER_SM_REGISTERS, Tile, pick_tile, small_tile
-from seam.kernels.qkv_epilogue import pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import (
+    GEMV_TILE,
+    LARGE_TILE,
+    TWO_PER_SM_REGISTERS,
+    Tile,
+    pick_qkv_tile,
+    pick_tile,
+    small_tile,
+)
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
@@ -340,7 +347,7 @@ def test_fused_split_k(split_k, device):
 def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
     cap = TWO_PER_SM_REGISTERS
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("seam.kernels.mxfp8_gemm.num_sms", lambda device: 132)
+        mp.setattr("seam.runtime.num_sms", lambda device: 132)
         sm90 = torch.device("cuda")
 
         def pick(m, nkv):

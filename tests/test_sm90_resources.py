@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from seam.kernels.mxfp8_gemm import TWO_PER_SM_REGISTERS
+from seam.kernels.mxfp8_gemm_config import TWO_PER_SM_REGISTERS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"

@@ -73,6 +73,13 @@ def normalize_device(device: torch.device | str) -> torch.device:
     return device
 
 
+def num_sms(device: torch.device) -> int:
+    """SM count of a CUDA device (132 on the H200); 1 under the interpreter (no waves to balance)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def supports_pdl(device: torch.device) -> bool:
     """Whether programmatic dependent launch (``launch_pdl=True``) is available.
 

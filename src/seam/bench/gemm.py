@@ -27,7 +27,7 @@ from rich.table import Table
 
 import seam
 from seam.bench.timing import graph_time_us
-from seam.kernels.mxfp8_gemm import pick_tile
+from seam.kernels.mxfp8_gemm_config import pick_tile
 
 #: (layer, N, K) per rank: MiniMax-M3.1 at TP 4 (hidden 6144; gate_up, down, o_proj, fused QKV+indexer).
 SHAPES = (("gate_up", 1536, 6144), ("down", 6144, 768), ("o_proj", 6144, 2048), ("qkv", 2560, 6144))

@@ -25,7 +25,7 @@ from rich.table import Table
 
 import seam
 from seam.bench.timing import copy_bandwidth_gbs, graph_time_us
-from seam.kernels.mxfp8_gemm import pick_tile
+from seam.kernels.mxfp8_gemm_config import pick_tile
 
 #: (layer, N, K) per rank of the MiniMax-M3.1 layer at TP 4 (hidden 6144).
 SHAPES = (("gate_up", 1536, 6144), ("down", 6144, 768), ("o_proj", 6144, 2048), ("qkv", 2560, 6144))

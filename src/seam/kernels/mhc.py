@@ -47,7 +47,6 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.mxfp8_gemm import num_sms
 from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
 
 # Scale rows zeroed per store in the padding loop (a [PAD_ROWS, scale columns] uint8 tile).
@@ -469,7 +468,7 @@ class LaunchShape(NamedTuple):
 
 
 def launch_shape(m: int, hidden: int, hc: int, device: torch.device) -> LaunchShape:
-    """The grid of an mHC launch of M rows on ``device``, with ``sms`` = :func:`num_sms` (1
+    """The grid of an mHC launch of M rows on ``device``, with ``sms`` = :func:`seam.runtime.num_sms` (1
     under the interpreter: tests patch it to force the column split).
 
     Column split while one program per row would leave at least half the SMs idle
@@ -482,7 +481,7 @@ def launch_shape(m: int, hidden: int, hc: int, device: torch.device) -> LaunchSh
     (3 of 2048 at hc 8).
     """
     full = block_h(hidden, hc)
-    sms = num_sms(device)
+    sms = runtime.num_sms(device)
     if 2 * m <= sms:
         block = min(full, max(SPLIT_MIN_COLS, triton.next_power_of_2(-(-hidden * m // sms))))
         split = -(-hidden // block)

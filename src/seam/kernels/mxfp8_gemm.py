@@ -15,14 +15,14 @@ tile cheap; large M takes 128-row tiles. With one program per output tile, decod
 only N/128 programs (20 at N = 2560) for 132 SMs, too few to stream the weights at HBM
 speed, so K is split over ``split_k`` programs per tile, chosen to fill the SMs (two
 waves of them for the decode tiles up to 32 rows, measured; the fused QKV kernel refits
-the split to its register use, ``seam.kernels.qkv_epilogue.pick_qkv_tile``). The splits combine
+the split to its register use, ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``). The splits combine
 deterministically inside the kernel (:func:`split_k_combine`): each stores its fp32
 partial to a workspace, and the last to arrive at the tile's counter sums all partials
 in split order and runs the epilogue, so results do not depend on arrival order and the
 fused QKV epilogue stays in the kernel. The helpers here are
 shared with the fused QKV kernel (``seam.kernels.qkv_epilogue``).
 
-One token (``BLOCK_M`` 1, :data:`GEMV_TILE`) takes a CUDA-core GEMV mainloop instead
+One token (``BLOCK_M`` 1, ``mxfp8_gemm_config.GEMV_TILE``) takes a CUDA-core GEMV mainloop instead
 (:func:`mxfp8_gemv_mainloop`): fp32 dequantization, each step's products summed over K
 into one fp32 value per output column, no MMA padding to 16 rows and no operand-layout
 conversion of the weights.
@@ -39,14 +39,13 @@ small M, where the crossover is measured by ``seam bench linear``.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import triton
 import triton.language as tl
 
 from seam import runtime
 from seam.kernels import mxfp8_wgmma
+from seam.kernels.mxfp8_gemm_config import Tile, pick_tile
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -59,167 +58,6 @@ from seam.kernels.numerics import (
     to_f32,
     ue8m0_to_f32,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Tile:
-    """One GEMM tile configuration (the launch knobs that change compiled code)."""
-
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int
-    num_stages: int  #: software-pipeline depth of the K loop (``tl.range`` stages; 1: none)
-    split_k: int = 1  #: programs per output tile along K (K must split into whole BLOCK_K steps)
-    #: per-thread register cap (Triton's ``maxnreg``); None: the compiler's choice. 128 lets two
-    #: 8-warp programs share an SM (65536 registers); both pickers use it (:func:`pick_tile` on 64-row
-    #: tiles split at most two ways, ``pick_qkv_tile``).
-    max_registers: int | None = None
-    #: MMA tiles only: F16 operands (``e4m3 * 2^(s - c)`` per row, :func:`mxfp8_mainloop`), same bytes out.
-    f16_operands: bool = False
-    #: The Gluon decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, Hopper only): ``block_m`` is M padded to
-    #: 8, 16, 32 or 64 (the MMA's N side), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA
-    #: ring depth, ``split_k`` any count up to K / 128 (:func:`pick_wgmma_tile`).
-    wgmma: bool = False
-
-
-def small_tile(m: int) -> Tile:
-    """Decode tiles, one 128-wide head of N: BLOCK_M 16 for M <= 16, 32 up to M 64, else 64.
-
-    BLOCK_K 64, 8 warps, a 3-stage pipelined K loop (:func:`mxfp8_mainloop`). Sweep on the
-    H200 (2026-11-30, ``BENCHMARKS.md``): at M 64 two 32-row tiles split over two waves
-    beat one 64-row tile (fused QKV at nkv 2: 46.9 against 63.3 us; even at nkv 1); the
-    64-row tile stays best at M 256. 3 stages beat 2 and 4 at every M tried.
-    """
-    block_m = 16 if m <= 16 else 32 if m <= 64 else 64
-    return Tile(block_m, 128, 64, 8, 3)
-
-
-#: Prefill tiles (BLOCK_K 32 keeps the 128-row QKV epilogue's spills small on sm_90). At
-#: M 2048 3 stages beat 4 and the unpipelined loop (fused QKV at nkv 1: 411 / 420 / 448 us).
-LARGE_TILE = Tile(128, 128, 32, 8, 3)
-
-#: The single-token decode tile: BLOCK_M 1 selects the CUDA-core GEMV mainloop
-#: (:func:`mxfp8_gemv_mainloop`); M >= 2 takes the dot tiles. Tile sweep on the H200
-#: (2026-11-30, N 2560, K 6144, M 1, ``BENCHMARKS.md``): the fused QKV kernel 11.45 us at
-#: 8 warps, split 12 (4 warps spill: 71 us; the 2026-11-29 mainloop with a [128, BLOCK_K]
-#: accumulator: 15.2 us at 4 warps). A [BLOCK_M, 128, BLOCK_K] CUDA-core form for M 2..8
-#: measured 1.5-4x slower than the 16-row dot tile, so only M = 1 takes this path.
-GEMV_TILE = Tile(1, 128, 128, 8, 1)
-
-
-#: Register cap under which two 8-warp programs share an SM (65536 / (256 * 128)).
-TWO_PER_SM_REGISTERS = 128
-
-
-def num_sms(device: torch.device) -> int:
-    """SM count of a CUDA device (132 on H200); 1 under the interpreter (no waves to balance)."""
-    if device.type != "cuda":
-        return 1
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
-
-
-def tiles_and_k_steps(m: int, n: int, k: int, tile: Tile) -> tuple[int, int]:
-    """(output tiles of an [m, n] launch, BLOCK_K steps of K) for :func:`pick_split_k`; K that is not
-    a whole number of steps counts as one step (it is not split)."""
-    return -(-m // tile.block_m) * -(-n // tile.block_n), (k // tile.block_k if k % tile.block_k == 0 else 1)
-
-
-def pick_split_k(tiles: int, k_steps: int, sms: int, waves: int = 1) -> int:
-    """Most K splits that fit ``waves`` programs per SM (``tiles * split <= waves * sms``: as
-    later waves, or resident together where registers allow), each split keeping >= 2 BLOCK_K steps."""
-    best = 1
-    for s in SPLIT_K_CHOICES:
-        if k_steps % s or k_steps // s < 2 or tiles * s > waves * sms:
-            continue
-        best = s
-    return best
-
-
-#: Waves of split-K programs for the decode tiles (1, 16 and 32 rows, M <= 64). Measured on the
-#: H200 (2026-11-29, N 2560, K 6144, M 1, 16x128x64 tile, 8 warps): split 6 (one wave) 19.6 us,
-#: split 12 (two waves) 12.9 us, split 24 15.8 us for mxfp8_linear; 24.8 vs 19.2 us for
-#: the fused QKV kernel. For the fused kernel on :data:`GEMV_TILE` (2026-11-30): split 6 14.4,
-#: 8 12.9, 12 11.5, 16 15.2, 24 20.8 us (``mxfp8_linear`` alone would prefer 24: 7.2 against
-#: 8.5 us at 12). 64-row tiles keep one wave (at M 256 the fused kernel lost with two, uncapped;
-#: with two programs per SM under a register cap it wins: ``pick_qkv_tile``).
-DECODE_WAVES = 2
-
-
-def wgmma_supported(device: torch.device) -> bool:
-    """Whether the Gluon decode kernel runs on ``device``: a Hopper GPU (sm_90), not the interpreter."""
-    if runtime.INTERPRET or device.type != "cuda":
-        return False
-    return torch.cuda.get_device_capability(device)[0] == 9
-
-
-#: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
-WGMMA_MAX_M = 64
-
-
-def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
-    """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` and K a multiple of 128, else None.
-
-    Two rules, from the H200 (2026-12-01, ``BENCHMARKS.md`` runs 33-34): its fixed costs (prologue,
-    split-K combine) and its per-step conversion latency are exposed at one program per SM,
-    so a shallow ring (2 stages) with more programs resident per SM beats a deep one (N 2560,
-    K 6144, M 8: 8.5 us at split 12 / 2 stages against 10.6 at split 6 / 8 stages; N 6144,
-    K 2048: 7.8 against 10.7); and the K split fills two waves of programs up to 32 tokens, one
-    at 64, where each program's resident activations grow (M 64, N 2560: split 6 18.7 us,
-    split 12 26.4); where those do not fit beside a stage, the split grows until they do.
-    """
-    if not 2 <= m <= WGMMA_MAX_M or k % 128:
-        return None
-    block_m = max(8, triton.next_power_of_2(m))
-    tiles, steps = -(-n // 128), k // 128
-    waves = 2 if block_m <= 32 else 1
-    split = min(steps, max(1, waves * (sms // tiles)))
-    while mxfp8_wgmma.max_stages(block_m, k, split) < 1 and split < steps:
-        split += 1  # shorter K ranges until the resident activations leave room for a stage
-    stages = min(2, mxfp8_wgmma.max_stages(block_m, k, split))
-    if stages < 1:
-        return None
-    return Tile(block_m, 128, 128, 8, stages, split, wgmma=True)
-
-
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, wgmma: bool = True) -> Tile:
-    """:data:`GEMV_TILE` for one token; else small tiles unless 128-row tiles need fewer waves on
-    this device's SMs; then split K to fill the SMs (two waves for the 1-, 16- and 32-row
-    decode tiles, :data:`DECODE_WAVES`).
-
-    A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
-    its time at these shapes, so the small config wins whenever
-    ``3/5 * waves(small) <= waves(large)``.
-
-    A 64-row tile with K split at most 2 ways gets the :data:`TWO_PER_SM_REGISTERS` budget:
-    ptxas then takes 123 registers instead of 108 (sm_90, no spills either way, two
-    programs per SM either way), and on the H200 (2026-12-01, ``BENCHMARKS.md`` run 31,
-    same output bytes) the kernel was 3-5.5% faster at all 9 unsplit shapes measured (the
-    four layer shapes of ``seam bench linear``, M 128-2048) and 12-21% faster at all 4
-    two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
-    and so was the 128-row tile (1.13x).
-
-    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`)
-    unless ``wgmma`` is False.
-    """
-    sms = num_sms(device)
-    if wgmma and wgmma_supported(device):
-        wgmma_tile = pick_wgmma_tile(m, n, k, sms)
-        if wgmma_tile is not None:
-            return wgmma_tile
-    tile = GEMV_TILE if m == 1 else small_tile(m)
-    if m > tile.block_m:
-        waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)
-        waves_large = -(-(-(-m // LARGE_TILE.block_m) * -(-n // LARGE_TILE.block_n)) // sms)
-        if 3 * waves_small > 5 * waves_large:
-            tile = LARGE_TILE
-    waves = DECODE_WAVES if tile.block_m <= 32 else 1
-    split_k = pick_split_k(*tiles_and_k_steps(m, n, k, tile), sms, waves)
-    cap = TWO_PER_SM_REGISTERS if tile.block_m == 64 and split_k <= 2 else None
-    return dataclasses.replace(tile, split_k=split_k, max_registers=cap)
 
 
 _SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -536,7 +374,7 @@ def mxfp8_mainloop(
     where that argument holds (:func:`f16_same_bytes`), takes the BF16 loop. This cuts the
     K loop's instructions by about a quarter (sm_90 SASS: 180 against 254 per 16-row step)
     but adds registers: it paid only on the fused QKV kernel's register-capped 64-row tiles
-    (``seam.kernels.qkv_epilogue.pick_qkv_tile``).
+    (``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``).
     """
     a_s_next, b_s_next = load_first_scales(xs_ptr, wsc_ptr, rows, row_mask, cols, col_mask, k_base, K, BLOCK_K, A_BF16)
     use_f16 = False  # a constexpr unless the tile asks for F16 operands: then the scales decide per program

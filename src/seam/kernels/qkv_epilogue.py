@@ -27,22 +27,18 @@ into dims [0, 32), [32, 64) (the RoPE pair) and [64, 128).
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels import mxfp8_gemm
 from seam.kernels.mxfp8_gemm import (
-    TWO_PER_SM_REGISTERS,
-    Tile,
     mxfp8_gemv_mainloop,
     mxfp8_mainloop,
     split_k_combine,
     split_k_scratch,
 )
+from seam.kernels.mxfp8_gemm_config import Tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 
@@ -52,56 +48,6 @@ _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 #: Multi-row tiles up to this many rows (16 and 32) stage their NVFP4 stores through the workspace
 #: (:func:`_store_nvfp4_rows`).
 STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
-
-
-#: Largest one-wave K split (one program per SM) at which a 32- or 64-row tile still takes
-#: :data:`TWO_PER_SM_REGISTERS` and two programs per SM instead.
-_CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
-
-
-def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
-    """The fused QKV kernel's tile for M tokens: ``mxfp8_gemm.pick_tile``'s choice, refit to the
-    registers its epilogue takes.
-
-    Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242
-    registers per thread (96853ea; the GEMM alone, ``mxfp8_linear``: 100 and 108 at
-    5ce5581; ``tools/sm90_resources.py``), so
-    one 8-warp program fills an SM. Capped at :data:`TWO_PER_SM_REGISTERS` (no spills at
-    16 and 32 rows, 400-480 bytes of stack at 64 depending on outputs and split) two
-    programs share each SM, and the K split is picked for two per SM. Capping wins where
-    one program per SM would leave K split at most 3 ways (32 rows) or 2 ways (64 rows),
-    and loses above that. Fused QKV on the H200 (2026-12-01, ``BENCHMARKS.md``, us, nkv 1
-    then 2): M 32 split 6 uncapped 18.8 (pick_tile's split 12: 21.8), nkv 2 capped 25.8
-    (32.8); M 64 capped 25.4 (30.7), nkv 2 41.5 (41.4); M 128 uncapped 52.7 (capped
-    62.3), nkv 2 capped split 3 80.6 (104.5); M 256 capped split 3 70.7 (102.0). 16-row
-    tiles (126-128 registers uncapped) always take the cap: 3% faster at nkv 1. The
-    one-token GEMV (75-77 registers, three programs per SM already) and the 128-row
-    prefill tile keep pick_tile's choice, and so does pick_tile's choice between 64- and
-    128-row tiles (measured without the cap). The thresholds were measured at K 6144
-    only.
-
-    Capped 64-row tiles also take F16 operands (``Tile.f16_operands``, same bytes out):
-    their K loop has a quarter fewer instructions and no more registers to lose (H200,
-    2026-12-01, us, BF16 then F16 operands): nkv 1 M 1024 243.1 / 204.6, M 2048 379.1 /
-    321.8; nkv 2 M 512 242.7 / 205.6; M 128-256 (split 3) within 2%. Elsewhere they did
-    not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gave
-    the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
-    """
-    tile = mxfp8_gemm.pick_tile(m, n, k, device, wgmma=False)  # the epilogue runs on the tl kernel
-    if tile.block_m == 16:
-        return dataclasses.replace(tile, max_registers=TWO_PER_SM_REGISTERS)
-    limit = _CAP_MAX_ONE_WAVE_SPLIT.get(tile.block_m)
-    if limit is None:
-        return tile
-    sms = mxfp8_gemm.num_sms(device)
-    tiles, k_steps = mxfp8_gemm.tiles_and_k_steps(m, n, k, tile)
-    one_wave = mxfp8_gemm.pick_split_k(tiles, k_steps, sms, waves=1)
-    if one_wave > limit:
-        return dataclasses.replace(tile, split_k=one_wave)
-    two_per_sm = mxfp8_gemm.pick_split_k(tiles, k_steps, sms, waves=2)
-    return dataclasses.replace(
-        tile, split_k=two_per_sm, max_registers=TWO_PER_SM_REGISTERS, f16_operands=tile.block_m == 64
-    )
 
 
 def needs_workspace(tile: Tile) -> bool:

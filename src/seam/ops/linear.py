@@ -13,7 +13,8 @@ from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.kernels import mxfp8_wgmma
-from seam.kernels.mxfp8_gemm import Tile, launch_mxfp8_linear, pick_tile, wgmma_supported
+from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
+from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_supported
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
 
@@ -121,7 +122,7 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
     if tile is None:
         return None
     if not isinstance(tile, Tile):
-        raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm.Tile or None, got {type(tile).__name__}")
+        raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm_config.Tile or None, got {type(tile).__name__}")
     if type(tile.wgmma) is not bool:
         raise TypeError(f"tile.wgmma must be a bool, got {type(tile.wgmma).__name__}")
     if tile.wgmma:
@@ -172,7 +173,7 @@ def mxfp8_linear(
     and multiplied on BF16 tensor cores: at 2 <= M <= 64 (K a multiple of 128) by the
     Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
     ``wgmma``), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
-    fp32-dequantized tiles (``seam.kernels.mxfp8_gemm.GEMV_TILE``). Every path's fp32
+    fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). Every path's fp32
     accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
 
     Args:

@@ -19,8 +19,9 @@ from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
-from seam.kernels.mxfp8_gemm import Tile, small_tile, split_k_scratch
-from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace, pick_qkv_tile
+from seam.kernels.mxfp8_gemm import split_k_scratch
+from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile, small_tile
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace
 from seam.ops.linear import check_tile, mxfp8_linear
 from seam.ops.registry import register
 from seam.ref.qkv import qkv_epilogue_ref
@@ -267,7 +268,7 @@ def qkv_index_fused_epilogue(
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default picks BLOCK_M (1, the CUDA-core GEMV, for one
             token; 16 to 128 otherwise), the K split by wave count on the SM count and a
-            register cap (``seam.kernels.qkv_epilogue.pick_qkv_tile``);
+            register cap (``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``);
             ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.mxfp8_gemm.split_k_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist

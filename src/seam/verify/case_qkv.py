@@ -21,7 +21,7 @@ import torch
 
 import seam
 from seam.formats import nvfp4
-from seam.kernels.qkv_epilogue import pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import pick_qkv_tile
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 from seam.verify.core import Check, Context, Outcome, bytes_equal
