@@ -1,11 +1,19 @@
-"""The ``seam`` command line: argument errors are reported before anything runs."""
+"""The ``seam`` command line: argument errors are reported before anything runs; what ``seam verify`` prints."""
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 import torch
+from rich.console import Console
+from rich.text import Text
 
-from seam.cli import main
+import seam
+from seam.cli import _writable, main
+from seam.verify import case_norm, runner
+from seam.verify.core import Context
 
 
 def test_bench_rejects_unknown_name(capsys):
@@ -34,17 +42,120 @@ def test_gpu_bench_without_cuda_says_so(capsys):
     assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
-def test_verify_only_matching_nothing_says_so(capsys):
-    assert main(["verify", "--only", "nosuch", "--no-timing"]) == 1
-    assert "no verify case matches --only 'nosuch'" in capsys.readouterr().out
+def test_no_command_prints_the_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: seam") and "verify" in out
 
 
-def test_verify_only_matches_case_names_not_module_paths():
-    from seam.verify.runner import collect
-    from seam.verify.core import Context
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"seam {seam.__version__}"
 
-    ctx = Context.here()
+
+def _no_check_may_run(monkeypatch):
+    def ran(*args):
+        raise AssertionError("a check ran before the arguments were checked")
+
+    monkeypatch.setattr(runner, "run_check", ran)
+
+
+@pytest.mark.parametrize("where", ["missing/dir/out.json", "."])
+def test_verify_json_that_cannot_be_written_fails_before_any_check(tmp_path, monkeypatch, capsys, where):
+    _no_check_may_run(monkeypatch)
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--no-timing", "--json", str(tmp_path / where)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --json: cannot write" in err and "Traceback" not in err
+
+
+def test_verify_json_check_leaves_files_as_they_were(tmp_path):
+    existing, new = tmp_path / "old.json", tmp_path / "new.json"
+    existing.write_text("previous results")
+    assert _writable(str(existing)) == str(existing) and existing.read_text() == "previous results"
+    assert _writable(str(new)) == str(new) and not new.exists()
+
+
+@pytest.mark.parametrize("only", ["nosuch", " "])
+def test_verify_only_matching_nothing_is_a_usage_error(monkeypatch, capsys, only):
+    _no_check_may_run(monkeypatch)
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--only", only, "--no-timing"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"only={only!r} is no family and in no op name" in err and "families: lamport, linear" in err
+    assert "Traceback" not in err
+
+
+def test_verify_only_picks_a_family_or_ops_by_name_any_case():
+    cases = runner.collect(Context.here())
     for path_part in ("seam", "verify", "case_"):
-        assert collect(ctx, path_part) == []
-    assert collect(ctx, "swiglu") and all("swiglu" in c.op for c in collect(ctx, "swiglu"))
+        with pytest.raises(ValueError, match="only="):
+            runner.select(cases, path_part)
+    norm = runner.select(cases, "NORM")  # the family, not every op with "norm" in its name
+    assert norm and {c.family for c in norm} == {"norm"}
+    rows = runner.select(cases, "Mxfp8_Quantize[ROW")
+    assert rows and {c.check.op for c in rows} == {"mxfp8_quantize[row_major]"}
 
+
+def test_verify_only_runs_the_ops_the_table_names(capsys):
+    assert main(["verify", "--only", "MXFP8_QUANTIZE[row_major]", "--no-timing"]) == 0
+    out = capsys.readouterr().out
+    assert "mxfp8_quantize[row_major]" in out and "mxfp8_quantize[swizzled]" not in out
+
+
+def _verify_norm(monkeypatch, capsys, terminal: bool) -> str:
+    """The output of ``seam verify --only norm`` to a file, or to a 100-column terminal."""
+    if terminal:  # rich reads these
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")
+        monkeypatch.setenv("COLUMNS", "100")
+    assert main(["verify", "--only", "norm", "--no-timing"]) == 0
+    return Text.from_ansi(capsys.readouterr().out).plain  # a terminal's output has styles
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_verify_prints_a_line_per_check_as_it_finishes(monkeypatch, capsys, terminal):
+    out = _verify_norm(monkeypatch, capsys, terminal)
+    before_table = out[:out.index("seam verify on")]
+    for c in case_norm.checks(Context.here()):
+        assert f"yes  norm  {c.op}  M={c.m}  {c.shape}" in before_table
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_verify_table_groups_rows_by_op_under_its_whole_name_and_rule(monkeypatch, capsys, terminal):
+    out = _verify_norm(monkeypatch, capsys, terminal)
+    table = out[out.index("seam verify on"):].splitlines()
+    checks = case_norm.checks(Context.here())
+    ops = list(dict.fromkeys(c.op for c in checks))
+    # each op name whole, once, heading its rows, in the order the case module lists them
+    starts = [[i for i, line in enumerate(table) if f"│ {op}  hidden=" in line] for op in ops]
+    assert all(len(s) == 1 for s in starts)
+    starts = [s[0] for s in starts]
+    assert starts == sorted(starts)
+    for op, start, end in zip(ops, starts, starts[1:] + [len(table)]):
+        group = table[start:end]
+        # under the name, the rule: which outputs are bit-identical, which have a tolerance, and why
+        first_column = " ".join(line.split("│")[1].strip() for line in group[1:] if line.startswith("│"))
+        assert first_column.startswith("residual_out bit-identical")
+        assert "tolerance (reduction order and rsqrt differ): normed within 1 BF16 ulp" in first_column
+        assert sum(bool(re.search(r"│ +\d+ │ yes +│", line)) for line in group) == sum(c.op == op for c in checks)
+    if terminal:
+        assert max(len(line) for line in table) <= 100
+
+
+def test_table_keeps_op_names_whole_beside_gpu_timings_at_100_columns():
+    rows = [
+        runner.Row("norm", "gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]", m, "hidden=6144",
+                   "tolerance: normed within 1 BF16 ulp", True, "normed 99.70% equal, max 1 ulp",
+                   fused_us=123.45, unfused_us=234.56, gbps=3456.0)
+        for m in (1, 2048)
+    ]
+    console = Console(width=100, file=io.StringIO(), color_system=None)
+    runner.render(rows, Context(torch.device("cpu"), full=True), console)
+    table = console.file.getvalue().splitlines()
+    assert sum("gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]" in line for line in table) == 1
+    assert any(re.search(r"│ +2048 │ yes +│ +123\.45 │ +234\.56 │ +1\.90 │ +3456 │$", line) for line in table)
+    assert max(len(line) for line in table) <= 100

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import platform
 import sys
+
+import seam
 
 
 def _info() -> int:
     import torch
     import triton
 
-    import seam
     from seam import runtime
 
     print(f"seam {seam.__version__}")
@@ -69,26 +71,53 @@ def _bench(name: str, ms: list[int] | None) -> int:
     return 0
 
 
+def _writable(path: str) -> str:
+    """``--json`` PATH, checked before the checks run rather than when their results are saved."""
+    existed = os.path.lexists(path)
+    try:
+        open(path, "a").close()  # "a": an existing file keeps its contents until the results replace them
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write {path!r}: {exc.strerror}") from None
+    if not existed:
+        os.remove(path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
+    from seam.verify.runner import families
+
     parser = argparse.ArgumentParser(prog="seam", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    # seam is imported already (this module is part of it), and its __version__ is that of the code running,
+    # even from src/ without install or beside another installed seam, where package metadata would differ
+    parser.add_argument("--version", action="version", version=f"seam {seam.__version__}")
+    sub = parser.add_subparsers(dest="cmd")
     sub.add_parser("info", help="versions, device, native or interpreted kernels")
     verify = sub.add_parser("verify", help="every fused op against its reference on this device")
-    verify.add_argument("--json", metavar="PATH", help="also save the results as JSON")
-    verify.add_argument("--only", metavar="NAME", help="only the case modules whose name contains NAME "
-                        "(lamport, linear, mhc, mxfp8, norm, qkv, swiglu)")
+    verify.add_argument("--json", metavar="PATH", type=_writable, help="also save the results as JSON")
+    verify.add_argument("--only", metavar="NAME", help=f"only the family NAME ({', '.join(families())}) or the ops "
+                        "whose name contains NAME, any case")
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
     bench.add_argument("--m", type=int, nargs="+", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run)")
     args = parser.parse_args(argv)
+    if args.cmd is None:
+        parser.print_help()
+        return 0
     if args.cmd == "info":
         return _info()
     if args.cmd == "verify":
-        from seam.verify.runner import main as verify_main
+        from seam.verify import runner
+        from seam.verify.core import Context
 
-        return verify_main(args.json, args.only, timing=not args.no_timing)
+        ctx = Context.here()
+        cases = runner.collect(ctx)
+        try:
+            cases = runner.select(cases, args.only)
+        except ValueError as exc:
+            verify.error(str(exc))
+        return runner.main(ctx, cases, args.json, timing=not args.no_timing)
     return _bench(args.name, args.m)
 
 

@@ -29,5 +29,6 @@ def checks(ctx: Context) -> list[Check]:
     out = []
     for layout in ("swizzled", "row_major"):
         for m in ms:
-            out.append(Check(f"mxfp8_quantize[{layout}]", m, f"K={k}", lambda m=m, layout=layout: _run(ctx, m, k, layout)))
+            out.append(Check(f"mxfp8_quantize[{layout}]", m, f"K={k}",
+                             lambda m=m, layout=layout: _run(ctx, m, k, layout), rule="bit-identical to the reference"))
     return out

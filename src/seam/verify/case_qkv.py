@@ -146,6 +146,14 @@ def _run_fused(ctx: Context, nkv: int, m: int, k: int, block_size: int) -> Outco
     )
 
 
+EPILOGUE_RULE = "bit-identical to the reference epilogue on the same accumulator"
+INTEGER_RULE = "bit-identical to the reference (small-integer operands: the accumulator is exact in any order)"
+FUSED_RULE = (
+    "tolerance (the unfused chain rounds qkv to BF16): q, q_fp8, index_q within 2e-2 of the chain's row max "
+    "(+1 E4M3 step for FP8), cache codes within one E2M1 code, scales within one E4M3 step"
+)
+
+
 def checks(ctx: Context) -> list[Check]:
     k = ctx.pick(6144, 256)
     block_size = ctx.pick(64, 4)
@@ -153,11 +161,12 @@ def checks(ctx: Context) -> list[Check]:
     for nkv in ctx.pick([1, 2, 4], [1]):
         shape = f"nkv={nkv} N={(19 * nkv + 1) * 128} K={k}"
         for m in ctx.pick([1, 8, 64, 256, 2048], [3]):
-            out.append(Check("qkv_epilogue[acc]", m, shape, lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size)))
+            out.append(Check("qkv_epilogue[acc]", m, shape,
+                             lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size), rule=EPILOGUE_RULE))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
-                             lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size)))
+                             lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size), rule=FUSED_RULE))
         # M values that make the picker choose every tile shape (1/16/32/64/128 rows, split-K or not)
         for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [1, 3, 20]):
             out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
-                             lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size)))
+                             lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size), rule=INTEGER_RULE))
     return out

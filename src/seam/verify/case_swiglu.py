@@ -71,11 +71,18 @@ def _run_mxfp8(ctx: Context, m: int, inter: int) -> Outcome:
     )
 
 
+BF16_RULE = "tolerance (sigmoid implementations differ): rel L2 < 5e-3 vs float64"
+MXFP8_RULE = (
+    "tolerance (it quantizes the fp32 act, the unfused chain the BF16-rounded one): scale bytes equal to the "
+    "chain's except at 448*2^k, error vs float64 <= the chain's; round_to_bf16 bit-identical to the chain"
+)
+
+
 def checks(ctx: Context) -> list[Check]:
     inter = ctx.pick(768, 96)
     ms = ctx.pick([1, 8, 16, 32, 64, 128, 192, 256, 2048], [1, 8, 129])
     shape = f"I={inter}"
-    out = [Check("swiglu_oai_mxfp8", m, shape, lambda m=m: _run_mxfp8(ctx, m, inter)) for m in ms]
+    out = [Check("swiglu_oai_mxfp8", m, shape, lambda m=m: _run_mxfp8(ctx, m, inter), rule=MXFP8_RULE) for m in ms]
     for m in ctx.pick([1, 64, 2048], [1, 129]):
-        out.append(Check("swiglu_oai", m, shape, lambda m=m: _run_bf16(ctx, m, inter)))
+        out.append(Check("swiglu_oai", m, shape, lambda m=m: _run_bf16(ctx, m, inter), rule=BF16_RULE))
     return out

@@ -57,6 +57,9 @@ class Check:
     m: int
     shape: str  #: e.g. "hidden=6144"
     run: Callable[[], Outcome]
+    #: the spec's rule for the outputs (for a tolerance, also why the bytes may differ): the table
+    #: prints it under the op name, so a passing row says what it passed
+    rule: str
 
 
 def bytes_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -1,7 +1,9 @@
 """``seam verify``: run every case module's checks on this machine and print one table.
 
-Case modules are ``seam/verify/case_*.py`` (discovered, so adding an op adds its checks).
-Exit status is 1 when any check fails its exactness rule or raises.
+Case modules are ``seam/verify/case_<family>.py`` (discovered, so adding an op adds its checks).
+Each check prints a line as it finishes (under a progress bar on a terminal); the table then
+groups the rows by op, with the rule each op's outputs must meet under its name.
+Exit status is 1 when any check fails its rule or raises.
 """
 
 from __future__ import annotations
@@ -10,25 +12,36 @@ import dataclasses
 import importlib
 import json
 import pkgutil
-import sys
 import time
 import traceback
+from typing import NamedTuple
 
 import torch
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 import seam.verify
 from seam.verify.core import Check, Context
 
 
+class Case(NamedTuple):
+    """A check and the family it belongs to: its case module's name, ``norm`` for ``case_norm.py``."""
+
+    family: str
+    check: Check
+
+
 @dataclasses.dataclass
 class Row:
+    family: str
     op: str
     m: int
     shape: str
+    rule: str
     exact: bool
     detail: str
     fused_us: float | None = None
@@ -42,30 +55,48 @@ class Row:
         return None
 
 
-def case_modules() -> list[str]:
-    return sorted(
-        f"seam.verify.{m.name}" for m in pkgutil.iter_modules(seam.verify.__path__) if m.name.startswith("case_")
-    )
+def families() -> list[str]:
+    return sorted(m.name.removeprefix("case_") for m in pkgutil.iter_modules(seam.verify.__path__)
+                  if m.name.startswith("case_"))
 
 
-def collect(ctx: Context, only: str | None = None) -> list[Check]:
-    """The checks of every case module, or of those whose case name (``lamport``, ``qkv``, ...)
-    contains ``only``."""
-    checks: list[Check] = []
-    for name in case_modules():
-        if only and only not in name.rsplit(".case_", 1)[1]:
-            continue
-        checks.extend(importlib.import_module(name).checks(ctx))
-    return checks
+def collect(ctx: Context) -> list[Case]:
+    """Every case module's checks, those of one op next to each other (ops in first-seen order)."""
+    cases = [Case(f, c) for f in families() for c in importlib.import_module(f"seam.verify.case_{f}").checks(ctx)]
+    order: dict[str, int] = {}
+    for case in cases:
+        order.setdefault(case.check.op, len(order))
+    return sorted(cases, key=lambda case: order[case.check.op])
 
 
-def run_check(ctx: Context, check: Check, timing: bool) -> Row:
+def select(cases: list[Case], only: str | None) -> list[Case]:
+    """The cases of family ``only``, or else those whose op name contains it; any case; all for None.
+
+    Raises:
+        ValueError: ``only`` matches no case (or is blank).
+    """
+    if only is None:
+        return cases
+    needle = only.strip().lower()
+    # a family name picks the family (``norm``), not every op with the word in it (``lamport_..._rms_norm``)
+    chosen = [c for c in cases if c.family == needle] or [c for c in cases if needle and needle in c.check.op.lower()]
+    if not chosen:
+        ops = ", ".join(dict.fromkeys(c.check.op for c in cases))
+        raise ValueError(f"only={only!r} is no family and in no op name (any case); "
+                         f"families: {', '.join(families())}; ops: {ops}")
+    return chosen
+
+
+def run_check(ctx: Context, case: Case, timing: bool) -> Row:
+    check = case.check
+    row = Row(case.family, check.op, check.m, check.shape, check.rule, False, "")
     try:
         outcome = check.run()
     except Exception as exc:  # a crash is a failed check, reported with its cause
         traceback.print_exc()
-        return Row(check.op, check.m, check.shape, False, f"error: {type(exc).__name__}: {exc}")
-    row = Row(check.op, check.m, check.shape, outcome.exact, outcome.detail)
+        row.detail = f"error: {type(exc).__name__}: {exc}"
+        return row
+    row.exact, row.detail = outcome.exact, outcome.detail
     if timing and ctx.device.type == "cuda":
         from seam.bench.timing import graph_time_us
 
@@ -82,41 +113,52 @@ def run_check(ctx: Context, check: Check, timing: bool) -> Row:
     return row
 
 
+def _verdict(exact: bool) -> Text:
+    return Text("yes", style="green") if exact else Text("NO", style="red")
+
+
 def render(rows: list[Row], ctx: Context, console: Console) -> None:
+    """One table: a heading row per op (and shape) with the rule its outputs must meet, then a row per M."""
     where = f"{torch.cuda.get_device_name(ctx.device)}" if ctx.device.type == "cuda" else "CPU (Triton interpreter)"
     table = Table(title=f"seam verify on {where}: {'model' if ctx.full else 'reduced'} shapes")
-    for col in ("op", "M", "shape", "meets spec", "detail", "fused us", "unfused us", "speed-up", "GB/s"):
-        table.add_column(col, justify="right" if col in ("M", "fused us", "unfused us", "speed-up", "GB/s") else "left")
+    # Only the first column wraps (folding, never cutting, a name longer than it): op names and details share
+    # its width, which is what is left beside the short columns, so a 100-column terminal keeps names whole.
+    table.add_column("op  shape\nrule\n  detail", overflow="fold")
+    table.add_column("M", justify="right", no_wrap=True)
+    table.add_column("meets\nspec", no_wrap=True)
+    timed = any(r.fused_us is not None or r.unfused_us is not None for r in rows)
+    if timed:  # none on CPU or with --no-timing: no columns of dashes
+        for col in ("fused\nus", "unfused\nus", "speed-\nup", "GB/s"):
+            table.add_column(col, justify="right", no_wrap=True)
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    for r in rows:
-        table.add_row(
-            escape(r.op),
-            str(r.m),
-            escape(r.shape),
-            "[green]yes[/]" if r.exact else "[red]NO[/]",
-            escape(r.detail),
-            fmt(r.fused_us, ".2f"),
-            fmt(r.unfused_us, ".2f"),
-            fmt(r.speedup, ".2f"),
-            fmt(r.gbps, ".0f"),
-        )
+    for i, r in enumerate(rows):
+        if i == 0 or (rows[i - 1].op, rows[i - 1].shape) != (r.op, r.shape):
+            table.add_row(Text.assemble((r.op, "bold"), f"  {r.shape}\n", (r.rule, "dim")))
+        cells = [Padding(Text(r.detail), (0, 0, 0, 2)), str(r.m), _verdict(r.exact)]
+        if timed:
+            cells += [fmt(r.fused_us, ".2f"), fmt(r.unfused_us, ".2f"), fmt(r.speedup, ".2f"), fmt(r.gbps, ".0f")]
+        last = i + 1 == len(rows) or (rows[i + 1].op, rows[i + 1].shape) != (r.op, r.shape)
+        table.add_row(*cells, end_section=last)
     console.print(table)
 
 
-def main(json_path: str | None = None, only: str | None = None, timing: bool = True) -> int:
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    ctx = Context.here()
-    checks = collect(ctx, only)
-    if not checks:
-        console.print(f"no verify case matches --only {only!r}; cases: {', '.join(n.rsplit('.case_', 1)[1] for n in case_modules())}")
-        return 1
+def main(ctx: Context, cases: list[Case], json_path: str | None = None, timing: bool = True) -> int:
+    """Run ``cases`` (from :func:`select`), print a line per check and the table, save ``json_path``."""
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: wider than rich's default 80 columns, fewer wrapped details
+        console.width = 160
     rows: list[Row] = []
     start = time.perf_counter()
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("verifying", total=len(checks))
-        for check in checks:
-            progress.update(task, description=f"{check.op} M={check.m}")
-            rows.append(run_check(ctx, check, timing))
+        task = progress.add_task("verifying", total=len(cases))
+        for case in cases:
+            progress.update(task, description=escape(f"{case.check.op} M={case.check.m}"))
+            t0 = time.perf_counter()
+            row = run_check(ctx, case, timing)
+            rows.append(row)
+            # above the bar on a terminal; the only progress output in a file or a pipe
+            line = Text.assemble(_verdict(row.exact), f"  {row.family}  {row.op}  M={row.m}  {row.shape} ")
+            progress.console.print(line, f"({time.perf_counter() - t0:.1f} s)")
             progress.advance(task)
     render(rows, ctx, console)
     failed = [r for r in rows if not r.exact]
