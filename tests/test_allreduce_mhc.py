@@ -5,6 +5,7 @@ re-arming), the column split of decode M (forced at interpreter sizes, alternati
 per token), the MoE finalize publish, every rejected argument combination of the issue, the split-step
 protocol, the debug timeout, and the fallback of a real (gloo) group."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -177,7 +178,7 @@ def test_chunked_consumer(device, monkeypatch, hc, hidden):
 
 def force_split(monkeypatch, sms, min_cols):
     """A device of ``sms`` SMs (M <= sms / 2 splits) and chunks down to ``min_cols`` columns."""
-    monkeypatch.setattr(mhc_kernels, "num_sms", lambda device: sms)
+    monkeypatch.setattr(runtime, "num_sms", lambda device: sms)
     monkeypatch.setattr(mhc_kernels, "SPLIT_MIN_COLS", min_cols)
 
 
@@ -354,6 +355,24 @@ def test_constructor_validation(device):
     ]:
         with pytest.raises(exc, match=match):
             seam.AllReduceMHC(**{**base, **kw})
+
+
+def test_sizes_and_ranks_accept_numpy_ints(device):
+    """Issue 20: sizes and rank are Python or NumPy ints (seam.checks.integer), stored as Python ints."""
+    op = seam.AllReduceMHC(hidden_size=np.int64(128), hc_mult=np.int32(4), max_num_tokens=np.int64(4),
+                           top_k=np.int16(2), spin_limit=np.int64(4), group=SimulatedGroup(2, device))
+    sizes = (op.hidden_size, op.hc_mult, op.capacity, op.top_k)
+    assert sizes == (128, 4, 4, 2) and all(type(v) is int for v in sizes)
+    res, post, comb, pre, w = make_boundary(3, 4, 128, seed=0, device=device)
+    x = make_contributions(2, 3, 128, seed=0, device=device)
+    for r in range(2):
+        op.publish(x[r], rank=np.int64(r))
+    outs = [(*op.consume(res, post, comb, pre, w, EPS, rank=np.int32(r)), None) for r in range(2)]
+    check_outputs(outs, x, res, post, comb, pre, w)
+    for kw, name in [(dict(hc_mult=4.0), "hc_mult"), (dict(spin_limit=np.float32(4)), "spin_limit")]:
+        with pytest.raises(TypeError, match=f"{name} must be an int"):
+            seam.AllReduceMHC(**{**dict(hidden_size=128, hc_mult=4, max_num_tokens=4, top_k=2,
+                                        group=SimulatedGroup(2, device)), **kw})
 
 
 def test_debug_timeout_raises_and_reset_recovers(device):

@@ -9,6 +9,7 @@ GPU (``gpu`` mark): hidden 6144, top_k 4, M up to 256, CUDA-graph replays.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -524,6 +525,75 @@ def test_constructor_validation():
         seam.finalize_allreduce_gemma_rms_norm_mxfp8(None, None, None, 0.0)
 
 
+def _numpy_lamport_all_reduce():
+    comm = LamportAllReduce(hidden_size=np.int64(256), max_num_tokens=np.int32(4), spin_limit=np.int64(8),
+                            group=SimulatedGroup(2))
+    assert (comm.hidden_size, comm.capacity, comm.spin_limit) == (256, 4, 0)  # spin_limit: debug only
+    assert type(comm.hidden_size) is type(comm.capacity) is int
+    xs = [_rand(3, 256, seed=r) for r in range(2)]
+    for r, x in enumerate(xs):
+        comm.publish(x, rank=r)
+    for r in range(2):
+        assert bytes_equal(comm.collect(rank=r), all_reduce_ref(xs))
+
+
+def _numpy_ranks():
+    comm = LamportAllReduce(hidden_size=128, max_num_tokens=4, group=SimulatedGroup(2))
+    xs = [_rand(3, 128, seed=r) for r in range(2)]
+    for r, x in enumerate(xs):
+        comm.publish(x, rank=np.int64(r))
+    for r in range(2):
+        assert bytes_equal(comm.collect(rank=np.int32(r)), all_reduce_ref(xs))
+
+
+_NUMPY_SIZES = dict(hidden_size=np.int64(128), max_num_tokens=np.int64(4), top_k=np.int16(2), fp32_weights=True)
+
+
+def _numpy_finalize():
+    op = FinalizeAllReduceGemmaRMSNormMxfp8(**_NUMPY_SIZES, group=SimulatedGroup(2))
+    assert (op.hidden_size, op.capacity, op.top_k) == (128, 4, 2)
+    assert type(op.hidden_size) is type(op.capacity) is type(op.top_k) is int
+
+
+def _numpy_init_fused_moe_finalize():
+    assert seam.init_fused_moe_finalize(**_NUMPY_SIZES, group=SimulatedGroup(1)).top_k == 2
+
+
+def _numpy_simulated_group():
+    g = SimulatedGroup(np.int64(2))
+    assert g.tp == 2 and type(g.tp) is int and g.ranks == (0, 1)
+
+
+@pytest.mark.parametrize("case", [_numpy_lamport_all_reduce, _numpy_ranks, _numpy_finalize,
+                                  _numpy_init_fused_moe_finalize, _numpy_simulated_group],
+                         ids=lambda f: f.__name__)
+def test_sizes_and_ranks_accept_numpy_ints(case, monkeypatch):
+    """Issue 20: sizes, tp and rank follow seam.checks.integer like every other entry point
+    (Python or NumPy ints, stored as Python ints)."""
+    import seam.ops.allreduce as ar
+
+    monkeypatch.setattr(ar, "_fused_moe_finalize", None)  # init_fused_moe_finalize sets the global
+    case()
+
+
+def test_sizes_and_ranks_reject_other_types():
+    g = SimulatedGroup(2)
+    for kw, name in [(dict(hidden_size=True), "hidden_size"), (dict(max_num_tokens=4.0), "max_num_tokens"),
+                     (dict(spin_limit=np.float64(8)), "spin_limit")]:
+        with pytest.raises(TypeError, match=f"{name} must be an int"):
+            LamportAllReduce(**{**dict(hidden_size=128, max_num_tokens=4, group=g), **kw})
+    with pytest.raises(TypeError, match="top_k must be an int"):
+        FinalizeAllReduceGemmaRMSNormMxfp8(**{**_NUMPY_SIZES, "top_k": 2.0}, group=g)
+    with pytest.raises(TypeError, match="tp must be an int, got str"):
+        SimulatedGroup("2")
+    with pytest.raises(ValueError, match="tp must be >= 1, got 0"):
+        SimulatedGroup(np.int64(0))
+    comm = LamportAllReduce(hidden_size=128, max_num_tokens=4, group=g)
+    with pytest.raises(TypeError, match="rank must be an int, got str"):
+        comm.publish(_rand(2, 128, seed=0), rank="0")
+    assert_armed(comm)
+
+
 # ---------------------------------------------------------------------------------------
 # Real groups on CPU (gloo): fallback path and collective argument checks
 # ---------------------------------------------------------------------------------------
@@ -579,7 +649,8 @@ def test_dist_group_fallback_and_capacity_mismatch(tmp_path):
     manager = mp.Manager()
     results = manager.dict()
     mp.spawn(_gloo_worker, args=(2, str(tmp_path / "store"), [4, 8], results), nprocs=2, join=True)
-    assert "TP ranks disagree on (hidden_size, max_num_tokens)" in results[0]
+    assert results[0] == ("TP ranks disagree on (hidden_size, max_num_tokens, debug): "
+                          "rank 0 has (128, 4, False), rank 1 has (128, 8, False)")
     assert results[2] == (False, True) and results[3] == (False, True)
     assert results[4] and results[5]
 

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seam
+from seam import runtime
 from seam.formats.mxfp8 import mxfp8_quantize_ref
 from seam.kernels import mhc as mhc_kernels
 from seam.ops.mhc import launch_checked
@@ -100,7 +101,7 @@ def test_small_chunks(device, monkeypatch, hc, hidden):
 
 def force_split(monkeypatch, min_cols):
     """A 1000-SM device (decode M splits) and chunks down to ``min_cols`` columns."""
-    monkeypatch.setattr(mhc_kernels, "num_sms", lambda device: 1000)
+    monkeypatch.setattr(runtime, "num_sms", lambda device: 1000)
     monkeypatch.setattr(mhc_kernels, "SPLIT_MIN_COLS", min_cols)
 
 
@@ -142,7 +143,7 @@ def test_column_split_padding_rows_and_rank_partials(device, monkeypatch):
 
 def test_launch_shape_rule(monkeypatch):
     """Split while 2 M <= SMs, chunks >= SPLIT_MIN_COLS filling one wave; one program per row beyond."""
-    monkeypatch.setattr(mhc_kernels, "num_sms", lambda device: 132)
+    monkeypatch.setattr(runtime, "num_sms", lambda device: 132)
     shape = lambda m, hidden=5120, hc=4: tuple(mhc_kernels.launch_shape(m, hidden, hc, "cuda")[:2])  # noqa: E731
     assert [shape(m) for m in (1, 8, 26, 27, 52, 53, 66)] == [(5, 1024)] * 3 + [(3, 2048)] * 2 + [(2, 4096)] * 2
     assert shape(66, hc=8) == (3, 2048)  # capped at block_h
@@ -353,12 +354,13 @@ COMPILE_SCRIPT = textwrap.dedent(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from seam import runtime
     from seam.kernels import lamport_mhc as L
     from seam.kernels import mhc as K
 
     target = GPUTarget("cuda", 90, 32)
     CONST = ["H", "HC", "BLOCK_H", "SPLIT", "NORM_BLOCK", "WRITE_LAYER_INPUT", "QUANTIZE", "SCALE_BLOCK", "USE_PDL"]
-    K.num_sms = lambda device: 132  # an H200: M = 1 takes the column split, M = 200 one program per row
+    runtime.num_sms = lambda device: 132  # an H200: M = 1 takes the column split, M = 200 one program per row
 
     def outputs(sig, consts, full, quantize, split):
         optional = [("pre_ptr", "*fp32", full), ("weight_ptr", "*bf16", full), ("layer_input_ptr", "*bf16", full),

@@ -18,8 +18,8 @@ import socket
 
 import torch
 
-from seam import runtime
-from seam.comm.mailbox import LamportMailbox, LamportRankState, peer_offsets
+from seam import checks, runtime
+from seam.comm.mailbox import M_DIGITS, LamportMailbox, LamportRankState, m_row, ms_from_row, peer_offsets
 from seam.kernels.lamport import GENERATIONS
 
 
@@ -49,13 +49,19 @@ class Group(abc.ABC):
             raise ValueError(f"device={device} differs from the group's device {self.device}")
 
     def check_rank(self, rank: int | None) -> int:
-        """The driven rank meant by ``rank`` (None: the only one); ValueError otherwise."""
+        """The driven rank meant by ``rank`` (None: the only one; a Python or NumPy int).
+
+        Raises:
+            TypeError: rank is not None nor an int.
+            ValueError: rank None for a simulated group, or a rank this process does not drive.
+        """
         if rank is None:
             if len(self.ranks) != 1:
                 raise ValueError(f"rank must be given for a simulated group (ranks {self.ranks})")
             return self.ranks[0]
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank not in self.ranks:
-            raise ValueError(f"rank={rank!r} is not driven by this process (ranks {self.ranks})")
+        rank = checks.integer("rank", rank)
+        if rank not in self.ranks:
+            raise ValueError(f"rank={rank} is not driven by this process (ranks {self.ranks})")
         return rank
 
     @abc.abstractmethod
@@ -71,12 +77,37 @@ class Group(abc.ABC):
         """Raise ValueError unless every rank passes an equal ``value`` (collective)."""
 
     @abc.abstractmethod
+    def agree_on_m(self, m: int, mailbox: LamportMailbox | None = None, spin_limit: int = 0) -> None:
+        """Raise ValueError on every rank unless every rank calls with ``m`` tokens (collective).
+
+        What debug mode runs before each call's publish or fallback collective: ranks that
+        disagree on M would otherwise hang or abort in it (see ``seam.ops.allreduce``).
+
+        Args:
+            m: this rank's token count.
+            mailbox: the op's Lamport mailbox (its path has peer access), or None (fallback).
+            spin_limit: the debug spin limit, > 0 with a mailbox.
+
+        Raises:
+            ValueError: the ranks' M differ (every rank raises, naming each rank's M).
+            RuntimeError: with a mailbox, a peer did not join within the spin limit.
+        """
+
+    @abc.abstractmethod
     def all_reduce_(self, t: torch.Tensor) -> None:
         """Fallback collective: sum ``t`` in place over the group (real groups only)."""
 
     @abc.abstractmethod
     def barrier(self) -> None:
         """Wait for every rank (device work of the driven ranks included)."""
+
+
+def _check_agreement(what: str, everyone: list) -> None:
+    """Raise ValueError naming each rank's value unless all are equal. Every rank passes the
+    same gathered list, so every rank raises the same error."""
+    if any(v != everyone[0] for v in everyone):
+        each = ", ".join(f"rank {r} has {v}" for r, v in enumerate(everyone))
+        raise ValueError(f"TP ranks disagree on {what}: {each}")
 
 
 def _sync(device: torch.device) -> None:
@@ -93,8 +124,9 @@ class SimulatedGroup(Group):
     """
 
     def __init__(self, tp: int, device: torch.device | str | None = None) -> None:
-        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-            raise ValueError(f"tp must be a positive int, got {tp!r}")
+        tp = checks.integer("tp", tp)
+        if tp < 1:
+            raise ValueError(f"tp must be >= 1, got {tp}")
         self.tp = tp
         self.ranks = tuple(range(tp))
         self.device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
@@ -122,6 +154,12 @@ class SimulatedGroup(Group):
 
     def agree(self, what: str, value: object) -> None:
         return None  # one process builds every rank with the same arguments
+
+    def agree_on_m(self, m: int, mailbox: LamportMailbox | None = None, spin_limit: int = 0) -> None:
+        # Nothing to exchange: one process publishes for every rank, one at a time. Outside debug
+        # mode its ledger refuses a second M; in debug mode (the only caller) the bounded spin of
+        # the rank that waits for rows a peer never published reports it.
+        return None
 
     def all_reduce_(self, t: torch.Tensor) -> None:
         raise RuntimeError("a simulated group has no fallback collective (it always has peer access)")
@@ -207,8 +245,24 @@ class DistGroup(Group):
 
         everyone = [None] * self.tp
         dist.all_gather_object(everyone, value, group=self.process_group)
-        if any(e != value for e in everyone):
-            raise ValueError(f"TP ranks disagree on {what}: {everyone} (rank {self.rank} has {value})")
+        _check_agreement(what, everyone)
+
+    def agree_on_m(self, m: int, mailbox: LamportMailbox | None = None, spin_limit: int = 0) -> None:
+        """Every rank's M from one small all-reduce (:func:`~seam.comm.mailbox.m_row`). With a
+        mailbox it goes through the mailbox, so that a rank that skips the call makes its peers
+        time out in their bounded spin (RuntimeError) rather than wait in a collective for ever;
+        without one (fallback) it is a ``torch.distributed`` all-reduce, as the data's is.
+        Skipped where the host cannot read the result: while a CUDA graph is captured or
+        ``torch.compile`` traces."""
+        if not runtime.host_reads_allowed(self.device):
+            return
+        if mailbox is None:
+            row = m_row(m, self.rank, self.tp, M_DIGITS * self.tp, self.device)
+            self.all_reduce_(row)
+        else:
+            row = m_row(m, self.rank, self.tp, mailbox.hidden, self.device)
+            row = mailbox.all_reduce_rows({self.rank: row}, spin_limit)[self.rank]
+        _check_agreement("M (tokens in this call)", ms_from_row(row, self.tp))
 
     def all_reduce_(self, t: torch.Tensor) -> None:
         import torch.distributed as dist

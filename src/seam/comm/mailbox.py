@@ -14,7 +14,12 @@ import dataclasses
 
 import torch
 
-from seam.kernels.lamport import SENTINEL_BITS
+from seam.kernels.lamport import (
+    EPILOGUE_ALL_REDUCE,
+    SENTINEL_BITS,
+    launch_lamport_consumer,
+    launch_lamport_publish,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,29 @@ def peer_offsets(own: int, peers: list[int], device: torch.device) -> torch.Tens
     return torch.tensor(offs, dtype=torch.int64, device=device)
 
 
+#: Columns that hold one rank's M in :func:`m_row`: base-256 digits, exact in BF16 (every integer
+#: up to 256 is); the top one takes the rest, at most 256 for M up to 2**24 (the largest capacity).
+M_DIGITS = 3
+
+
+def m_row(m: int, rank: int, tp: int, width: int, device: torch.device) -> torch.Tensor:
+    """BF16 ``[1, width]``: ``rank``'s M as :data:`M_DIGITS` digits in its own columns, zeros
+    elsewhere. Every column is nonzero on one rank at most, so any sum of the ranks' rows (NCCL's
+    or gloo's BF16 sum, the Lamport fp32 one) is exact and :func:`ms_from_row` reads every rank's M."""
+    if M_DIGITS * tp > width:
+        raise ValueError(f"the debug-mode M check needs {M_DIGITS * tp} columns for {tp} ranks; rows have {width}")
+    digits = [(m >> 8 * d) & 0xFF for d in range(M_DIGITS - 1)] + [m >> 8 * (M_DIGITS - 1)]
+    row = torch.zeros((1, width), dtype=torch.bfloat16)
+    row[0, M_DIGITS * rank : M_DIGITS * (rank + 1)] = torch.tensor(digits, dtype=torch.bfloat16)
+    return row.to(device)
+
+
+def ms_from_row(row: torch.Tensor, tp: int) -> list[int]:
+    """Every rank's M from the sum of the ranks' :func:`m_row` rows."""
+    digits = row[0, : M_DIGITS * tp].float().int().view(tp, M_DIGITS).tolist()
+    return [sum(d << 8 * i for i, d in enumerate(ds)) for ds in digits]
+
+
 @dataclasses.dataclass
 class LamportMailbox:
     """The mailboxes of the ranks one process drives (one rank for a real group, all when simulated).
@@ -84,6 +112,27 @@ class LamportMailbox:
                 "debug spin limit (a rank skipped its publish or is out of step); call reset() "
                 "on every rank before the next call"
             )
+
+    def all_reduce_rows(self, rows: dict[int, torch.Tensor], spin_limit: int) -> dict[int, torch.Tensor]:
+        """``bf16(sum over ranks)`` of one BF16 ``[1, hidden]`` row per rank, as one whole Lamport
+        call: publish the row of every driven rank in ``rows``, then the plain consumer of each.
+        Waits as the ops' consumers do, for at most ``spin_limit`` re-loads per fragment (> 0).
+
+        Raises:
+            RuntimeError: a peer's row did not arrive within the spin limit (:meth:`check_error`;
+                call :meth:`reset` on every rank).
+        """
+        for rank, row in rows.items():
+            s = self.state(rank)
+            launch_lamport_publish(1, row, s.mailbox, s.peer_offsets, s.stage_state, rank)
+        sums = {}
+        for rank, row in rows.items():
+            s = self.state(rank)
+            sums[rank] = torch.empty_like(row)
+            launch_lamport_consumer(1, EPILOGUE_ALL_REDUCE, s.mailbox, s.stage_state, s.error, out=sums[rank],
+                                    spin_limit=spin_limit)
+            self.check_error(rank)
+        return sums
 
     def reset(self) -> None:
         """Re-arm every slot and zero stage_state on every driven rank (collective).

@@ -22,8 +22,9 @@ gathered with NCCL (in rank order, as the Lamport consumer sums):
    largest ulp distance is reported);
 3. one CUDA graph holding several of those calls, replayed ``--replays`` times with every
    input changed between replays, each replay checked the same way;
-4. debug mode: one rank skipping a call, and ranks calling with different M, raise a
-   RuntimeError on the host (bounded spin) instead of hanging; ``reset()`` recovers.
+4. debug mode: one rank skipping a call makes the others raise a RuntimeError on the host
+   (bounded spin) instead of hanging, and ``reset()`` recovers; ranks calling with different
+   M all raise a ValueError naming every rank's M, and the next call needs no reset.
 
 Exit status 1 on any mismatch.
 """
@@ -279,29 +280,37 @@ def _graph_replays(op, comm, mhc_op, weight, args, check, device, rank) -> None:
 
 
 def _debug_timeouts(args, group, check, device, rank) -> None:
-    """A skipped call and a mismatched M raise on the host in debug mode; reset() recovers."""
+    """Debug mode: a skipped call raises on the waiting ranks and reset() recovers; a mismatched M
+    raises on every rank, naming each rank's M, before anything is published."""
     hidden = args.hidden
     comm = LamportAllReduce(hidden_size=hidden, max_num_tokens=8, group=group, debug=True,
                             spin_limit=args.spin_limit)
     x = torch.randn(8, hidden, generator=torch.Generator().manual_seed(rank)).bfloat16().to(device)
+    want = lamport_sum_ref(_gather(x)).bfloat16()
     # Compile the debug kernels (SPIN_LIMIT is a constexpr) on every rank together, so no
     # rank's compile outlasts a peer's bounded spin.
     group.barrier()
     comm.all_reduce(x)
-    for case, m in (("rank 1 skips the call", None), ("rank 1 calls with M 2, the others with M 4", 2)):
-        raised = False
-        try:
-            if rank != 1:
-                comm.all_reduce(x[:4])
-            elif m is not None:
-                comm.all_reduce(x[:m])
-        except RuntimeError as e:
-            raised = "did not arrive" in str(e)
-        # the ranks still waiting on rank 1 time out; rank 1 itself never waits
-        check.expect(raised or rank == 1, f"debug mode, {case}: no RuntimeError on rank {rank}")
-        comm.reset()
-        check.expect(bytes_equal(comm.all_reduce(x), lamport_sum_ref(_gather(x)).bfloat16()),
-                     f"debug mode, {case}: the call after reset() differs")
+    raised = False
+    try:
+        if rank != 1:
+            comm.all_reduce(x[:4])
+    except RuntimeError as e:
+        raised = "did not arrive" in str(e)
+    # the ranks still waiting on rank 1 time out; rank 1 itself never waits
+    check.expect(raised or rank == 1, f"debug mode, rank 1 skips the call: no RuntimeError on rank {rank}")
+    comm.reset()
+    check.expect(bytes_equal(comm.all_reduce(x), want), "debug mode, rank 1 skips the call: the next call differs")
+    ms = [2 if r == 1 else 4 for r in range(group.tp)]
+    each = ", ".join(f"rank {r} has {m}" for r, m in enumerate(ms))
+    try:
+        comm.all_reduce(x[: ms[rank]])
+        error = "no error"
+    except ValueError as e:
+        error = str(e)
+    check.expect(error == f"TP ranks disagree on M (tokens in this call): {each}",
+                 f"debug mode, rank 1 calls with M 2, the others with M 4: rank {rank} got {error!r}")
+    check.expect(bytes_equal(comm.all_reduce(x), want), "debug mode, M differs: the next call (no reset) differs")
 
 
 def run(args) -> int:

@@ -20,6 +20,18 @@ Split-step protocol per rank: ``publish`` -> exactly one ``collect*`` with the s
 A second publish before the collect raises; a collect that raises on bad input leaves
 the publish pending (call it again with good input), so the mailbox never holds rows
 that no consumer re-arms.
+
+Every rank of a real group must make each call with the same M. Debug mode checks it
+before the call's publish or fallback collective (``Group.agree_on_m``: every rank's M summed
+into one small row, through the mailbox on the Lamport path, so that a rank that skips the
+call still makes the others time out in their bounded spin; skipped while a CUDA graph is
+captured or ``torch.compile`` traces): every rank raises ValueError naming each rank's M,
+nothing is published, and the next call with agreeing M needs no reset. Without debug mode
+nothing checks it (that would cost launches and a host sync per call) and such a call does
+not return on every rank: on the Lamport path the rank with the larger M spins forever on
+rows no peer publishes and the others hang in their next call; on the fallback gloo aborts
+the processes (SIGABRT, "Received data size doesn't match expected size") and NCCL, which
+does not compare sizes, can hang or return wrong sums.
 """
 
 from __future__ import annotations
@@ -185,9 +197,13 @@ class LamportAllReduce:
             :class:`~seam.comm.SimulatedGroup`). Construction is collective over it.
         device: must equal ``group.device`` when given.
         debug: bound the consumer's spin and raise RuntimeError on the host when a
-            peer's fragment never arrives (a host sync per call). Default: the
-            ``SEAM_LAMPORT_DEBUG`` environment variable.
+            peer's fragment never arrives (a host sync per call), and on a real group
+            check before each call that every rank has the same M (one more small
+            all-reduce; ValueError on every rank otherwise; module doc). Every rank must
+            pass the same value. Default: the ``SEAM_LAMPORT_DEBUG`` environment variable.
         spin_limit: re-loads per fragment before a debug-mode spin gives up.
+
+    Sizes (``hidden_size``, ``max_num_tokens``, ``spin_limit``) are Python or NumPy ints.
 
     Raises:
         TypeError: arguments of the wrong type.
@@ -206,22 +222,23 @@ class LamportAllReduce:
     ) -> None:
         if not isinstance(group, Group):
             raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
-        for name, v in (("hidden_size", hidden_size), ("max_num_tokens", max_num_tokens), ("spin_limit", spin_limit)):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+        hidden_size = checks.integer("hidden_size", hidden_size)
+        max_num_tokens = checks.integer("max_num_tokens", max_num_tokens)
+        spin_limit = checks.integer("spin_limit", spin_limit)
         checks.multiple_of("hidden_size", hidden_size, 128)
         # The consumer holds a whole row in registers (one program per token).
         checks.in_range("hidden_size", hidden_size, 128, MAX_HIDDEN)
         checks.in_range("max_num_tokens", max_num_tokens, 1, 1 << 24)
         checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
         group.check_device(device)
-        group.agree("(hidden_size, max_num_tokens)", (hidden_size, max_num_tokens))
+        self.debug = _debug_default() if debug is None else checks.flag("debug", debug)
+        # debug too: its M check is collective, so every rank must run it
+        group.agree("(hidden_size, max_num_tokens, debug)", (hidden_size, max_num_tokens, self.debug))
         self.group = group
         self.device = group.device
         self.tp = group.tp
         self.hidden_size = hidden_size
         self.capacity = max_num_tokens
-        self.debug = _debug_default() if debug is None else checks.flag("debug", debug)
         self.spin_limit = spin_limit if self.debug else 0
         # A real TP == 1 group needs no mailbox; a simulated one keeps the Lamport path
         # so that single-rank simulation exercises the kernels.
@@ -248,6 +265,13 @@ class LamportAllReduce:
 
     def _check_publish(self, rank: int, m: int) -> None:
         self._ledger.check_publish(rank, m)
+        self._agree_on_m(m)
+
+    def _agree_on_m(self, m: int) -> None:
+        # Last check before the publish or the fallback collective: ranks with different M would
+        # hang or abort there (module doc), so debug mode spends one small all-reduce per call.
+        if self.debug:
+            self.group.agree_on_m(m, self.mailbox, self.spin_limit)
 
     def _check_norm_inputs(self, m: int, residual, weight, eps) -> float:
         self._rows("residual", residual, m)
@@ -269,7 +293,8 @@ class LamportAllReduce:
             rank: the simulated rank publishing (None for a real group).
 
         Raises:
-            TypeError / ValueError: bad x or rank, or a publish of this rank is pending.
+            TypeError / ValueError: bad x or rank, or a publish of this rank is pending;
+                ValueError also in debug mode when the ranks' M differ (every rank).
             RuntimeError: the group uses the fallback.
         """
         r = self._rank(rank)
@@ -407,6 +432,7 @@ class LamportAllReduce:
     # -- one call (a process driving one rank; a SimulatedGroup of tp > 1 drives several
     #    ranks and uses publish + collect_* with rank= instead: these raise ValueError there) --
     def _fallback_sum(self, x: torch.Tensor) -> torch.Tensor:
+        self._agree_on_m(x.shape[0])
         y = x.clone()
         self.group.all_reduce_(y)
         return y
@@ -481,7 +507,8 @@ def all_reduce(x: torch.Tensor, comm: LamportAllReduce, *, out: torch.Tensor | N
         out: optional BF16 [M, hidden] output, written in place.
 
     Raises:
-        TypeError / ValueError: bad inputs (before any launch). Spec: ``lamport.md``.
+        TypeError / ValueError: bad inputs (before any launch); ValueError also in debug mode
+            when the ranks' M differ (on every rank, before any collective). Spec: ``lamport.md``.
     """
     if not isinstance(comm, LamportAllReduce):
         raise TypeError(f"comm must be a LamportAllReduce, got {type(comm).__name__}")
@@ -513,7 +540,8 @@ def all_reduce_rms_norm(
         gemma: apply the weight as ``1 + w``.
 
     Raises:
-        TypeError / ValueError: bad inputs (before any launch).
+        TypeError / ValueError: bad inputs (before any launch); ValueError also in debug mode
+            when the ranks' M differ (on every rank, before any collective).
         RuntimeError: debug mode and a peer never published.
 
     Spec: ``docs/spec/lamport.md`` (Publish, Consumer; the RMSNorm epilogue of Consumer A).
@@ -551,7 +579,8 @@ def all_reduce_gemma_rms_norm_mxfp8(
         ``(QuantizedActivation, residual_out)`` or ``(QuantizedActivation, residual_out, normed)``.
 
     Raises:
-        TypeError / ValueError: bad inputs (before any launch).
+        TypeError / ValueError: bad inputs (before any launch); ValueError also in debug mode
+            when the ranks' M differ (on every rank, before any collective).
         RuntimeError: debug mode and a peer never published.
 
     Spec: ``docs/spec/lamport.md`` (Consumer A without the MoE finalize).
@@ -584,6 +613,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
         device: the group's device.
         debug, spin_limit: as :class:`LamportAllReduce`.
 
+    Sizes are Python or NumPy ints.
+
     Raises:
         TypeError / ValueError: bad sizes or types.
     """
@@ -600,8 +631,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
         debug: bool | None = None,
         spin_limit: int = DEFAULT_SPIN_LIMIT,
     ) -> None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int):
-            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+        top_k = checks.integer("top_k", top_k)
         checks.in_range("top_k", top_k, 1, 64)
         self.fp32_weights = checks.flag("fp32_weights", fp32_weights)
         if group is None:
@@ -613,8 +643,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
             hidden_size=hidden_size, max_num_tokens=max_num_tokens, group=group, device=device,
             debug=debug, spin_limit=spin_limit,
         )
-        self.hidden_size = hidden_size
-        self.capacity = max_num_tokens
+        self.hidden_size = self.comm.hidden_size
+        self.capacity = self.comm.capacity
         self.top_k = top_k
         self.group = group
 
@@ -665,7 +695,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
             rank: the simulated rank publishing (None for a real group).
 
         Raises:
-            TypeError / ValueError: bad inputs, or a publish of this rank is pending.
+            TypeError / ValueError: bad inputs, or a publish of this rank is pending;
+                ValueError also in debug mode when the ranks' M differ (every rank).
         """
         r = self.comm._rank(rank)
         m = self._check_moe(moe_output)
@@ -702,7 +733,9 @@ class FinalizeAllReduceGemmaRMSNormMxfp8:
         Raises:
             TypeError / ValueError: bad inputs, all checked before any launch; ValueError
                 also on a :class:`~seam.comm.SimulatedGroup` of tp > 1 (one process drives
-                every rank there: use :meth:`publish` and :meth:`collect` with ``rank=``).
+                every rank there: use :meth:`publish` and :meth:`collect` with ``rank=``),
+                and in debug mode when the ranks' M differ (on every rank, before any
+                collective).
             RuntimeError: debug mode and a peer never published.
         """
         m = self._check_moe(moe_output)

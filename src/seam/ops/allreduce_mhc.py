@@ -11,6 +11,12 @@ collective.
 Split-step protocol per rank (as the core's ``LamportAllReduce``): ``publish`` or
 ``publish_finalize`` -> exactly one ``consume`` with the same M. A second publish before
 the consume raises; a consume that raises on bad input leaves the publish pending.
+
+Ranks of a real group that call with different M: as ``seam.ops.allreduce`` says for the
+core. Debug mode exchanges every rank's M before the publish or the fallback all-gather
+(through the mailbox on the Lamport path) and raises ValueError on every rank naming each
+rank's M; without it the Lamport path hangs and the fallback all-gather aborts (gloo) or
+can hang or gather wrong rows (NCCL).
 """
 
 from __future__ import annotations
@@ -31,8 +37,7 @@ from seam.ref.lamport import moe_finalize_ref
 
 
 def _positive_int(name: str, v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    v = checks.integer(name, v)
     if v < 1:
         raise ValueError(f"{name} must be >= 1, got {v}")
     return v
@@ -82,15 +87,20 @@ class AllReduceMHC:
         residual_only: also accept ``pre`` and ``norm_weight`` of None, then write only
             ``residual_output`` and return ``(residual_output, None)``.
         debug: bound the consumer's spin and raise RuntimeError on the host when a peer's
-            fragment never arrives (a host sync per call). Default: the
+            fragment never arrives (a host sync per call), and on a real group check before
+            each call that every rank has the same M (one more small all-reduce; ValueError
+            on every rank otherwise). Every rank must pass the same value. Default: the
             ``SEAM_LAMPORT_DEBUG`` environment variable.
         spin_limit: re-loads per fragment before a debug-mode spin gives up.
+
+    Sizes (``hidden_size``, ``hc_mult``, ``max_num_tokens``, ``top_k``, ``spin_limit``) are
+    Python or NumPy ints.
 
     Raises:
         TypeError: non-int sizes, or group not a Group.
         ValueError: hidden_size not a multiple of 128, hc_mult not in (1, 2, 4, 8),
-            sizes < 1, device not the group's.
-        RuntimeError: the group's ranks disagree on the mailbox shape.
+            sizes < 1, device not the group's; the group's ranks disagree on the sizes or
+            on debug.
     """
 
     def __init__(
@@ -123,8 +133,7 @@ class AllReduceMHC:
         runtime.check_kernel_device("device", torch.empty(0, device=self.device))
         self.quantize_layer_input = checks.flag("quantize_layer_input", quantize_layer_input)
         self.residual_only = checks.flag("residual_only", residual_only)
-        if isinstance(spin_limit, bool) or not isinstance(spin_limit, int):
-            raise TypeError(f"spin_limit must be an int, got {type(spin_limit).__name__}")
+        spin_limit = checks.integer("spin_limit", spin_limit)
         checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
         if debug is None:
             debug = runtime.env_flag(DEBUG_ENV)
@@ -134,8 +143,12 @@ class AllReduceMHC:
         #: True: Lamport mailbox (peer stores); False: all-gather + fused mHC kernel. A
         #: simulated TP 1 group keeps the Lamport path so that it exercises the kernels.
         self.fused = group.peer_access and (group.tp > 1 or isinstance(group, SimulatedGroup))
-        # Every rank must build the same mailbox shape: peers address each other's rows with it.
-        group.agree("(hidden_size, hc_mult, max_num_tokens, top_k)", (self.hidden_size, self.hc_mult, self.capacity, self.top_k))
+        # Every rank must build the same mailbox shape (peers address each other's rows with it)
+        # and make the same debug-mode M check (collective).
+        group.agree(
+            "(hidden_size, hc_mult, max_num_tokens, top_k, debug)",
+            (self.hidden_size, self.hc_mult, self.capacity, self.top_k, self.debug),
+        )
         self.mailbox: LamportMailbox | None = None
         # The consumer's column-split scratch (decode M): its counters re-arm themselves after
         # every launch, so calls (and graph replays) need no other allocation or reset.
@@ -204,17 +217,24 @@ class AllReduceMHC:
             )
         return eps, mxfp8
 
+    def _check_publish(self, rank: int, m: int) -> None:
+        self._ledger.check_publish(rank, m)
+        # Last check before the publish or the fallback all-gather: ranks with different M would
+        # hang or abort there (module doc), so debug mode spends one small all-reduce per call.
+        if self.debug:
+            self.group.agree_on_m(m, self.mailbox, self.spin_limit)
+
     # -- separate steps (the simulated driver; __call__/finalize chain them) ------------
     def publish(self, x: torch.Tensor, *, rank: int | None = None) -> None:
         """Publish this rank's TP-partial output ``x`` BF16 [M, hidden] (not modified).
 
         Raises:
             TypeError: x not a BF16 tensor. ValueError: wrong shape, M outside [1, capacity],
-            rank not driven here.
+            rank not driven here; in debug mode, ranks whose M differ (on every rank).
         """
         rank = self.group.check_rank(rank)
         m = self._check_contribution("x", x)
-        self._ledger.check_publish(rank, m)
+        self._check_publish(rank, m)
         self._publish(rank, m, x)
 
     def publish_finalize(
@@ -232,7 +252,7 @@ class AllReduceMHC:
         """
         rank = self.group.check_rank(rank)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
-        self._ledger.check_publish(rank, m)
+        self._check_publish(rank, m)
         self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
 
     def consume(
@@ -292,12 +312,13 @@ class AllReduceMHC:
             ValueError (before any launch): pre/norm_weight given without the other; None
                 without residual_only; mxfp8_out without quantize_layer_input or with
                 residual-only; wrong shapes of x/residual/post/comb/pre/mxfp8_out; M outside
-                [1, max_num_tokens]; a simulated group of tp > 1 (use publish/consume).
+                [1, max_num_tokens]; a simulated group of tp > 1 (use publish/consume); in
+                debug mode, ranks whose M differ (on every rank, before any collective).
         """
         rank = self.group.check_rank(None)
         m = self._check_contribution("x", x)
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
-        self._ledger.check_publish(rank, m)
+        self._check_publish(rank, m)
         self._publish(rank, m, x)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
@@ -336,7 +357,7 @@ class AllReduceMHC:
         rank = self.group.check_rank(None)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
-        self._ledger.check_publish(rank, m)
+        self._check_publish(rank, m)
         self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
