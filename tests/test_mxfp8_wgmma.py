@@ -1,10 +1,11 @@
 """The Gluon decode GEMM behind ``seam.mxfp8_linear`` at 2 <= M <= 64 on Hopper (``seam.kernels.mxfp8_wgmma``).
 
 Gluon kernels do not run under the interpreter, so on CPU these tests check what can be
-checked there: the picker, tile validation, and that every tile the picker can choose
-compiles for sm_90 without spills inside the shared memory budget (the compile also
-proves the register relabellings move no data). The GPU tests compare bytes with the
-exact result on operands whose sums are exact in any order, at every picked tile, and
+checked there: the picker, tile validation, and that every kernel the picker chooses for the
+benchmarked shapes compiles for sm_90 without spills inside the shared memory budget (the
+compile also proves the register relabellings move no data). The GPU tests compare bytes
+with the exact result on operands whose sums are exact in any order, at the picked tiles of
+three shapes and five M, and
 with the tl kernel (within fp32 reordering, non-finite outputs in the same places) on
 random and edge rows.
 """
@@ -56,10 +57,12 @@ def test_picker_takes_two_to_64_tokens_and_whole_128_columns():
             assert t.wgmma and (t.block_n, t.block_k, t.num_warps) == (128, 128, 8)
             assert t.block_m in (8, 16, 32, 64) and m <= t.block_m < max(16, 2 * m)
             assert 1 <= t.split_k <= k // 128
-            assert 1 <= t.num_stages <= min(2, mxfp8_wgmma.max_stages(t.block_m, k, t.split_k))
+            ring = min(2, mxfp8_wgmma.max_steps(k, t.split_k))  # two stages, or every step of a short range
+            assert t.num_stages == ring <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k)
             waves = 2 if t.block_m <= 32 else 1
-            fits = mxfp8_wgmma.max_stages(t.block_m, k, t.split_k - 1) >= 1
-            assert -(-n // 128) * t.split_k <= waves * 132 or not fits  # more only where the activations need it
+            if -(-n // 128) * t.split_k > waves * 132:  # more only where the activations need it
+                fewer = t.split_k - 1
+                assert mxfp8_wgmma.max_stages(t.block_m, k, fewer) < min(2, mxfp8_wgmma.max_steps(k, fewer))
 
 
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():
@@ -97,6 +100,23 @@ def test_wgmma_tiles_rejected_where_they_cannot_run(device):
         check_tile(dataclasses.replace(tile, wgmma=1), 256)
 
 
+def test_tma_ready_accepts_only_what_tma_reads_as_is():
+    """Operands TMA cannot read as they are send a call to the tl kernel (``launch_mxfp8_linear``)."""
+    x = torch.zeros(8, 256, dtype=torch.bfloat16)
+    assert mxfp8_wgmma.tma_ready(x)
+    assert mxfp8_wgmma.tma_ready(torch.zeros(8, 264, dtype=torch.bfloat16)[:, :256])  # 528-byte rows
+    assert not mxfp8_wgmma.tma_ready(x[:, 1:])  # base 2 bytes past alignment
+    assert not mxfp8_wgmma.tma_ready(torch.zeros(8, 260, dtype=torch.bfloat16)[:, :256])  # 520-byte rows
+    assert not mxfp8_wgmma.tma_ready(x[:1].expand(8, 256))  # one row repeated (stride 0)
+    assert not mxfp8_wgmma.tma_ready(torch.zeros(2048, dtype=torch.bfloat16).as_strided((8, 256), (128, 1)))
+    assert not mxfp8_wgmma.tma_ready(x.t())  # no unit column stride
+    scales = torch.zeros(512, dtype=torch.uint8)  # swizzled scales: any shape, contiguous 16-byte rows
+    assert mxfp8_wgmma.tma_ready(scales) and mxfp8_wgmma.tma_ready(scales.view(128, 4))
+    assert not mxfp8_wgmma.tma_ready(scales[16:504])  # 488 bytes: not whole 16-byte rows
+    assert not mxfp8_wgmma.tma_ready(scales[1:497])  # base past alignment
+    assert not mxfp8_wgmma.tma_ready(scales.view(128, 4)[:, :2])  # not contiguous
+
+
 @pytest.mark.gpu
 def test_wgmma_tile_sizes_checked_gpu():
     x = torch.randn(9, 256, device="cuda").to(torch.bfloat16)
@@ -117,25 +137,38 @@ def test_wgmma_tile_sizes_checked_gpu():
 
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
-def test_every_picked_tile_compiles_for_sm90_without_spills():
-    """One compile per distinct kernel (block_m, split_k, stages, K), E4M3 and BF16 activations."""
+def test_every_picked_kernel_compiles_for_sm90_without_spills():
+    """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth and
+    steps per program change the code; the split and K beyond that do not), E4M3 activations, and
+    BF16 ones at each block_m's longest range: no spills, shared memory within the limit. One
+    process compiles them all (``tools/sm90_resources.py``'s ``resources``)."""
+    configs = {}
+    for n, k in SHAPES:
+        for m in range(2, WGMMA_MAX_M + 1):
+            t = pick_wgmma_tile(m, n, k, 132)
+            configs.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k)), (t.split_k, k))
+    longest = {bm: max(key for key in configs if key[0] == bm) for bm, _, _ in configs}
+    runs = [(bm, st, sk, k, False) for (bm, st, _), (sk, k) in sorted(configs.items())]
+    runs += [(bm, st, *configs[(bm, st, steps)], True) for bm, st, steps in sorted(longest.values())]
+    script = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"for bm, st, sk, k, bf16 in {runs!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16)\n"
+        "    print(json.dumps([bm, st, sk, k, bf16, r]))\n"
+    )
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    kernels = {(t.block_m, t.split_k, t.num_stages, k) for n, k in SHAPES for m in range(2, WGMMA_MAX_M + 1)
-               if (t := pick_wgmma_tile(m, n, k, 132))}
-    # the same code for every K and split: one K per block_m and stage count suffices
-    kernels = {(bm, st): (sk, k) for bm, sk, st, k in sorted(kernels)}
-    for (block_m, stages), (split_k, k) in sorted(kernels.items()):
-        for a_bf16 in (False, True):
-            args = ["wgmma", str(block_m), "--split-k", str(split_k), "--num-stages", str(stages), "--k", str(k)]
-            out = subprocess.run([sys.executable, str(TOOL), *args, *(["--a-bf16"] if a_bf16 else [])],
-                                 capture_output=True, text=True, env=env)
-            assert out.returncode == 0, out.stderr[-2000:]
-            r = json.loads(out.stdout)
-            assert r["stack_bytes"] == 0, (args, a_bf16, r)
-            assert r["shared_bytes"] <= SM90_SHARED_BYTES, (args, a_bf16, r)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(results) == len(runs)
+    for *config, r in results:
+        assert r["stack_bytes"] == 0, (config, r)
+        assert r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
 
 
-# GPU: bytes on exact sums at every picked tile, the tl kernel elsewhere.
+# GPU: bytes on exact sums at the picked tiles, the tl kernel where TMA cannot read an operand.
 
 
 def _exact_inputs(m: int, n: int, k: int, seed: int, device="cuda"):
@@ -229,3 +262,28 @@ def test_operands_tma_cannot_read_fall_back_to_the_tl_kernel_gpu():
     assert not mxfp8_wgmma.tma_ready(shifted)
     got = seam.mxfp8_linear(shifted, w, quantize="in_gemm")
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    expanded = x[:1].expand(m, k)  # one row repeated (row stride 0): TMA cannot read it either
+    assert not mxfp8_wgmma.tma_ready(expanded)
+    got = seam.mxfp8_linear(expanded, w, quantize="in_gemm")
+    assert torch.equal(got.view(torch.int16), want[:1].expand(m, n).view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("split,k", [(None, 6144), (1, 768)], ids=["picked split-K", "direct store"])
+def test_deterministic_and_in_bounds_gpu(split, k):
+    """Random sums (not exact in fp32): two calls give the same bytes (the split-K combine sums in split
+    order, not arrival order), and the output, inside a poisoned buffer, is written nowhere else."""
+    m, n = 13, 200  # M below its 16-row padding, N below two 128-row tiles
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).cuda()
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(6)).cuda())
+    tile = pick_tile(m, n, k, x.device)
+    if split is not None:
+        tile = dataclasses.replace(tile, split_k=split)
+    assert tile.wgmma
+    pad = 4096
+    buf = torch.full((m * n + 2 * pad,), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = buf[pad:pad + m * n].view(m, n)
+    seam.mxfp8_linear(x, w, out=out, tile=tile)
+    again = seam.mxfp8_linear(x, w, tile=tile)
+    assert torch.equal(out.view(torch.int16), again.view(torch.int16))
+    assert not out.isnan().any() and buf[:pad].isnan().all() and buf[pad + m * n:].isnan().all()

@@ -7,7 +7,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..64), whose compile also
+``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..64; ``--block-k`` and
+``--num-warps`` do not apply, the ring depth must fit its shared memory), whose compile also
 checks that its register relabellings move no data (``convert_layout(assert_trivial=True)``).
 
 Arguments are specialized as a launch specializes them: pointers and integer sizes
@@ -118,6 +119,12 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
 
     from seam.kernels import mxfp8_wgmma
 
+    if block_m not in (8, 16, 32, 64):
+        raise ValueError(f"wgmma: block_m must be 8, 16, 32 or 64, got {block_m}")
+    most = mxfp8_wgmma.max_stages(block_m, k, split_k)
+    if not 1 <= num_stages <= most:
+        room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
+        raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
     x_dtype = gl.bfloat16 if a_bf16 else gl.uint8
     w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)

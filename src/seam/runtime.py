@@ -73,8 +73,9 @@ def normalize_device(device: torch.device | str) -> torch.device:
     return device
 
 
-def num_sms(device: torch.device) -> int:
+def num_sms(device: torch.device | str) -> int:
     """SM count of a CUDA device (132 on the H200); 1 under the interpreter (no waves to balance)."""
+    device = torch.device(device)
     if device.type != "cuda":
         return 1
     return torch.cuda.get_device_properties(device).multi_processor_count

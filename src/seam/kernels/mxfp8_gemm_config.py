@@ -28,7 +28,7 @@ class Tile:
     block_k: int
     num_warps: int
     num_stages: int  #: software-pipeline depth of the K loop (``tl.range`` stages; 1: none)
-    split_k: int = 1  #: programs per output tile along K (K must split into whole BLOCK_K steps)
+    split_k: int = 1  #: programs per output tile along K (tl: whole BLOCK_K steps each; Gluon: any split)
     #: per-thread register cap (Triton's ``maxnreg``); None: the compiler's choice. 128 lets two
     #: 8-warp programs share an SM (65536 registers); both pickers use it (:func:`pick_tile` on 64-row
     #: tiles split at most two ways, ``pick_qkv_tile``).
@@ -110,6 +110,8 @@ def wgmma_supported(device: torch.device) -> bool:
 
 #: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
 WGMMA_MAX_M = 64
+#: The Gluon kernel's ring depth: 2 measured best (runs 33-34); deeper rings cost resident programs.
+WGMMA_STAGES = 2
 
 
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
@@ -121,7 +123,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     K 6144, M 8: 8.5 us at split 12 / 2 stages against 10.6 at split 6 / 8 stages; N 6144,
     K 2048: 7.8 against 10.7); and the K split fills two waves of programs up to 32 tokens, one
     at 64, where each program's resident activations grow (M 64, N 2560: split 6 18.7 us,
-    split 12 26.4); where those do not fit beside a stage, the split grows until they do.
+    split 12 26.4); where those do not fit beside the ring, the split grows until they do
+    (a shape with no such split, e.g. a very wide K at 64 tokens, stays on the tl kernel).
+    Only the four MiniMax-M3.1 TP4 layer shapes of ``seam bench gemm`` were timed.
     """
     if not 2 <= m <= WGMMA_MAX_M or k % 128:
         return None
@@ -129,12 +133,15 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     tiles, steps = -(-n // 128), k // 128
     waves = 2 if block_m <= 32 else 1
     split = min(steps, max(1, waves * (sms // tiles)))
-    while mxfp8_wgmma.max_stages(block_m, k, split) < 1 and split < steps:
-        split += 1  # shorter K ranges until the resident activations leave room for a stage
-    stages = min(2, mxfp8_wgmma.max_stages(block_m, k, split))
-    if stages < 1:
+
+    def ring(split: int) -> int:  # no deeper than a program's steps
+        return min(WGMMA_STAGES, mxfp8_wgmma.max_steps(k, split))
+
+    while mxfp8_wgmma.max_stages(block_m, k, split) < ring(split) and split < steps:
+        split += 1  # shorter K ranges until the resident activations leave room for the ring
+    if mxfp8_wgmma.max_stages(block_m, k, split) < ring(split):
         return None
-    return Tile(block_m, 128, 128, 8, stages, split, wgmma=True)
+    return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, wgmma: bool = True) -> Tile:

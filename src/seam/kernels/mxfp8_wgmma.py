@@ -10,11 +10,13 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 * **TMA ring, issued first.** Each program owns BN = 128 weight rows and a contiguous
   range of 128-wide K steps (split-K). It issues the TMA copies of its first ``STAGES``
   steps (the E4M3 tile and the tile's 512 swizzled scale bytes, one mbarrier per stage)
-  before anything else, before the PDL wait too: the weights do not depend on the
-  previous kernel, so in a PDL chain they stream while it finishes. A ring as deep as
-  the program's steps issues its whole share of the weights at once.
-* **Activations resident in shared memory.** After the PDL wait (and the PDL trigger: the
-  next kernel may start streaming its own weights), the program copies its K range of A
+  before anything else, before the PDL wait too: the weights (and their scales) must not
+  be written by a PDL predecessor. In a PDL chain they can then stream while the previous
+  kernel finishes (not yet seen in the measurements: BENCHMARKS.md runs 32 and 36).
+* **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
+  before it: the next kernel may start, and stream its own weights, while this one and even
+  its predecessor still run; every seam PDL kernel writes, and reads what others produce,
+  only after its own wait), the program copies its K range of A
   (``MP`` rows; E4M3 + scales, or BF16 quantized here by the MXFP8 rule: in-GEMM
   quantization) with TMA, every step at once, and dequantizes it to BF16 in place, as
   ``wgmma``'s B operand for the whole loop.
@@ -33,8 +35,8 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   the epilogue stores along N, contiguous in the output.
 
 Measured on the H200 (``BENCHMARKS.md`` session 8): 0.60-0.99x the tl kernel's time at
-M 8..64, but still 2-4x the weight-stream floor: about 2 us of fixed costs (launch, prologue,
-split-K combine) and the conversion's per-step latency stay exposed (run 33).
+M 8..64, but still 1.9-6.2x the weight-stream floor: about 2 us of fixed costs (launch,
+prologue, split-K combine) and the conversion's per-step latency stay exposed (run 33).
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
 fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
@@ -43,6 +45,8 @@ sm_90 anywhere but run only on a Hopper GPU: the tl kernel is the path under the
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -142,6 +146,10 @@ def _stage_activations(
     once. The raw tiles land in ``x_smem`` itself: BF16 rows in place, E4M3 rows (half the size) in
     its second half, where step j's BF16 output, written after its raw bytes are read, overwrites
     raw steps 2j - MAX_STEPS and 2j - MAX_STEPS + 1 only, both <= j and so already consumed.
+    Across warps, the barrier that orders the raw loads before the stores (a fast warp must not
+    overwrite bytes a slow one still reads) is the one Triton's shared-memory analysis inserts
+    between a load and a store of one buffer (seen in the sm_90 PTX of both paths): keep them on
+    one buffer, in one partition, if this code is ever restructured.
     """
     x_raw = x_smem._reinterpret(gl.uint8, [2 * MAX_STEPS, MP, BLOCK_K], x_desc.layout)
     for j in gl.static_range(MAX_STEPS):
@@ -303,20 +311,30 @@ def mxfp8_linear_wgmma_kernel(
             gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
 
 
+@functools.cache
+def _tile_layout(rows: int, bf16: bool) -> gl.NVMMASharedLayout:
+    """Shared layout of a [rows, BLOCK_K] TMA tile (built once: an eager call builds four descriptors)."""
+    return gl.NVMMASharedLayout.get_default_for([rows, BLOCK_K.value], gl.bfloat16 if bf16 else gl.uint8)
+
+
+#: Swizzled UE8M0 scales as rows of 16 bytes, copied one 128-row x 4-block chunk ([32, 16]) at a time.
+_SCALE_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+
+
 def _scale_descriptor(scales: torch.Tensor) -> TensorDescriptor:
-    """Swizzled UE8M0 scales as rows of 16 bytes, copied one 128-row x 4-block chunk ([32, 16]) at a time."""
-    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-    return TensorDescriptor.from_tensor(scales.view(torch.uint8).reshape(-1, 16), [32, 16], layout)
+    return TensorDescriptor.from_tensor(scales.view(torch.uint8).reshape(-1, 16), [32, 16], _SCALE_LAYOUT)
 
 
 def tma_ready(t: torch.Tensor) -> bool:
-    """Whether TMA can read the 2-D tensor ``t`` (or the flat scale buffer) as is: 16-byte aligned base
-    and row stride, unit column stride."""
+    """Whether TMA can read ``t`` as is: a 16-byte aligned base and, for a 2-D activation or weight,
+    rows of unit column stride that neither repeat nor overlap, 16-byte aligned; for a swizzled
+    scale buffer (any shape), contiguous bytes in whole 16-byte rows."""
     if t.data_ptr() % 16:
         return False
-    if t.dim() == 1:
-        return t.stride(0) == 1 and t.numel() % 16 == 0
-    return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0
+    if t.dtype == torch.uint8:  # UE8M0 scales: read as rows of 16 bytes
+        return t.is_contiguous() and t.numel() % 16 == 0
+    return (t.dim() == 2 and t.stride(1) == 1 and t.stride(0) >= t.shape[1]
+            and (t.stride(0) * t.element_size()) % 16 == 0)
 
 
 def launch_mxfp8_linear_wgmma(
@@ -330,17 +348,14 @@ def launch_mxfp8_linear_wgmma(
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value
-    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk],
-                                          gl.NVMMASharedLayout.get_default_for([BLOCK_N.value, bk], gl.uint8))
+    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], _tile_layout(BLOCK_N.value, False))
     s_desc = _scale_descriptor(ws)
     a_bf16 = xs is None
     if a_bf16:
-        x_desc = TensorDescriptor.from_tensor(xq, [block_m, bk],
-                                              gl.NVMMASharedLayout.get_default_for([block_m, bk], gl.bfloat16))
+        x_desc = TensorDescriptor.from_tensor(xq, [block_m, bk], _tile_layout(block_m, True))
         xs_desc = s_desc  # unused
     else:
-        x_desc = TensorDescriptor.from_tensor(xq.view(torch.uint8), [block_m, bk],
-                                              gl.NVMMASharedLayout.get_default_for([block_m, bk], gl.uint8))
+        x_desc = TensorDescriptor.from_tensor(xq.view(torch.uint8), [block_m, bk], _tile_layout(block_m, False))
         xs_desc = _scale_descriptor(xs)
     grid = (triton.cdiv(n, BLOCK_N.value) * split_k,)
     mxfp8_linear_wgmma_kernel[grid](

@@ -182,8 +182,10 @@ def mxfp8_linear(
             swizzled scales, used as is. Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
-        tile: launch tile override (tests); default picks BLOCK_M (1, the GEMV, for one
-            token; 16 to 128 otherwise), the K split by wave count on the SM count and,
+        tile: launch tile override (tests); default (``mxfp8_gemm_config.pick_tile``): on a
+            Hopper GPU at 2 <= M <= 64 (K a multiple of 128) the Gluon kernel's tile (M
+            padded to 8..64, the K split and a 2-stage ring); otherwise BLOCK_M (1, the GEMV,
+            for one token; 16 to 128 otherwise), the K split by wave count on the SM count and,
             for 64-row tiles split at most two ways, a register cap (split-K launches
             share a per-device workspace: keep them on one stream, and make a first call
             before graph capture). ``block_m`` must be 1 or a power of two >= 16; a
@@ -207,7 +209,7 @@ def mxfp8_linear(
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
-            out not BF16, tile (or its max_registers or f16_operands) of the wrong type,
+            out not BF16, tile (or its max_registers, f16_operands or wgmma) of the wrong type,
             quantize not a str.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
