@@ -49,3 +49,14 @@ def test_rejects_other_group_types(device):
     x, r, w = _inputs(device)
     with pytest.raises(TypeError, match=r"LamportAllReduce, got SimulatedGroup \(wrap it once"):
         allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, seam.SimulatedGroup(1, device))
+
+
+def test_one_public_entry_for_every_path():
+    """The dispatch is seam's only all-reduce + Gemma norm + MXFP8 function (issue 20): the
+    Lamport-object function one underscore away is gone from the package root (the dispatch takes
+    that object: the test above, and test_lamport's one-call and gloo fallback tests), and every
+    exported name resolves."""
+    assert "all_reduce_gemma_rms_norm_mxfp8" not in seam.__all__
+    assert not hasattr(seam, "all_reduce_gemma_rms_norm_mxfp8")
+    assert [name for name in seam.__all__ if not hasattr(seam, name)] == []
+    assert seam.allreduce_gemma_rms_norm_mxfp8 is allreduce_gemma_rms_norm_mxfp8

@@ -172,7 +172,7 @@ def test_one_call_api_single_rank():
     assert bytes_equal(seam.all_reduce(x, comm), all_reduce_ref([x]))
     normed, residual_out = seam.all_reduce_rms_norm(x, residual, weight, EPS, comm, gemma=True)
     assert bytes_equal(residual_out, rms_norm_ref(lamport_sum_ref([x]), residual, weight, EPS, gemma=True)[1])
-    qa, residual_out, normed = seam.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, also_bf16=True)
+    qa, residual_out, normed = seam.allreduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, also_bf16=True)
     check_mxfp8([(qa, residual_out, normed)], [x], residual, weight)
     assert_armed(comm)
 
@@ -618,7 +618,7 @@ def _gloo_worker(rank, world, path, capacities, results):
         results[rank + world] = (comm.fused, bool(torch.equal(y, want)))
         # Fallback epilogues: the BF16 NCCL/gloo sum, then seam's fused norm kernels.
         residual, weight = _rand(3, 128, seed=50), _rand(128, seed=51)
-        qa, residual_out, normed = s.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, also_bf16=True)
+        qa, residual_out, normed = s.allreduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, also_bf16=True)
         values, scales, normed_want, residual_want = s.gemma_fused_add_rms_norm_mxfp8(
             want, residual, weight, EPS, also_bf16=True
         )

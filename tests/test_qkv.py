@@ -30,6 +30,7 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
     small_tile,
 )
+from seam.ops import qkv as qkv_ops
 from seam.ops.qkv import qkv_epilogue, qkv_unfused
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
@@ -389,6 +390,27 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
     ]:
         with pytest.raises(exc, match=msg):
             seam.qkv_warmup(**{"nkv": 1, "device": device, "hidden_size": 128, **kw})
+
+
+@pytest.mark.skipif(not runtime.INTERPRET, reason="natively the warm-up must compile every tile")
+def test_warmup_under_the_interpreter_runs_no_dummy_problem(monkeypatch):
+    """Nothing compiles under the interpreter: qkv_warmup at model shapes launches nothing (it took
+    minutes on CPU), still returns every tile the picker chooses and allocates the workspace."""
+    launches = []
+    monkeypatch.setattr(qkv_ops, "qkv_index_fused_epilogue", lambda *args, **kw: launches.append(kw["tile"]))
+    monkeypatch.setattr(mxfp8_gemm, "_SCRATCH", {})
+    tiles = seam.qkv_warmup(4, hidden_size=6144, max_tokens=8192)
+    assert launches == []
+    assert set(tiles) == {pick_qkv_tile(m, 9856, 6144, torch.device("cpu")) for m in range(1, 8193)}
+    assert runtime.normalize_device("cpu") in mxfp8_gemm._SCRATCH
+    with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 128"):
+        seam.qkv_warmup(4, hidden_size=6100)
+
+
+def test_warmup_dummy_problem_runs_each_tile(device):
+    # the launches qkv_warmup makes where kernels compile (skipped under the interpreter) also run here
+    tiles = [GEMV_TILE, small_tile(16)]
+    qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=False, has_qfp8=True, block_size=4)
 
 
 @pytest.mark.parametrize("nkv, max_tokens, ms", [(4, 1, (1,)), (1, 20, (1, 20))])

@@ -551,45 +551,6 @@ def all_reduce_rms_norm(
     return comm.all_reduce_rms_norm(x, residual, weight, eps, gemma=gemma)
 
 
-def all_reduce_gemma_rms_norm_mxfp8(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float,
-    comm: LamportAllReduce,
-    *,
-    also_bf16: bool = False,
-):
-    """All-reduce + residual add + Gemma RMSNorm + MXFP8 (consumer A without the MoE finalize).
-
-    ``residual_out = bf16(sum_p f32(x_p) + f32(residual))``;
-    ``normed = bf16(f32(residual_out) * rsqrt(mean(f32(residual_out)^2) + eps) * (1 + f32(weight)))``;
-    ``(values, scales) = mxfp8_quantize(normed)`` (128x4 swizzled, padding rows zero).
-
-    Args:
-        x: BF16 [M, hidden] this rank's contribution, 1 <= M <= capacity, contiguous,
-            16-byte aligned. Read only.
-        residual: BF16 [M, hidden], contiguous, 16-byte aligned. Read only.
-        weight: BF16 [hidden] Gemma RMSNorm weight.
-        eps: finite float >= 0.
-        comm: the group's :class:`LamportAllReduce`.
-        also_bf16: also return the BF16 normed rows.
-
-    Returns:
-        ``(QuantizedActivation, residual_out)`` or ``(QuantizedActivation, residual_out, normed)``.
-
-    Raises:
-        TypeError / ValueError: bad inputs (before any launch); ValueError also in debug mode
-            when the ranks' M differ (on every rank, before any collective).
-        RuntimeError: debug mode and a peer never published.
-
-    Spec: ``docs/spec/lamport.md`` (Consumer A without the MoE finalize).
-    """
-    if not isinstance(comm, LamportAllReduce):
-        raise TypeError(f"comm must be a LamportAllReduce, got {type(comm).__name__}")
-    return comm.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)
-
-
 class FinalizeAllReduceGemmaRMSNormMxfp8:
     """MoE top-k finalize + TP all-reduce + residual add + Gemma RMSNorm + MXFP8, two launches.
 

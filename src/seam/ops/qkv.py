@@ -477,9 +477,11 @@ def qkv_warmup(
     Each runs once on a one-token dummy problem (slots -1, so no cache byte changes).
     M and block_size are not specialized on, so a serving step with the same (nkv,
     hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
-    compile-time constant of the kernel). Also allocates the per-device workspace (split-K
-    partials, staged NVFP4 rows) that the fused kernel and :func:`qkv_epilogue` need at any
-    M <= max_tokens, so call it before capturing CUDA graphs.
+    compile-time constant of the kernel). Under the Triton interpreter (CPU) nothing
+    compiles, so no dummy problem runs: the arguments are still checked and the tiles
+    returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
+    that the fused kernel and :func:`qkv_epilogue` need at any M <= max_tokens, so call it
+    before capturing CUDA graphs.
 
     Raises:
         TypeError: nkv, hidden_size, max_tokens or block_size not an int.
@@ -508,7 +510,21 @@ def qkv_warmup(
         m, t = mt
         return -(-m // t.block_m) * t.split_k * t.block_m if needs_workspace(t) else 0
 
-    m = 1
+    if not runtime.INTERPRET:
+        _run_once_each(tiles, nkv, k, device, has_q, has_qfp8, block_size)
+    # the largest workspace any M needs (fused, or the separate epilogue), allocated now
+    # rather than during a capture
+    m_ws, t = max(((m, t) for m in picks for t in (picks[m], epilogue_tile(m))), key=workspace)
+    if workspace((m_ws, t)):
+        split_k_scratch(device, -(-m_ws // t.block_m) * (n // HEAD_DIM), t)
+    return tiles
+
+
+def _run_once_each(
+    tiles: list[Tile], nkv: int, k: int, device: torch.device, has_q: bool, has_qfp8: bool, block_size: int
+) -> None:
+    """Run the fused kernel once per tile on a one-token dummy problem (slots -1): compiles each."""
+    m, n = 1, (19 * nkv + 1) * HEAD_DIM
     xq = torch.zeros((m, k), dtype=torch.float8_e4m3fn, device=device)
     xsf = torch.zeros(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=device)
     wq = torch.zeros((n, k), dtype=torch.float8_e4m3fn, device=device)
@@ -526,9 +542,3 @@ def qkv_warmup(
     cs = torch.zeros((1, 64), dtype=torch.bfloat16, device=device)
     for tile in tiles:
         qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args)
-    # the largest workspace any M needs (fused, or the separate epilogue), allocated now
-    # rather than during a capture
-    m_ws, t = max(((m, t) for m in picks for t in (picks[m], epilogue_tile(m))), key=workspace)
-    if workspace((m_ws, t)):
-        split_k_scratch(device, -(-m_ws // t.block_m) * (n // HEAD_DIM), t)
-    return tiles
