@@ -24,6 +24,7 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
     small_tile,
 )
+from mxfp8_rows import edge_and_random_rows  # tests/mxfp8_rows.py
 
 
 def _check_close(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> None:
@@ -150,20 +151,6 @@ def _f16_same_bytes(act, weight, tile: Tile) -> torch.Tensor:
     return got
 
 
-def _edge_and_random_rows(m, k, seed):
-    """BF16 [m, k]: edge rows first (zeros, tiny, dominating element, inf/NaN, huge, -0.0), then random rows."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(m, k, generator=g) * torch.logspace(-3, 3, m)[:, None]
-    x[0] = 0.0
-    x[1] = 1e-38  # scale byte 0
-    x[2, 0], x[2, 1:] = 1000.0, 1e-6  # blocks 30 binades apart: past F16's window
-    x[3, 3], x[3, 40] = float("inf"), float("-inf")
-    x[4, ::3] = float("nan")
-    x[5] = torch.randn(k, generator=g) * 3e4
-    x[6] = -0.0
-    return x.to(torch.bfloat16)
-
-
 @pytest.mark.parametrize("tile", [
     Tile(16, 128, 64, 8, 3, f16_operands=True), Tile(32, 128, 32, 8, 4, split_k=2, f16_operands=True),
     Tile(64, 128, 64, 8, 3, f16_operands=True, max_registers=128),
@@ -171,7 +158,7 @@ def _edge_and_random_rows(m, k, seed):
 def test_f16_operands_same_bytes_as_bf16_operands(tile, device):
     # tiles whose scales fit F16's window take the F16 loop, the others (the edge rows of the
     # first tile, a weight row with blocks far apart) the BF16 loop: the bytes equal BF16 operands'
-    x = _edge_and_random_rows(70, 256, seed=71).to(device)
+    x = edge_and_random_rows(70, 256, seed=71).to(device)
     g = torch.Generator().manual_seed(72)
     w = torch.randn(200, 256, generator=g) * 0.05
     w[150, :32] *= 2.0**40  # this weight row's tile falls back too

@@ -27,6 +27,7 @@ import seam
 from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
 from seam.ops.linear import check_tile
+from mxfp8_rows import edge_and_random_rows  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"
@@ -218,24 +219,11 @@ def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
-def _edge_and_random_rows(m: int, k: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(m, k, generator=g) * torch.logspace(-3, 3, m)[:, None]
-    x[0] = 0.0
-    x[1] = 1e-38  # scale byte 0
-    x[2, 0], x[2, 1:] = 1000.0, 1e-6  # one dominating element
-    x[3, 3], x[3, 40] = float("inf"), float("-inf")
-    x[4, ::3] = float("nan")
-    x[5] = torch.randn(k, generator=g) * 3e4
-    x[6] = -0.0
-    return x.to(torch.bfloat16)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [8, 33, 64])
 def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
     n, k = 2560, 6144
-    x = _edge_and_random_rows(m, k, seed=m).cuda()
+    x = edge_and_random_rows(m, k, seed=m).cuda()
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(m)) * 0.05).cuda())
     tile = pick_tile(m, n, k, x.device)
     got, in_gemm = _both_paths(x, w, tile)

@@ -20,28 +20,17 @@ the GEMM adds to the norm alone.
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 from rich.table import Table
 
 import seam
-from seam.bench.timing import graph_time_us
+from seam.bench.linear import SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
+from seam.bench.timing import graph_time_us, rotating
 from seam.kernels.mxfp8_gemm_config import pick_tile
 
-#: (layer, N, K) per rank: MiniMax-M3.1 at TP 4 (hidden 6144; gate_up, down, o_proj, fused QKV+indexer).
-SHAPES = (("gate_up", 1536, 6144), ("down", 6144, 768), ("o_proj", 6144, 2048), ("qkv", 2560, 6144))
 MS = (1, 8, 16, 32, 64)
-L2_BYTES = 60 * 2**20
 COPY_BYTES_PER_US = 4.23e6  # the H200's measured copy bandwidth (docs/platform.md)
 LAUNCH_US = 0.54
-
-
-def _rotating(make, nbytes: int):
-    """A callable cycling over enough copies (made by ``make``) that together exceed 2x L2."""
-    copies = [make() for _ in range(max(2, -(-2 * L2_BYTES // nbytes)))]
-    it = itertools.cycle(copies)
-    return lambda: next(it)
 
 
 def _tile_name(t) -> str:
@@ -53,9 +42,9 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     w_bf16 = (torch.randn(n, k, generator=g) * k**-0.5).to(torch.bfloat16).to(dev)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
     weight_bytes = n * k + weight.scales.numel()
-    mx = _rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
-    f8 = _rotating(lambda: weight.values.clone(), n * k)
-    bf = _rotating(lambda: w_bf16.clone(), 2 * n * k)
+    mx = rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
+    f8 = rotating(lambda: weight.values.clone(), n * k)
+    bf = rotating(lambda: w_bf16.clone(), 2 * n * k)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(dev)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
@@ -78,7 +67,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
 def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
     _, n, hidden = SHAPES[-1]
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, hidden, generator=g) * hidden**-0.5).to(dev))
-    mx = _rotating(lambda: seam.MXFP8Weight(w.values.clone(), w.scales.clone()), n * hidden)
+    mx = rotating(lambda: seam.MXFP8Weight(w.values.clone(), w.scales.clone()), n * hidden)
     norm_w = torch.randn(hidden, generator=g).to(torch.bfloat16).to(dev)
     rows = []
     for m in ms:

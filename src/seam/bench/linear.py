@@ -18,26 +18,16 @@ against the device copy bandwidth.
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 from rich.table import Table
 
 import seam
-from seam.bench.timing import copy_bandwidth_gbs, graph_time_us
+from seam.bench.timing import copy_bandwidth_gbs, graph_time_us, rotating
 from seam.kernels.mxfp8_gemm_config import pick_tile
 
 #: (layer, N, K) per rank of the MiniMax-M3.1 layer at TP 4 (hidden 6144).
 SHAPES = (("gate_up", 1536, 6144), ("down", 6144, 768), ("o_proj", 6144, 2048), ("qkv", 2560, 6144))
 MS = (1, 2, 4, 8, 16, 32, 64, 128)
-L2_BYTES = 60 * 2**20
-
-
-def _rotating(make, nbytes: int):
-    """A callable cycling over enough copies (made by ``make``) that together exceed 2x L2."""
-    copies = [make() for _ in range(max(2, -(-2 * L2_BYTES // nbytes)))]
-    it = itertools.cycle(copies)
-    return lambda: next(it)
 
 
 def _bench_shape(n: int, k: int, m: int, dev: torch.device, g: torch.Generator) -> dict:
@@ -45,7 +35,7 @@ def _bench_shape(n: int, k: int, m: int, dev: torch.device, g: torch.Generator) 
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(dev)
     weight_bytes = n * k + weight.scales.numel()
-    mx = _rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
+    mx = rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
     out_sep = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     out_in = torch.empty_like(out_sep)
     tile = pick_tile(m, n, k, dev)

@@ -16,14 +16,13 @@ dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import torch
 from rich.table import Table
 
 import seam
-from seam.bench.timing import copy_bandwidth_gbs, graph_time_us
+from seam.bench.timing import copy_bandwidth_gbs, graph_time_us, rotating
 from seam.formats import nvfp4
 from seam.ops.qkv import qkv_epilogue
 
@@ -33,14 +32,6 @@ MS = (1, 8, 64, 256, 2048)
 BLOCK_SIZE = 64
 EPS = 1e-6
 BF16_PEAK_TFLOPS = 790.0
-L2_BYTES = 60 * 2**20
-
-
-def _rotating(make, nbytes: int):
-    """A callable cycling over enough copies (made by ``make``) that together exceed 2x L2."""
-    copies = [make() for _ in range(max(2, -(-2 * L2_BYTES // nbytes)))]
-    it = itertools.cycle(copies)
-    return lambda: next(it)
 
 
 def _fp8_tensorwise(w: torch.Tensor):
@@ -72,8 +63,8 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
     )
     qkv = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     weight_bytes = n * K + weight.scales.numel()
-    mx = _rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
-    bf = _rotating(lambda: w_bf16.clone(), 2 * n * K)
+    mx = rotating(lambda: seam.MXFP8Weight(weight.values.clone(), weight.scales.clone()), weight_bytes)
+    bf = rotating(lambda: w_bf16.clone(), 2 * n * K)
     act = seam.QuantizedActivation(xq, xsf, torch.bfloat16, (m, K))
 
     def fused():
@@ -92,7 +83,7 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
     try:
         w8, sw = _fp8_tensorwise(w_bf16)
         x8, sx = _fp8_tensorwise(x)
-        f8 = _rotating(lambda: w8.clone(), n * K)
+        f8 = rotating(lambda: w8.clone(), n * K)
 
         def fp8_epi():
             torch._scaled_mm(x8, f8().t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16, out=qkv)

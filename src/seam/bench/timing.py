@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable
 
 import torch
+
+
+#: The H200's L2 (60 MiB): weights rotated over copies past twice this stream from HBM on every call.
+L2_BYTES = 60 * 2**20
+
+
+def rotating(make: Callable[[], object], nbytes: int) -> Callable[[], object]:
+    """A callable cycling over enough copies (made by ``make``, ``nbytes`` each) that together exceed 2x L2."""
+    copies = [make() for _ in range(max(2, -(-2 * L2_BYTES // nbytes)))]
+    it = itertools.cycle(copies)
+    return lambda: next(it)
 
 
 def graph_time_us(fn: Callable[[], object], *, iters: int = 200, reps: int = 20) -> float:

@@ -134,6 +134,13 @@ def k_permute(t, R: gl.constexpr):
 
 
 @gluon.jit
+def _chunk_rows(s, SR: gl.constexpr, SG: gl.constexpr):
+    """Scale bytes of a 128x4 swizzle chunk as TMA lands them, [SR, 4 * SG] at (r % 32, (r // 32) * 4 + c),
+    as [r, c] for its first SR * SG rows (SR = 32 unless fewer rows are used)."""
+    return gl.reshape(gl.permute(gl.reshape(s, [SR, SG, 4]), (1, 0, 2)), [SR * SG, 4])
+
+
+@gluon.jit
 def _stage_activations(
     x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps,
     MP: gl.constexpr, MAX_STEPS: gl.constexpr, A_BF16: gl.constexpr, num_warps: gl.constexpr,
@@ -175,9 +182,7 @@ def _stage_activations(
                 q, s = mxfp8_quantize_blocks(gl.reshape(x, [MP, 4, 32]))
             else:
                 q = gl.reshape(x_raw.index(MAX_STEPS + j).load(L2), [MP, 4, 32])
-                # chunk bytes (r % 32, (r // 32) * 4 + c) -> [r, c] for the MP rows
-                s = xs_smem.index(j).slice(0, SR, dim=0).slice(0, 4 * SG, dim=1).load(LS)
-                s = gl.reshape(gl.permute(gl.reshape(s, [SR, SG, 4]), (1, 0, 2)), [MP, 4])
+                s = _chunk_rows(xs_smem.index(j).slice(0, SR, dim=0).slice(0, 4 * SG, dim=1).load(LS), SR, SG)
             s = gl.convert_layout(s, gl.SliceLayout(2, q.type.layout))
             deq = to_bf16_rne(e4m3_to_f32(q) * ue8m0_to_f32(s)[:, :, None])
             x_smem.index(j).store(k_permute(gl.reshape(deq, [MP, BLOCK_K]), MP))
@@ -207,9 +212,7 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
         fence_async_shared()
         _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
     w3 = gl.reshape(e4m3_to_f32(w), [BLOCK_N, 4, 32])
-    # chunk bytes (r % 32, (r // 32) * 4 + c) -> [r, c]
-    sc = gl.reshape(gl.permute(gl.reshape(sc, [32, 4, 4]), (1, 0, 2)), [BLOCK_N, 4])
-    sc = gl.convert_layout(sc, gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
+    sc = gl.convert_layout(_chunk_rows(sc, 32, 4), gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
     w_deq = to_bf16_rne(w3 * ue8m0_to_f32(sc)[:, :, None])
     return gl.convert_layout(k_permute(gl.reshape(w_deq, [BLOCK_N, BLOCK_K]), BLOCK_N), a_layout, assert_trivial=True)
 
