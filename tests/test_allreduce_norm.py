@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import seam
+from seam.compare import bytes_equal
 from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
 from seam.ref.lamport import lamport_sum_ref
-from seam.verify.core import bytes_equal
 
 H = 256
 

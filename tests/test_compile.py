@@ -3,7 +3,7 @@
 import torch
 
 import seam
-from seam.verify.core import bytes_equal
+from seam.compare import bytes_equal
 
 
 def setup_function():

@@ -1,9 +1,9 @@
-"""The decode-step harness at reduced shapes: both chains run and agree within the stated bounds."""
+"""The decode-step harness (``seam.bench.step``) at reduced shapes: both chains run and agree within the stated bounds."""
 
 import pytest
 import torch
 
-from seam.decode_step import (
+from seam.bench.step import (
     MhcBoundary,
     MhcShape,
     MiniMaxBoundary,

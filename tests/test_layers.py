@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import seam
+from seam.compare import bytes_equal
 import seam.layers
 from seam.layers import MXFP8Linear
-from seam.verify.core import bytes_equal
 
 
 @pytest.fixture

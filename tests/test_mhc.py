@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 
 import seam
 from seam import runtime
+from seam.compare import bytes_equal, ulp_summary
 from seam.formats.mxfp8 import mxfp8_quantize_ref
 from seam.kernels import mhc as mhc_kernels
+from seam.kernels import workspace
 from seam.ops.mhc import launch_checked
 from seam.ref import mhc as ref
-from seam.verify.core import bytes_equal, ulp_summary
 
 EPS = 1e-6
 
@@ -106,7 +107,7 @@ def force_split(monkeypatch, min_cols):
 
 
 def split_counters(device):
-    return mhc_kernels._SCRATCH[seam.runtime.normalize_device(device)][1]
+    return workspace._BUFFERS[("mhc", seam.runtime.normalize_device(device))][1]
 
 
 @pytest.mark.parametrize("hc", [1, 2, 4, 8])
@@ -158,7 +159,7 @@ def test_split_scratch_grows_and_keeps_outgrown(device):
     assert mhc_kernels.split_scratch(device, 1, 2)[0] is ws
     big = mhc_kernels.split_scratch(device, counters.numel() + 1, 2)
     assert big[1].numel() > counters.numel() and not big[1].any()
-    assert any(t is counters for t in mhc_kernels._RETIRED)
+    assert any(t is counters for t in workspace._RETIRED)
 
 
 def test_post_with_trailing_unit_dim(device):
@@ -330,7 +331,7 @@ def test_gpu_torch_compile(device):
 def test_gpu_split_scratch_not_allocated_during_capture(device, monkeypatch):
     """A first call inside a CUDA-graph capture raises (its zero-filled counters would only exist
     at replay); after one eager call, captured calls replay to the eager result."""
-    monkeypatch.setattr(mhc_kernels, "_SCRATCH", {})
+    monkeypatch.setattr(workspace, "_BUFFERS", {})
     args = (*make_inputs(1, 4, 5120, device), EPS)
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match="before CUDA-graph capture"):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seam
+from seam.compare import bytes_equal
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzled_offsets, ue8m0_to_float
-from seam.verify.core import bytes_equal
 
 LAYOUTS = ["swizzled", "row_major"]
 

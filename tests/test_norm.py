@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seam
+from seam.compare import bytes_equal, ulp_summary
 from seam.ref import norm as ref
-from seam.verify.core import bytes_equal, ulp_summary
 
 EPS = 1e-6
 LAYOUTS = ["swizzled", "row_major"]

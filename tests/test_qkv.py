@@ -19,8 +19,9 @@ import torch
 
 import seam
 from seam import runtime
+from seam.bench.qkv import qkv_unfused
 from seam.formats import nvfp4
-from seam.kernels import mxfp8_gemm
+from seam.kernels import workspace
 from seam.kernels.mxfp8_gemm_config import (
     GEMV_TILE,
     LARGE_TILE,
@@ -31,7 +32,7 @@ from seam.kernels.mxfp8_gemm_config import (
     small_tile,
 )
 from seam.ops import qkv as qkv_ops
-from seam.ops.qkv import qkv_epilogue, qkv_unfused
+from seam.ops.qkv import qkv_epilogue
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 
@@ -398,11 +399,11 @@ def test_warmup_under_the_interpreter_runs_no_dummy_problem(monkeypatch):
     minutes on CPU), still returns every tile the picker chooses and allocates the workspace."""
     launches = []
     monkeypatch.setattr(qkv_ops, "qkv_index_fused_epilogue", lambda *args, **kw: launches.append(kw["tile"]))
-    monkeypatch.setattr(mxfp8_gemm, "_SCRATCH", {})
+    monkeypatch.setattr(workspace, "_BUFFERS", {})
     tiles = seam.qkv_warmup(4, hidden_size=6144, max_tokens=8192)
     assert launches == []
     assert set(tiles) == {pick_qkv_tile(m, 9856, 6144, torch.device("cpu")) for m in range(1, 8193)}
-    assert runtime.normalize_device("cpu") in mxfp8_gemm._SCRATCH
+    assert ("mxfp8_gemm", runtime.normalize_device("cpu")) in workspace._BUFFERS
     with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 128"):
         seam.qkv_warmup(4, hidden_size=6100)
 
@@ -418,17 +419,17 @@ def test_warmup_allocates_every_workspace_later_calls_need(nkv, max_tokens, ms, 
     """After qkv_warmup(max_tokens), neither the fused kernel nor the separate epilogue grows the
     workspace at any M <= max_tokens (growing it during a CUDA-graph capture raises). At one
     token the separate epilogue (a 16-row tile) needs more than the fused one-token kernel."""
-    monkeypatch.setattr(mxfp8_gemm, "_SCRATCH", {})
+    monkeypatch.setattr(workspace, "_BUFFERS", {})
     seam.qkv_warmup(nkv, device=str(device), hidden_size=128, max_tokens=max_tokens, block_size=4)
-    key = runtime.normalize_device(device)
-    ws = mxfp8_gemm._SCRATCH[key][0]
+    key = ("mxfp8_gemm", runtime.normalize_device(device))
+    ws = workspace._BUFFERS[key][0]
     for m in ms:
         p = make_problem(nkv=nkv, m=m, k=128, block_size=4, seed=m, device=device)
         xq, xsf = seam.mxfp8_quantize(p.x)
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **p.outputs())
         acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
         qkv_epilogue(acc, *p.args(), **p.kw(), **p.outputs())
-        assert mxfp8_gemm._SCRATCH[key][0] is ws, m
+        assert workspace._BUFFERS[key][0] is ws, m
 
 
 def _bad_cases(p: Problem, xq, xsf):
@@ -658,7 +659,7 @@ def test_gpu_workspace_not_allocated_during_capture(m, monkeypatch):
     """The kernel's workspace (split-K partials, multi-row NVFP4 staging) is not allocated
     inside a CUDA-graph capture (its zero-filled counters would only exist at replay): that
     raises; after one eager call a captured call replays to the eager bytes."""
-    monkeypatch.setattr(mxfp8_gemm, "_SCRATCH", {})
+    monkeypatch.setattr(workspace, "_BUFFERS", {})
     p = make_problem(nkv=1, m=m, k=1024, block_size=16, seed=90 + m, device="cuda")
     xq, xsf = seam.mxfp8_quantize(p.x)
     call = (xq, xsf, p.weight.values, p.weight.scales, *p.args())

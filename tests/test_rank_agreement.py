@@ -18,9 +18,9 @@ import torch
 from seam import runtime
 from seam.comm import DistGroup, SimulatedGroup
 from seam.comm.mailbox import LamportMailbox, LamportRankState, m_row, ms_from_row, peer_offsets
+from seam.compare import bytes_equal
 from seam.kernels.lamport import GENERATIONS, SENTINEL_BITS
 from seam.ref import mhc as mhc_ref
-from seam.verify.core import bytes_equal
 
 EPS = 1e-6
 HIDDEN, HC, TOP_K = 128, 2, 2
@@ -113,7 +113,7 @@ def _worker(rank, world, path, lamport, results):
         op = s.FinalizeAllReduceGemmaRMSNormMxfp8(**sizes, top_k=TOP_K, fp32_weights=True, debug=True,
                                                   spin_limit=SPIN_LIMIT)
         mhc = s.AllReduceMHC(**mhc_sizes, debug=True, spin_limit=SPIN_LIMIT)
-        assert comm.fused == op.comm.fused == mhc.fused == lamport
+        assert comm.fused == op.fused == mhc.fused == lamport
 
         m = [3, 5][rank]
         x, residual, weight = _rand(m, HIDDEN, seed=rank), _rand(m, HIDDEN, seed=9), _rand(HIDDEN, seed=10)
@@ -176,8 +176,8 @@ def test_ranks_disagree_on_m_in_debug_mode(tmp_path, lamport):
         assert refused == [
             "TP ranks disagree on (hidden_size, max_num_tokens, debug): rank 0 has (128, 8, True), "
             "rank 1 has (128, 8, False)",
-            "TP ranks disagree on (hidden_size, hc_mult, max_num_tokens, top_k, debug): "
-            "rank 0 has (128, 2, 8, 2, True), rank 1 has (128, 2, 8, 2, False)",
+            "TP ranks disagree on (hidden_size, max_num_tokens, hc_mult, top_k, debug): "
+            "rank 0 has (128, 8, 2, 2, True), rank 1 has (128, 8, 2, 2, False)",
         ]
         assert errors == [f"ValueError: {DISAGREE}"] * (9 if lamport else 5), errors
         assert ok

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seam
+from seam.compare import bytes_equal
 from seam.formats.mxfp8 import mxfp8_dequantize, mxfp8_quantize_ref
 from seam.ref import swiglu as ref
 from seam.verify.case_swiglu import boundary_blocks
-from seam.verify.core import bytes_equal
 
 LAYOUTS = ["split", "interleaved"]
 SCALE_LAYOUTS = ["swizzled", "row_major"]

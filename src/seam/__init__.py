@@ -34,18 +34,16 @@ from seam.layers import MXFP8Linear
 
 # Tensor-parallel fused all-reduce (Lamport, unicast peer stores)
 from seam.comm import DistGroup, SimulatedGroup
-from seam.ops.allreduce import (
+from seam.ops.allreduce import LamportAllReduce, all_reduce, all_reduce_rms_norm
+from seam.ops.allreduce_mhc import AllReduceMHC
+from seam.ops.allreduce_moe import (
     FinalizeAllReduceGemmaRMSNormMxfp8,
-    LamportAllReduce,
     MoEOutput,
     UnfinalizedMoEOutput,
-    all_reduce,
-    all_reduce_rms_norm,
     finalize_allreduce_gemma_rms_norm_mxfp8,
     init_fused_moe_finalize,
     supports_fused_moe_finalize,
 )
-from seam.ops.allreduce_mhc import AllReduceMHC
 from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
 
 __version__ = "0.1.0"

@@ -31,7 +31,8 @@ import torch
 
 import seam
 from seam.comm.torchrun import init_rank, peer_group
-from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, LamportAllReduce, MoEOutput, UnfinalizedMoEOutput
+from seam.ops.allreduce import LamportAllReduce
+from seam.ops.allreduce_moe import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
 from seam.ref import mhc as mhc_ref
 
 HIDDEN = 6144

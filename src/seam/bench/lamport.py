@@ -7,7 +7,7 @@ compared with the unfused chain for the same TP ranks on one device: TP torch fi
 (``seam.ref.lamport.moe_finalize_ref``), the fp32 rank sum, and TP launches of
 ``seam.gemma_fused_add_rms_norm_mxfp8``. Both are reported per call (all ranks) and per
 rank (/TP). hidden 6144, top_k 4, M in {1, 8, 32, 128, 256}, TP in {2, 4, 8}.
-Cross-GPU latency comes with the multi-GPU issue (``python -m seam.comm.selftest``).
+Cross-GPU latency: ``seam.bench.dist``; cross-GPU correctness: ``seam.verify.dist`` (both under torchrun).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rich.table import Table
 import seam
 from seam.bench.timing import graph_time_us
 from seam.comm import SimulatedGroup
-from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
+from seam.ops.allreduce_moe import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
 from seam.ref.lamport import lamport_sum_ref, moe_finalize_ref
 
 HIDDEN = 6144

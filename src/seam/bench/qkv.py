@@ -12,6 +12,9 @@ streams them from HBM. Weight-stream GB/s = (N*K + N*K/32 scale bytes) / time, a
 the device copy bandwidth; TFLOP/s = 2*M*N*K / time, against the ~790 TFLOP/s BF16
 dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
 (cuBLAS FP8/BF16 + epilogue).
+
+Also the unfused chain as one call (:func:`qkv_unfused`), which ``seam verify``, the
+decode-step harness (``seam.bench.step``) and the tests run.
 """
 
 from __future__ import annotations
@@ -22,9 +25,14 @@ import torch
 from rich.table import Table
 
 import seam
+from seam import checks
 from seam.bench.timing import copy_bandwidth_gbs, graph_time_us, rotating
 from seam.formats import nvfp4
-from seam.ops.qkv import qkv_epilogue
+from seam.formats.activation import QuantizedActivation
+from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.ops.linear import mxfp8_linear
+from seam.ops.qkv import prepare_epilogue, qkv_epilogue
+from seam.ref.qkv import qkv_epilogue_ref
 
 K = 6144
 SHAPES = (("TP4", 1), ("TP2", 2))  # (name, nkv)
@@ -32,6 +40,57 @@ MS = (1, 8, 64, 256, 2048)
 BLOCK_SIZE = 64
 EPS = 1e-6
 BF16_PEAK_TFLOPS = 790.0
+
+
+def qkv_unfused(
+    xq: torch.Tensor,
+    xsf: torch.Tensor,
+    weight: MXFP8Weight,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    index_q_norm_weight: torch.Tensor,
+    index_k_norm_weight: torch.Tensor,
+    eps: float,
+    *,
+    epilogue: str = "triton",
+    qkv_out: torch.Tensor | None = None,
+    **outputs,
+) -> torch.Tensor:
+    """The unfused chain: ``qkv = mxfp8_linear(x, weight)`` (BF16 [M, N] in memory), then the epilogue.
+
+    ``epilogue="triton"`` runs :func:`seam.ops.qkv.qkv_epilogue` on the BF16 qkv (a second launch),
+    ``"torch"`` runs :func:`seam.ref.qkv.qkv_epilogue_ref` (PyTorch ops). ``outputs``
+    are the keyword arguments of :func:`seam.qkv_index_fused_epilogue` from ``slot_mapping``
+    on. Returns the BF16 qkv.
+
+    Raises:
+        ValueError: unknown ``epilogue``; otherwise as :func:`seam.mxfp8_linear` and
+            :func:`seam.ops.qkv.qkv_epilogue`.
+    """
+    if epilogue not in ("triton", "torch"):
+        raise ValueError(f"epilogue must be 'triton' or 'torch', got {epilogue!r}")
+    checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
+    checks.tensor("xsf", xsf, dtype=torch.uint8)
+    if not isinstance(weight, MXFP8Weight):
+        raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+    shape = (xq.shape[0], weight.shape[0])
+    if qkv_out is None:
+        qkv = torch.empty(shape, dtype=torch.bfloat16, device=xq.device)
+    else:
+        qkv = checks.tensor("qkv_out", qkv_out, dtype=torch.bfloat16, shape=shape, device=xq.device)
+    args = (positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps)
+    # Every epilogue argument is checked before the GEMM writes qkv: bad input changes nothing.
+    launch = prepare_epilogue(qkv, *args, **outputs)
+    x = QuantizedActivation(xq, xsf.reshape(-1), torch.bfloat16, tuple(xq.shape))
+    mxfp8_linear(x, weight, out=qkv)
+    if epilogue == "triton":
+        launch()
+    else:
+        outputs.pop("tile", None)
+        qkv_epilogue_ref(qkv, *args, **outputs)
+    return qkv
 
 
 def _fp8_tensorwise(w: torch.Tensor):

@@ -323,7 +323,7 @@ def lamport_consumer_kernel(
 
 
 # ---------------------------------------------------------------------------------------
-# Launchers (inputs validated by seam.ops.allreduce)
+# Launchers (inputs validated by seam.ops.allreduce_base and its subclasses)
 # ---------------------------------------------------------------------------------------
 def _publish_block(hidden: int) -> tuple[int, int]:
     block_n = min(triton.next_power_of_2(hidden), 1024)

@@ -48,6 +48,7 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
+from seam.kernels.workspace import split_workspace
 
 # Scale rows zeroed per store in the padding loop (a [PAD_ROWS, scale columns] uint8 tile).
 PAD_ROWS = tl.constexpr(16)
@@ -505,40 +506,25 @@ def new_split_scratch(rows: int, split: int, device: torch.device) -> tuple[torc
     )
 
 
-_SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-_RETIRED: list[torch.Tensor] = []  # outgrown scratch that captured graphs may still use
-
-
 def split_scratch(device: torch.device, rows: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The per-device split-mode scratch of the standalone op (:func:`new_split_scratch`), grown on demand.
+    """The per-device split-mode scratch of the standalone op (fp32 workspace of ``rows * split``,
+    int32 counters of ``rows``), grown on demand (``seam.kernels.workspace``: one allocation serves
+    later launches and graph replays, one stream).
 
-    The counters start at zero and each row's last program re-arms its counter, so one
-    allocation serves every later launch (and CUDA-graph replays). Launches that share it
-    must be ordered (one stream). Every launch of the standalone op asks for it, so the
-    first eager call on a device (any M) allocates it; a graph capture that would have to
-    allocate or grow it raises instead (a zero-fill recorded in a graph does not run until
-    replay, leaving eager calls with stale counters). A buffer outgrown by a later launch
-    is kept alive (``_RETIRED``): a CUDA graph captured earlier still points at it.
+    Every launch of the standalone op asks for it, so the first eager call on a device (any M)
+    allocates it; a graph capture that would have to allocate or grow it raises instead.
 
     Raises:
         RuntimeError: the scratch must be allocated or grown while the current CUDA stream
             is capturing a graph.
     """
-    device = runtime.normalize_device(device)
-    ws, counters = _SCRATCH.get(device, (None, None))
-    if ws is None or ws.numel() < rows * split or counters.numel() < rows:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(
-                "seam.mhc_post_collapse_rms_norm: its column-split scratch on "
-                f"{device} must be allocated before CUDA-graph capture: make one eager call "
-                "on this device first"
-            )
-        if ws is not None:
-            _RETIRED.extend((ws, counters))
-        # At least the split mode's largest M (half the SMs) at hidden 8192.
-        ws, counters = new_split_scratch(max(rows, 128), max(split, 64), device)
-        _SCRATCH[device] = (ws, counters)
-    return ws, counters
+    # Grown to at least the split mode's largest M (half the SMs) at hidden 8192.
+    return split_workspace(
+        "mhc", device, rows * split, rows, grow_partials_to=max(rows, 128) * max(split, 64),
+        grow_counters_to=max(rows, 128),
+        capture_error="seam.mhc_post_collapse_rms_norm: its column-split scratch on {device} must be allocated "
+        "before CUDA-graph capture: make one eager call on this device first",
+    )
 
 
 def launch_mhc_post_collapse_rms_norm(

@@ -58,50 +58,30 @@ from seam.kernels.numerics import (
     to_f32,
     ue8m0_to_f32,
 )
-
-
-_SCRATCH: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-_RETIRED: list[torch.Tensor] = []  # outgrown scratch that captured graphs may still use
+from seam.kernels.workspace import split_workspace
 
 
 def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch.Tensor, torch.Tensor]:
-    """(fp32 workspace, int32 arrival counters) for a launch of ``tiles`` output tiles, grown on demand.
+    """(fp32 workspace, int32 arrival counters) for a launch of ``tiles`` output tiles, grown on demand
+    (``seam.kernels.workspace``: one allocation serves later launches and graph replays, one stream).
 
     The workspace holds ``tile.split_k`` fp32 partials per tile (the fused QKV kernel
-    also stages multi-row NVFP4 stores in it). The counters start at zero and the last
-    program of each tile rearms its counter, so one allocation serves every later launch
-    (and CUDA-graph replays). Launches that share it must be ordered (one stream). A
-    capture that would have to allocate or grow it raises instead (a zero-fill recorded
-    in a graph does not run until replay): make an eager call at every M to be captured
-    first (the need depends on M's tile, not monotonically: large-M tiles need none), or
-    call :func:`seam.qkv_warmup` for the QKV kernels. A buffer outgrown by a later launch is kept alive
-    (``_RETIRED``): a CUDA graph captured earlier still points at it.
+    also stages multi-row NVFP4 stores in it). A capture that would have to allocate or grow
+    it raises: make an eager call at every M to be captured first (the need depends on M's
+    tile, not monotonically: large-M tiles need none), or call :func:`seam.qkv_warmup` for the
+    QKV kernels.
 
     Raises:
         RuntimeError: the workspace must be allocated or grown while the current CUDA
             stream is capturing a graph.
     """
-    device = runtime.normalize_device(device)
     need_ws = tiles * tile.split_k * tile.block_m * tile.block_n
-    ws, counters = _SCRATCH.get(device, (None, None))
-    grow_ws = ws is None or ws.numel() < need_ws
-    grow_counters = counters is None or counters.numel() < tiles
-    if (grow_ws or grow_counters) and device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(
-            f"seam: the per-device workspace of the MXFP8 GEMM / QKV kernels on {device} must be allocated "
-            "before CUDA-graph capture: make one eager call at each M to be captured first "
-            "(or seam.qkv_warmup for the QKV kernels)"
-        )
-    if grow_ws:
-        if ws is not None:
-            _RETIRED.append(ws)
-        ws = torch.empty(need_ws, dtype=torch.float32, device=device)
-    if grow_counters:
-        if counters is not None:
-            _RETIRED.append(counters)
-        counters = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
-    _SCRATCH[device] = (ws, counters)
-    return ws, counters
+    return split_workspace(
+        "mxfp8_gemm", device, need_ws, tiles, grow_partials_to=need_ws, grow_counters_to=max(tiles, 1024),
+        capture_error="seam: the per-device workspace of the MXFP8 GEMM / QKV kernels on {device} must be "
+        "allocated before CUDA-graph capture: make one eager call at each M to be captured first "
+        "(or seam.qkv_warmup for the QKV kernels)",
+    )
 
 
 @triton.jit

@@ -8,6 +8,7 @@ which sums them in rank order exactly as the Lamport consumer does (bit-identica
 an NCCL all-reduce, whose BF16 sum order is its own); a real TP 1 group skips the
 collective.
 
+Mailbox, ledger, debug mode and the publish launch: :class:`seam.ops.allreduce_base.LamportBase`.
 Split-step protocol per rank (as the core's ``LamportAllReduce``): ``publish`` or
 ``publish_finalize`` -> exactly one ``consume`` with the same M. A second publish before
 the consume raises; a consume that raises on bad input leaves the publish pending.
@@ -24,23 +25,15 @@ from __future__ import annotations
 import torch
 
 from seam import checks, runtime
-from seam.comm import Group, LamportMailbox, SimulatedGroup
-from seam.comm.ledger import CallLedger
+from seam.comm import Group
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
 from seam.kernels.mhc import max_split, new_split_scratch, split_scratch
-from seam.ops.allreduce import DEBUG_ENV, DEFAULT_SPIN_LIMIT, SPIN_LIMIT_MAX, lamport_publish_op
-from seam.ops.mhc import check_hidden_hc, check_mhc_inputs, launch_checked
+from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase
+from seam.ops.mhc import HC_MULTS, check_mhc_inputs, launch_checked
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
 from seam.ref.lamport import moe_finalize_ref
-
-
-def _positive_int(name: str, v: object) -> int:
-    v = checks.integer(name, v)
-    if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
-    return v
 
 
 # As ``torch.ops.seam.lamport_mhc_consume``: traces under torch.compile, and eager calls bump the
@@ -53,7 +46,7 @@ _mhc_consume = register(
 )
 
 
-class AllReduceMHC:
+class AllReduceMHC(LamportBase):
     """Lamport TP all-reduce fused with mHC post-mix, collapse and RMSNorm (DeepSeek-V4.1).
 
     Per token, with ``acc`` the fp32 sum of the ranks' contributions in rank order::
@@ -76,10 +69,11 @@ class AllReduceMHC:
     :meth:`publish_finalize` for every rank, then :meth:`consume` for every rank.
 
     Args:
-        hidden_size: hidden, a positive multiple of 128.
+        hidden_size: hidden, a positive multiple of 128 (no upper bound: the consumer splits
+            a row's columns over programs).
         hc_mult: residual streams, one of 1, 2, 4, 8.
-        max_num_tokens: capacity: the largest M of a call.
-        top_k: routed experts per token (``finalize``'s expert_weights [M, top_k]).
+        max_num_tokens: capacity: the largest M of a call, in [1, 2**24].
+        top_k: routed experts per token (``finalize``'s expert_weights [M, top_k]), in [1, 64].
         group: a :class:`seam.comm.Group` (real or simulated).
         device: the device of every tensor (default ``group.device``).
         quantize_layer_input: also accept ``mxfp8_out`` buffers that receive
@@ -99,9 +93,12 @@ class AllReduceMHC:
     Raises:
         TypeError: non-int sizes, or group not a Group.
         ValueError: hidden_size not a multiple of 128, hc_mult not in (1, 2, 4, 8),
-            sizes < 1, device not the group's; the group's ranks disagree on the sizes or
-            on debug.
+            sizes out of range, device not the group's; the group's ranks disagree on the
+            sizes or on debug.
     """
+
+    _max_hidden = None  # the mHC consumer splits a row's columns over programs
+    _collect_verb = "consume"
 
     def __init__(
         self,
@@ -117,43 +114,22 @@ class AllReduceMHC:
         debug: bool | None = None,
         spin_limit: int = DEFAULT_SPIN_LIMIT,
     ) -> None:
-        self.hidden_size = _positive_int("hidden_size", hidden_size)
-        self.hc_mult = _positive_int("hc_mult", hc_mult)
-        check_hidden_hc(self.hidden_size, self.hc_mult)
-        # the same bounds as LamportAllReduce and FinalizeAllReduceGemmaRMSNormMxfp8 (the kernel unrolls top_k)
-        self.capacity = _positive_int("max_num_tokens", max_num_tokens)
-        checks.in_range("max_num_tokens", self.capacity, 1, 1 << 24)
-        self.top_k = _positive_int("top_k", top_k)
-        checks.in_range("top_k", self.top_k, 1, 64)
-        if not isinstance(group, Group):
-            raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
-        self.group = group
-        group.check_device(device)
-        self.device = group.device
-        runtime.check_kernel_device("device", torch.empty(0, device=self.device))
+        hc_mult = checks.integer("hc_mult", hc_mult)
+        if hc_mult not in HC_MULTS:
+            raise ValueError(f"hc_mult must be one of {HC_MULTS}, got {hc_mult}")
+        top_k = checks.integer("top_k", top_k)
+        checks.in_range("top_k", top_k, 1, MAX_TOP_K)
         self.quantize_layer_input = checks.flag("quantize_layer_input", quantize_layer_input)
         self.residual_only = checks.flag("residual_only", residual_only)
-        spin_limit = checks.integer("spin_limit", spin_limit)
-        checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
-        if debug is None:
-            debug = runtime.env_flag(DEBUG_ENV)
-        self.debug = checks.flag("debug", debug)
-        self.spin_limit = spin_limit if self.debug else 0
-        self.tp = group.tp
-        #: True: Lamport mailbox (peer stores); False: all-gather + fused mHC kernel. A
-        #: simulated TP 1 group keeps the Lamport path so that it exercises the kernels.
-        self.fused = group.peer_access and (group.tp > 1 or isinstance(group, SimulatedGroup))
-        # Every rank must build the same mailbox shape (peers address each other's rows with it)
-        # and make the same debug-mode M check (collective).
-        group.agree(
-            "(hidden_size, hc_mult, max_num_tokens, top_k, debug)",
-            (self.hidden_size, self.hc_mult, self.capacity, self.top_k, self.debug),
+        super().__init__(
+            hidden_size=hidden_size, max_num_tokens=max_num_tokens, group=group, device=device, debug=debug,
+            spin_limit=spin_limit, agree={"hc_mult": hc_mult, "top_k": top_k},
         )
-        self.mailbox: LamportMailbox | None = None
+        self.hc_mult = hc_mult
+        self.top_k = top_k
         # The consumer's column-split scratch (decode M): its counters re-arm themselves after
         # every launch, so calls (and graph replays) need no other allocation or reset.
         if self.fused:
-            self.mailbox = group.create_mailbox(self.hidden_size, self.capacity)
             self._split_scratch = new_split_scratch(self.capacity, max_split(self.hidden_size), self.device)
         else:
             # The fallback's fused kernel uses the standalone op's per-device scratch: grown here.
@@ -162,21 +138,11 @@ class AllReduceMHC:
             self._gathered = torch.empty(
                 self.tp * self.capacity * self.hidden_size, dtype=torch.bfloat16, device=self.device
             )
-        self._ledger = CallLedger(self.tp, isinstance(group, SimulatedGroup) and not self.debug, "consume")
 
     # -- validation ---------------------------------------------------------------------
-    def _check_m(self, m: int) -> None:
-        checks.in_range("M (number of tokens)", m, 1, self.capacity)
-
-    def _check_contribution(self, name: str, t: object) -> int:
-        checks.tensor(name, t, dtype=torch.bfloat16, device=self.device, align=16)
-        if t.dim() != 2 or t.shape[1] != self.hidden_size:
-            raise ValueError(f"{name} must have shape [M, {self.hidden_size}], got {list(t.shape)}")
-        self._check_m(t.shape[0])
-        return t.shape[0]
-
     def _check_finalize(self, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output) -> int:
-        m = self._check_contribution("shared_output", shared_output)
+        """Check an unfinalized MoE output (the arguments of :meth:`publish_finalize`); return M."""
+        m = self._rows("shared_output", shared_output)
         checks.tensor("gemm2_permuted", gemm2_permuted, dtype=torch.bfloat16, device=self.device, align=16)
         if gemm2_permuted.dim() != 2 or gemm2_permuted.shape[1] != self.hidden_size:
             raise ValueError(
@@ -194,8 +160,7 @@ class AllReduceMHC:
         return m
 
     def _check_consumer(self, m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out):
-        """Everything the consumer reads or writes; returns (eps, mxfp8 buffers or None)."""
-        self._check_m(m)
+        """Everything the consumer of M (checked) tokens reads or writes; returns (eps, mxfp8 buffers or None)."""
         eps = check_mhc_inputs(
             m, self.hidden_size, self.hc_mult, residual, post, comb, pre, norm_weight, norm_eps, self.device
         )
@@ -217,13 +182,6 @@ class AllReduceMHC:
             )
         return eps, mxfp8
 
-    def _check_publish(self, rank: int, m: int) -> None:
-        self._ledger.check_publish(rank, m)
-        # Last check before the publish or the fallback all-gather: ranks with different M would
-        # hang or abort there (module doc), so debug mode spends one small all-reduce per call.
-        if self.debug:
-            self.group.agree_on_m(m, self.mailbox, self.spin_limit)
-
     # -- separate steps (the simulated driver; __call__/finalize chain them) ------------
     def publish(self, x: torch.Tensor, *, rank: int | None = None) -> None:
         """Publish this rank's TP-partial output ``x`` BF16 [M, hidden] (not modified).
@@ -233,9 +191,7 @@ class AllReduceMHC:
             rank not driven here; in debug mode, ranks whose M differ (on every rank).
         """
         rank = self.group.check_rank(rank)
-        m = self._check_contribution("x", x)
-        self._check_publish(rank, m)
-        self._publish(rank, m, x)
+        self._publish_checked(rank, self._rows("x", x), x)
 
     def publish_finalize(
         self,
@@ -252,8 +208,7 @@ class AllReduceMHC:
         """
         rank = self.group.check_rank(rank)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
-        self._check_publish(rank, m)
-        self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
+        self._publish_checked(rank, m, shared_output, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx)
 
     def consume(
         self,
@@ -274,7 +229,7 @@ class AllReduceMHC:
                 this rank is pending. A rejected consume leaves the publish pending.
         """
         rank = self.group.check_rank(rank)
-        m = self._ledger.pending_m(rank)  # every mHC input must have the published M rows
+        m = self._pending_m(rank)  # every mHC input must have the published M rows
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
@@ -316,10 +271,9 @@ class AllReduceMHC:
                 debug mode, ranks whose M differ (on every rank, before any collective).
         """
         rank = self.group.check_rank(None)
-        m = self._check_contribution("x", x)
+        m = self._rows("x", x)
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
-        self._check_publish(rank, m)
-        self._publish(rank, m, x)
+        self._publish_checked(rank, m, x)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
     def finalize(
@@ -357,38 +311,22 @@ class AllReduceMHC:
         rank = self.group.check_rank(None)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
         eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
-        self._check_publish(rank, m)
-        self._publish_finalize(rank, m, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
+        self._publish_checked(rank, m, shared_output, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
-    def reset(self) -> None:
-        """Re-arm every mailbox slot and stage_state, forget pending publishes (collective).
-
-        Needed only after a debug-mode timeout left the ranks out of step.
-        """
-        self._ledger.clear()
-        if self.mailbox is not None:
-            self.mailbox.reset()
-
-    # -- launches on validated inputs ---------------------------------------------------
-    def _publish(self, rank: int, m: int, x: torch.Tensor) -> None:
+    # -- launches on checked inputs -------------------------------------------------------
+    def _publish_checked(self, rank, m, x, gemm2_permuted=None, expert_weights=None, idx=None) -> None:
+        """Publish ``x`` as ``rank``, or with ``gemm2_permuted`` the MoE finalize of the routed
+        output plus ``x`` as the shared-expert output."""
         if self.fused:
-            state = self.mailbox.state(rank)
-            lamport_publish_op(x, None, None, None, state.mailbox, state.peer_offsets, state.stage_state, m, rank,
-                               runtime.supports_pdl(x.device))
-        else:
-            self._gather(m, x)
-        self._ledger.published(rank, m)
-
-    def _publish_finalize(self, rank, m, gemm2_permuted, expert_weights, idx, shared_output) -> None:
-        if self.fused:
-            state = self.mailbox.state(rank)
-            lamport_publish_op(shared_output, gemm2_permuted, expert_weights, idx, state.mailbox, state.peer_offsets,
-                               state.stage_state, m, rank, runtime.supports_pdl(shared_output.device))
-        else:
-            # Fallback only (no peer access): the spec's formula in eager PyTorch, whose
-            # separate mul and add kernels keep the products rounded before each add.
-            self._gather(m, moe_finalize_ref(gemm2_permuted, expert_weights, idx, shared_output))
+            self._publish(rank, m, x, gemm2_permuted, expert_weights, idx)
+            return
+        self._check_publish(rank, m)
+        if gemm2_permuted is not None:
+            # The spec's formula in eager PyTorch, whose separate mul and add kernels keep the
+            # products rounded before each add.
+            x = moe_finalize_ref(gemm2_permuted, expert_weights, idx, x)
+        self._gather(m, x)
         self._ledger.published(rank, m)
 
     def _gather(self, m: int, contribution: torch.Tensor) -> None:
@@ -401,12 +339,11 @@ class AllReduceMHC:
         dist.all_gather_into_tensor(out, contribution, group=self.group.process_group)
 
     def _consume(self, rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8):
-        # The ledger marks the consume done after its launch: a launch that raises (a compile
-        # error, say) leaves the publish pending.
+        """Consumer B of ``rank``'s pending publish on checked inputs: ``(residual_output, layer_input)``."""
         if not self.fused:
             partials = self._gathered[: self.tp * m * self.hidden_size].view(self.tp, m, self.hidden_size)
             out = launch_checked(partials, residual, post, comb, pre, norm_weight, eps, mxfp8)
-            self._ledger.collected(rank)
+            self._collected(rank)
             return out
         state = self.mailbox.state(rank)
         residual_out = torch.empty_like(residual)
@@ -418,7 +355,5 @@ class AllReduceMHC:
             state.mailbox, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
             residual_out, layer_input, values, scales, *self._split_scratch, self.spin_limit,
         )
-        self._ledger.collected(rank)
-        if self.debug and runtime.host_reads_allowed(self.device):
-            self.mailbox.check_error(rank)
+        self._collected(rank)
         return residual_out, layer_input

@@ -1,9 +1,8 @@
 """Public QKV+indexer projection with fused norm / RoPE / NVFP4-KV epilogue (``docs/spec/qkv_epilogue.md``).
 
 Also the pieces around it: the epilogue alone on a given accumulator (the test entry
-and the unfused chain's Triton epilogue), the unfused chain itself
-(``mxfp8_linear`` -> BF16 qkv -> epilogue), and the warmup that compiles every tile
-configuration before serving.
+and the unfused chain's Triton epilogue; the chain itself is ``seam.bench.qkv.qkv_unfused``),
+and the warmup that compiles every tile configuration before serving.
 """
 
 from __future__ import annotations
@@ -15,16 +14,13 @@ from typing import Optional
 import torch
 
 from seam import checks, runtime
-from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
-from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile, small_tile
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace
-from seam.ops.linear import check_tile, mxfp8_linear
+from seam.ops.linear import check_tile
 from seam.ops.registry import register
-from seam.ref.qkv import qkv_epilogue_ref
 
 NKV_CHOICES = (1, 2, 4)
 
@@ -324,7 +320,7 @@ def epilogue_tile(m: int) -> Tile:
     return dataclasses.replace(small_tile(m), split_k=1)
 
 
-def _prepare_epilogue(
+def prepare_epilogue(
     acc: torch.Tensor,
     positions: torch.Tensor,
     cos_sin_cache: torch.Tensor,
@@ -346,7 +342,8 @@ def _prepare_epilogue(
     v_scale: float = 1.0,
     tile: Tile | None = None,
 ) -> Callable[[], None]:
-    """Validate every argument of :func:`qkv_epilogue`; return its launch (nothing written yet)."""
+    """Validate every argument of :func:`qkv_epilogue`; return its launch (nothing written yet), so a
+    chain that first writes ``acc`` (``seam.bench.qkv.qkv_unfused``'s GEMM) checks everything before."""
     checks.tensor("acc", acc, dtype=(torch.float32, torch.bfloat16), contiguous=False)
     if acc.dim() != 2 or (acc.stride(1) != 1 and acc.shape[1] > 1):
         raise ValueError(f"acc must be 2-D [M, N] with unit column stride, got {list(acc.shape)} {acc.stride()}")
@@ -403,63 +400,12 @@ def qkv_epilogue(
     Raises:
         TypeError, ValueError, RuntimeError: as :func:`qkv_index_fused_epilogue`.
     """
-    _prepare_epilogue(
+    prepare_epilogue(
         acc, positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps,
         slot_mapping=slot_mapping, index_slot_mapping=index_slot_mapping, kv_cache=kv_cache, index_cache=index_cache,
         index_q_out=index_q_out, q_out=q_out, q_fp8_out=q_fp8_out, q_fp8_scale=q_fp8_scale, k_scale=k_scale,
         v_scale=v_scale, tile=tile,
     )()
-
-
-def qkv_unfused(
-    xq: torch.Tensor,
-    xsf: torch.Tensor,
-    weight: MXFP8Weight,
-    positions: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    q_norm_weight: torch.Tensor,
-    k_norm_weight: torch.Tensor,
-    index_q_norm_weight: torch.Tensor,
-    index_k_norm_weight: torch.Tensor,
-    eps: float,
-    *,
-    epilogue: str = "triton",
-    qkv_out: torch.Tensor | None = None,
-    **outputs,
-) -> torch.Tensor:
-    """The unfused chain: ``qkv = mxfp8_linear(x, weight)`` (BF16 [M, N] in memory), then the epilogue.
-
-    ``epilogue="triton"`` runs :func:`qkv_epilogue` on the BF16 qkv (a second launch),
-    ``"torch"`` runs :func:`seam.ref.qkv.qkv_epilogue_ref` (PyTorch ops). ``outputs``
-    are the keyword arguments of :func:`qkv_index_fused_epilogue` from ``slot_mapping``
-    on. Returns the BF16 qkv.
-
-    Raises:
-        ValueError: unknown ``epilogue``; otherwise as :func:`seam.mxfp8_linear` and
-            :func:`qkv_epilogue`.
-    """
-    if epilogue not in ("triton", "torch"):
-        raise ValueError(f"epilogue must be 'triton' or 'torch', got {epilogue!r}")
-    checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
-    checks.tensor("xsf", xsf, dtype=torch.uint8)
-    if not isinstance(weight, MXFP8Weight):
-        raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
-    shape = (xq.shape[0], weight.shape[0])
-    if qkv_out is None:
-        qkv = torch.empty(shape, dtype=torch.bfloat16, device=xq.device)
-    else:
-        qkv = checks.tensor("qkv_out", qkv_out, dtype=torch.bfloat16, shape=shape, device=xq.device)
-    args = (positions, cos_sin_cache, q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight, eps)
-    # Every epilogue argument is checked before the GEMM writes qkv: bad input changes nothing.
-    launch = _prepare_epilogue(qkv, *args, **outputs)
-    x = QuantizedActivation(xq, xsf.reshape(-1), torch.bfloat16, tuple(xq.shape))
-    mxfp8_linear(x, weight, out=qkv)
-    if epilogue == "triton":
-        launch()
-    else:
-        outputs.pop("tile", None)
-        qkv_epilogue_ref(qkv, *args, **outputs)
-    return qkv
 
 
 def qkv_warmup(

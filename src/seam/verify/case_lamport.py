@@ -13,9 +13,11 @@ import torch
 
 import seam
 from seam.comm import SimulatedGroup
-from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, LamportAllReduce, MoEOutput, UnfinalizedMoEOutput
+from seam.compare import bf16_ulp_diff, bytes_equal, ulp_summary
+from seam.ops.allreduce import LamportAllReduce
+from seam.ops.allreduce_moe import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
 from seam.ref.lamport import all_reduce_ref, gemma_rms_norm_mxfp8_ref, lamport_sum_ref, moe_finalize_ref, rms_norm_ref
-from seam.verify.core import Check, Context, Outcome, bf16_ulp_diff, bytes_equal, ulp_summary
+from seam.verify.core import Check, Context, Outcome
 
 EPS = 1e-6
 TOP_K = 4
@@ -62,7 +64,7 @@ def _finalize(ctx: Context, op: FinalizeAllReduceGemmaRMSNormMxfp8, tp: int, m: 
         ok &= bytes_equal(qa.scales, scales)
         within, worst = ulp_summary(normed, normed_ref)
         ok &= within
-    armed = all(bool((s.mailbox.view(torch.int16) == -32768).all()) for s in op.comm.mailbox.states.values())
+    armed = all(bool((s.mailbox.view(torch.int16) == -32768).all()) for s in op.mailbox.states.values())
     moved = tp * (2 * m * hidden * (TOP_K + 1) + 4 * m * hidden * tp + 2 * m * hidden * (tp + 2) + m * hidden)
     return Outcome(
         exact=bool(ok and armed),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 import seam
-from seam.verify.core import Check, Context, Outcome, bytes_equal
+from seam.compare import bytes_equal
+from seam.verify.core import Check, Context, Outcome
 
 
 def within_reordering_error(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> tuple[bool, str]:

@@ -17,9 +17,10 @@ import torch
 import seam
 from seam.bench.mhc import bytes_moved, standalone_bytes, unfused_chain
 from seam.comm import SimulatedGroup
+from seam.compare import bytes_equal, ulp_summary
 from seam.ref import mhc as ref
 from seam.ref.lamport import moe_finalize_ref
-from seam.verify.core import Check, Context, Outcome, bytes_equal, ulp_summary
+from seam.verify.core import Check, Context, Outcome
 
 EPS = 1e-6
 TP = 4

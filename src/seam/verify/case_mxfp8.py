@@ -4,8 +4,9 @@ from __future__ import annotations
 
 
 import seam
+from seam.compare import bytes_equal
 from seam.formats.mxfp8 import mxfp8_quantize_ref
-from seam.verify.core import Check, Context, Outcome, bytes_equal
+from seam.verify.core import Check, Context, Outcome
 
 
 def _run(ctx: Context, m: int, k: int, layout: str) -> Outcome:

@@ -9,8 +9,9 @@ the standalone quantizer), i.e. what the fusion removes.
 from __future__ import annotations
 
 import seam
+from seam.compare import bytes_equal, ulp_summary
 from seam.ref.norm import gemma_fused_add_rms_norm_ref
-from seam.verify.core import Check, Context, Outcome, bytes_equal, ulp_summary
+from seam.verify.core import Check, Context, Outcome
 
 EPS = 1e-6
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 import torch
 
 import seam
+from seam.bench.qkv import qkv_unfused
+from seam.compare import bytes_equal
 from seam.formats import nvfp4
 from seam.kernels.mxfp8_gemm_config import pick_qkv_tile
-from seam.ops.qkv import qkv_epilogue, qkv_unfused
+from seam.ops.qkv import qkv_epilogue
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
-from seam.verify.core import Check, Context, Outcome, bytes_equal
+from seam.verify.core import Check, Context, Outcome
 
 EPS = 1e-6
 SCALES = dict(q_fp8_scale=0.5, k_scale=0.9, v_scale=1.1)

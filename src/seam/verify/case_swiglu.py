@@ -11,9 +11,10 @@ from __future__ import annotations
 import torch
 
 import seam
+from seam.compare import bytes_equal
 from seam.formats.mxfp8 import mxfp8_dequantize
 from seam.ref.swiglu import swiglu_oai_f64_ref, swiglu_oai_ref
-from seam.verify.core import Check, Context, Outcome, bytes_equal
+from seam.verify.core import Check, Context, Outcome
 
 
 def rel_l2(a: torch.Tensor, exact: torch.Tensor) -> float:

@@ -2,7 +2,7 @@
 
 Run with one process per GPU::
 
-    torchrun --nproc-per-node 2 -m seam.comm.selftest --tp 2
+    torchrun --nproc-per-node 2 -m seam.verify.dist --tp 2
 
 Each rank builds a :class:`seam.comm.DistGroup` (NCCL + symmetric-memory mailboxes,
 unicast) and checks, against the reference epilogues applied to every rank's contribution
@@ -37,11 +37,11 @@ import sys
 import torch
 
 import seam
+from seam import FinalizeAllReduceGemmaRMSNormMxfp8, LamportAllReduce, MoEOutput, UnfinalizedMoEOutput
 from seam.comm.torchrun import init_rank, peer_group, peer_matrix
-from seam.ops.allreduce import FinalizeAllReduceGemmaRMSNormMxfp8, LamportAllReduce, MoEOutput, UnfinalizedMoEOutput
+from seam.compare import bf16_ulp_diff, bytes_equal
 from seam.ref import mhc as mhc_ref
 from seam.ref.lamport import gemma_rms_norm_mxfp8_ref, lamport_sum_ref, moe_finalize_ref, rms_norm_ref
-from seam.verify.core import bf16_ulp_diff, bytes_equal
 
 EPS = 1e-6
 
@@ -174,7 +174,7 @@ def _finalize_and_plain(args, group, check, device, rank) -> tuple:
         moe = _moe(m, hidden, args.top_k, seed=1000 * call + rank, device=device)
         contribution = _contribution(moe)
         acc = lamport_sum_ref(_gather(contribution))
-        if call % 2 and op.comm.fused:  # a real TP-1 group takes the fallback: one-call forms only
+        if call % 2 and op.fused:  # a real TP-1 group takes the fallback: one-call forms only
             op.publish(moe)
             qa, residual_out, normed = op.collect(residual, weight, EPS, also_bf16=True)
         else:
@@ -316,7 +316,7 @@ def _debug_timeouts(args, group, check, device, rank) -> None:
 def run(args) -> int:
     import torch.distributed as dist
 
-    device, rank = init_rank(args.tp, "seam.comm.selftest")
+    device, rank = init_rank(args.tp, "seam.verify.dist")
     tp = args.tp
     if rank == 0:
         matrix = peer_matrix()
@@ -337,7 +337,7 @@ def run(args) -> int:
             print(f"{name}: {len(check.failures)} failures so far ({check.checks} checks)", flush=True)
     (op, comm, weight), mhc_op = made
     if rank == 0:
-        print(f"mailbox: symmetric-memory rendezvous, unicast peers (fused={op.comm.fused and mhc_op.fused})")
+        print(f"mailbox: symmetric-memory rendezvous, unicast peers (fused={op.fused and mhc_op.fused})")
     _graph_replays(op, comm, mhc_op, weight, args, check, device, rank)
     if rank == 0:
         print(f"{args.replays} CUDA-graph replays: {len(check.failures)} failures so far", flush=True)
@@ -349,7 +349,7 @@ def run(args) -> int:
         print(f"rank {rank}: {line}", file=sys.stderr)
     if rank == 0:
         status = "OK" if int(failures) == 0 else f"{int(failures)} FAILURES"
-        print(f"seam.comm.selftest tp={tp} hidden={args.hidden} mhc hidden={args.mhc_hidden} hc={args.hc} "
+        print(f"seam.verify.dist tp={tp} hidden={args.hidden} mhc hidden={args.mhc_hidden} hc={args.hc} "
               f"capacity={args.capacity} calls={args.calls} replays={args.replays}: {status} "
               f"({check.checks} checks on rank 0; NCCL BF16 sum vs fp32 rank-order sum: max {check.nccl_ulp} ulp)")
     dist.destroy_process_group()
@@ -357,7 +357,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seam.comm.selftest", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m seam.verify.dist", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tp", type=int, required=True, help="TP size (= torchrun --nproc-per-node)")
     parser.add_argument("--hidden", type=int, default=6144)
     parser.add_argument("--mhc-hidden", type=int, default=5120, help="hidden of the AllReduceMHC checks")
