@@ -1,8 +1,10 @@
-"""Activation rows shared by the MXFP8 GEMM tests (tl kernel and Gluon kernel)."""
+"""Operands shared by the MXFP8 GEMM tests (tl kernel, Gluon kernel, prefill path)."""
 
 from __future__ import annotations
 
 import torch
+
+import seam
 
 
 def edge_and_random_rows(m: int, k: int, seed: int) -> torch.Tensor:
@@ -17,3 +19,17 @@ def edge_and_random_rows(m: int, k: int, seed: int) -> torch.Tensor:
     x[5] = torch.randn(k, generator=g) * 3e4
     x[6] = -0.0
     return x.to(torch.bfloat16)
+
+
+def exact_block_inputs(m: int, n: int, k: int, seed: int, device="cuda"):
+    """(BF16 x [m, k], MXFP8Weight [n, k], the exact BF16 product): small integers times a power of two
+    per 32-block (block scales vary over 7 binades), so every partial sum is exact in fp32 and any
+    summation order gives the exact result's bytes."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rows(r):
+        v = torch.randint(-4, 5, (r, k), generator=g).float()
+        return (v * 2.0 ** torch.randint(-3, 4, (r, k // 32), generator=g).repeat_interleave(32, 1)).to(torch.bfloat16)
+
+    x, w = rows(m).to(device), rows(n).to(device)
+    return x, seam.MXFP8Weight.from_bf16(w), (x.double() @ w.double().t()).to(torch.bfloat16)

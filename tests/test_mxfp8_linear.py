@@ -16,15 +16,18 @@ import torch
 import seam
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzle_scales
 from seam.kernels.mxfp8_gemm_config import (
+    BF16_MM_TILE,
     GEMV_TILE,
     LARGE_TILE,
     TWO_PER_SM_REGISTERS,
     Tile,
+    pick_qkv_tile,
     pick_split_k,
     pick_tile,
     small_tile,
 )
-from mxfp8_rows import edge_and_random_rows  # tests/mxfp8_rows.py
+from seam.ops.linear import check_tile
+from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 
 
 def _check_close(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight) -> None:
@@ -244,7 +247,7 @@ def test_f16_operands_same_bytes_gpu(m):
     x, w = _inputs(m, 2560, 6144, seed=m, device="cuda")
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, 6144))
-    tl_pick = pick_tile(m, 2560, 6144, x.device, wgmma=False)
+    tl_pick = pick_tile(m, 2560, 6144, x.device, tl_only=True)
     for tile in (small_tile(m), dataclasses.replace(tl_pick, max_registers=128)):
         _f16_same_bytes(act, w, tile)
 
@@ -277,21 +280,84 @@ def test_tile_choice_by_waves():
     sm90 = torch.device("cuda")  # the tl kernel's rules (the Gluon decode kernel's: tests/test_mxfp8_wgmma.py)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("seam.runtime.num_sms", lambda device: 132)
-        assert pick_tile(12, 2560, 6144, sm90, wgmma=False).split_k == 12  # 16-row decode tile: two waves
+        assert pick_tile(12, 2560, 6144, sm90, tl_only=True).split_k == 12  # 16-row decode tile: two waves
         # GEMV: two waves
-        assert pick_tile(1, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(GEMV_TILE, split_k=12)
+        assert pick_tile(1, 2560, 6144, sm90, tl_only=True) == dataclasses.replace(GEMV_TILE, split_k=12)
         # M 33..64: two 32-row tiles per head, split over two waves (2 x 20 tiles x 6 <= 264)
-        assert pick_tile(64, 2560, 6144, sm90, wgmma=False) == dataclasses.replace(small_tile(64), split_k=6)
+        assert pick_tile(64, 2560, 6144, sm90, tl_only=True) == dataclasses.replace(small_tile(64), split_k=6)
         assert small_tile(64).block_m == 32
-        big = pick_tile(256, 2560, 6144, sm90, wgmma=False)  # 64-row tiles, one wave: 4 x 20 tiles, no split
+        big = pick_tile(256, 2560, 6144, sm90, tl_only=True)  # 64-row tiles, one wave: 4 x 20 tiles, no split
         assert (big.block_m, big.split_k) == (64, 1)
         assert big.max_registers == TWO_PER_SM_REGISTERS  # 64-row tiles split <= 2 ways take the register budget
-        two = pick_tile(192, 2560, 6144, sm90, wgmma=False)  # 3 x 20 tiles: split 2
+        two = pick_tile(192, 2560, 6144, sm90, tl_only=True)  # 3 x 20 tiles: split 2
         assert (two.block_m, two.split_k, two.max_registers) == (64, 2, TWO_PER_SM_REGISTERS)
-        assert pick_tile(128, 2560, 6144, sm90, wgmma=False).max_registers is None  # split 3: ptxas's own choice
-        assert all(pick_tile(m, 2560, 6144, sm90, wgmma=False).max_registers is None for m in (1, 8, 64, 4096))
-        assert pick_tile(256, 4992, 6144, sm90, wgmma=False) == LARGE_TILE  # 4 x 39 small tiles would need two waves
+        assert pick_tile(128, 2560, 6144, sm90, tl_only=True).max_registers is None  # split 3: ptxas's own choice
+        assert all(pick_tile(m, 2560, 6144, sm90, tl_only=True).max_registers is None for m in (1, 8, 64, 4096))
+        assert pick_tile(256, 4992, 6144, sm90, tl_only=True) == LARGE_TILE  # 4 x 39 small tiles would need two waves
     assert pick_tile(1, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
+
+
+# The prefill path (BF16_MM_TILE): both operands dequantized to BF16, one fp32-output GEMM (torch.mm).
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 200, 96), (130, 136, 256)])
+@pytest.mark.parametrize("quantize", ["separate", "in_gemm", "activation"])
+def test_prefill_path_bit_exact_on_exact_accumulator(m, n, k, quantize, device):
+    x, w, want = exact_block_inputs(m, n, k, seed=m, device=device)
+    if quantize == "activation":
+        xq, xs = seam.mxfp8_quantize(x)
+        got = seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)), w, tile=BF16_MM_TILE)
+    else:
+        got = seam.mxfp8_linear(x, w, tile=BF16_MM_TILE, quantize=quantize)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning", "ignore:overflow encountered:RuntimeWarning")
+def test_prefill_path_edge_rows_match_the_tl_kernel(device):
+    m, n, k = 12, 256, 256
+    x = edge_and_random_rows(m, k, seed=8).to(device)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(9)) * 0.05).to(device))
+    got = seam.mxfp8_linear(x, w, tile=BF16_MM_TILE)
+    tl_out = seam.mxfp8_linear(x, w, tile=small_tile(m))
+    assert torch.equal(got.isnan(), tl_out.isnan()) and torch.equal(got.isinf(), tl_out.isinf())
+    assert got[0].eq(0).all() and got[6].eq(0).all()
+    _check_close(got[7:], *seam.mxfp8_quantize(x[7:]), w)  # the edge rows overflow the reference's bound
+
+
+def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):
+    assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: device.type == "cuda")
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    cuda = torch.device("cuda")
+    for m, n, k in ((129, 2560, 6144), (2048, 6144, 768), (8192, 1536, 6144)):
+        assert pick_tile(m, n, k, cuda) == BF16_MM_TILE
+        assert not pick_tile(m, n, k, cuda, tl_only=True).bf16_mm
+        assert not pick_qkv_tile(m, n, k, cuda).bf16_mm  # the fused QKV epilogue runs on the tl kernel
+    assert not pick_tile(128, 6144, 768, cuda).bf16_mm
+
+
+def test_prefill_tile_checked(device):
+    x, w = _inputs(4, 128, 64, device=device)
+    out = torch.zeros(4, 128, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="must be seam.kernels.mxfp8_gemm_config.BF16_MM_TILE"):
+        seam.mxfp8_linear(x, w, tile=dataclasses.replace(BF16_MM_TILE, split_k=2), out=out)
+    assert out.eq(0).all()
+    with pytest.raises(ValueError, match="applies to mxfp8_linear only"):
+        check_tile(BF16_MM_TILE, 64)  # the fused QKV op's check
+    with pytest.raises(TypeError, match="tile.bf16_mm must be a bool"):
+        check_tile(dataclasses.replace(BF16_MM_TILE, bf16_mm=1), 64, 4, x.device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [129, 333, 2048])
+@pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 768)])
+def test_prefill_path_picked_and_exact_gpu(m, n, k):
+    x, w, want = exact_block_inputs(m, n, k, seed=m, device="cuda")
+    assert pick_tile(m, n, k, x.device) == BF16_MM_TILE
+    xq, xs = seam.mxfp8_quantize(x)
+    for got in (seam.mxfp8_linear(x, w), seam.mxfp8_linear(x, w, quantize="in_gemm"),
+                seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)), w)):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 @pytest.mark.parametrize("split_k", [2, 4])

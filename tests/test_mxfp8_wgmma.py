@@ -27,7 +27,7 @@ import seam
 from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
 from seam.ops.linear import check_tile
-from mxfp8_rows import edge_and_random_rows  # tests/mxfp8_rows.py
+from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"
@@ -78,7 +78,7 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
     cuda = torch.device("cuda")
     for m in (2, 8, 64):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
-        assert not pick_tile(m, 2560, 6144, cuda, wgmma=False).wgmma
+        assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
     assert not pick_tile(1, 2560, 6144, cuda).wgmma and not pick_tile(65, 2560, 6144, cuda).wgmma
     # the fused QKV op keeps the tl kernel (its epilogue is not on the Gluon kernel yet)
     for m in (2, 20, 64):
@@ -172,19 +172,6 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
 # GPU: bytes on exact sums at the picked tiles, the tl kernel where TMA cannot read an operand.
 
 
-def _exact_inputs(m: int, n: int, k: int, seed: int, device="cuda"):
-    """Small integers times a power of two per 32-block (block scales vary over 7 binades): every
-    partial sum is exact in fp32, so any summation order gives the exact result's bytes."""
-    g = torch.Generator().manual_seed(seed)
-
-    def rows(r):
-        v = torch.randint(-4, 5, (r, k), generator=g).float()
-        return (v * 2.0 ** torch.randint(-3, 4, (r, k // 32), generator=g).repeat_interleave(32, 1)).to(torch.bfloat16)
-
-    x, w = rows(m).to(device), rows(n).to(device)
-    return x, seam.MXFP8Weight.from_bf16(w), (x.double() @ w.double().t()).to(torch.bfloat16)
-
-
 def _both_paths(x, w, tile):
     """(E4M3 activation, in-GEMM quantized BF16 activation) outputs of ``tile``, buffers poisoned first."""
     xq, xs = seam.mxfp8_quantize(x)
@@ -200,7 +187,7 @@ def _both_paths(x, w, tile):
 @pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 768), (200, 512)])
 @pytest.mark.parametrize("m", [2, 9, 17, 33, 64])
 def test_bit_exact_every_picked_tile_gpu(m, n, k):
-    x, w, want = _exact_inputs(m, n, k, seed=m + n)
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma
     for got in _both_paths(x, w, tile):
@@ -214,7 +201,7 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
     (Tile(64, 128, 128, 8, 2, 1, wgmma=True), 768),  # no split: the direct store
 ], ids=str)
 def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
-    x, w, want = _exact_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
+    x, w, want = exact_block_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
     for got in _both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
@@ -228,7 +215,7 @@ def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
     tile = pick_tile(m, n, k, x.device)
     got, in_gemm = _both_paths(x, w, tile)
     assert torch.equal(got.view(torch.int16), in_gemm.view(torch.int16))  # in-GEMM quantization: same bytes
-    tl_out = seam.mxfp8_linear(x, w, tile=pick_tile(m, n, k, x.device, wgmma=False), quantize="separate")
+    tl_out = seam.mxfp8_linear(x, w, tile=pick_tile(m, n, k, x.device, tl_only=True), quantize="separate")
     assert torch.equal(got.isnan(), tl_out.isnan()) and torch.equal(got.isinf(), tl_out.isinf())
     xq, xs = seam.mxfp8_quantize(x)
     a = seam.mxfp8_dequantize(xq, xs, dtype=torch.float32)
@@ -243,7 +230,7 @@ def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
 @pytest.mark.gpu
 def test_operands_tma_cannot_read_fall_back_to_the_tl_kernel_gpu():
     m, n, k = 8, 256, 768
-    x, w, want = _exact_inputs(m, n, k, seed=3)
+    x, w, want = exact_block_inputs(m, n, k, seed=3)
     wide = torch.zeros(m, k + 1, dtype=torch.bfloat16, device="cuda")
     wide[:, 1:] = x
     shifted = wide[:, 1:]  # base 2 bytes past alignment: TMA cannot read it

@@ -117,7 +117,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from seam.kernels import mxfp8_wgmma
+    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 
     if block_m not in (8, 16, 32, 64):
         raise ValueError(f"wgmma: block_m must be 8, 16, 32 or 64, got {block_m}")
@@ -134,6 +134,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
              "x_desc": f"tensordesc<{'bf16' if a_bf16 else 'u8'}[{block_m}, 128],{x_layout!r}>",
              "out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
+                  COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k),
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:

@@ -7,7 +7,7 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 * ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the
   Gluon decode kernel at 2 <= M <= 64 on Hopper, ``seam.kernels.mxfp8_wgmma``);
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16);
-* ``seam tl``: the tl kernel's own pick (``pick_tile(..., wgmma=False)``), the path before it;
+* ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,
   a lossy stand-in for MXFP8: the scales are not per 32);
 * ``cuBLAS BF16``: ``torch.mm`` on BF16 weights (twice the bytes);
@@ -49,7 +49,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
     out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
-    tile, tl_tile = pick_tile(m, n, k, dev), pick_tile(m, n, k, dev, wgmma=False)
+    tile, tl_tile = pick_tile(m, n, k, dev), pick_tile(m, n, k, dev, tl_only=True)
     one = torch.ones((), device=dev)
     r = {"layer": layer, "N": n, "K": k, "M": m, "tile": _tile_name(tile)}
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))

@@ -45,7 +45,8 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels import mxfp8_wgmma
-from seam.kernels.mxfp8_gemm_config import Tile, pick_tile
+from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
+from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_tile
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -525,7 +526,8 @@ def launch_mxfp8_linear(
     to MXFP8 inside the kernel; otherwise ``xq`` is E4M3 with scales ``xs``. A ``wgmma``
     tile runs the Gluon kernel; where TMA cannot read an operand as is (a base or row
     stride not 16-byte aligned) the tl kernel runs instead, on its own tile (same bytes
-    wherever the sums are exact; within fp32 reordering otherwise).
+    wherever the sums are exact; within fp32 reordering otherwise). A ``bf16_mm`` tile runs
+    the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`).
     """
     m, k = xq.shape
     n = wq.shape[0]
@@ -533,14 +535,18 @@ def launch_mxfp8_linear(
         return
     a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
+    if tile.bf16_mm:
+        launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out)
+        return
     if tile.wgmma:
         if all(mxfp8_wgmma.tma_ready(t) for t in (xq, wq, ws) + (() if a_bf16 else (xs,))):
             tiles = triton.cdiv(n, tile.block_n)
             work, counters = split_k_scratch(out.device, tiles, tile) if tile.split_k > 1 else (out, out)
             mxfp8_wgmma.launch_mxfp8_linear_wgmma(xq, xs, wq, ws, out, tile.block_m, tile.split_k, tile.num_stages,
-                                                  work, counters, use_pdl)
+                                                  work, counters, use_pdl,
+                                                  combine_group(tile.block_m, tile.split_k))
             return
-        tile = pick_tile(m, n, k, out.device, wgmma=False)  # an operand TMA cannot read as is
+        tile = pick_tile(m, n, k, out.device, tl_only=True)  # an operand TMA cannot read as is
     grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)
     if tile.split_k > 1:
         work, counters = split_k_scratch(out.device, grid[0] * grid[1], tile)

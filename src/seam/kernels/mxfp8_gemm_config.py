@@ -1,11 +1,12 @@
 """Launch rules of the MXFP8 GEMM kernels: the :class:`Tile` record and the pickers that choose
 the kernel and its tile for a shape, each with the H200 measurement that set it.
 
-Three kernels share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
+Four paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
 target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
-2 <= M <= 64) and ``seam.kernels.qkv_epilogue``'s fused QKV kernel (the tl mainloop with the
-QKV+indexer epilogue). :func:`pick_tile` chooses between the first two; :func:`pick_qkv_tile`
-refits its tl choice to the fused kernel's registers.
+2 <= M <= 64), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization and
+one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
+fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
+among the first three; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class Tile:
     #: 8, 16, 32 or 64 (the MMA's N side), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA
     #: ring depth, ``split_k`` any count up to K / 128 (:func:`pick_wgmma_tile`).
     wgmma: bool = False
+    #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
+    #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM with fp32 output (``torch.mm``).
+    bf16_mm: bool = False
 
 
 def small_tile(m: int) -> Tile:
@@ -144,7 +148,39 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, wgmma: bool = True) -> Tile:
+#: Split-K partials the combining program loads per round trip, by block_m. Measured on the H200
+#: (BENCHMARKS.md run 41, us, against 4 at every block_m): 64 tokens 2: qkv N 2560 x K 6144 (split 6)
+#: 17.77 -> 14.50 (sm_90: 183 -> 142 registers), gate_up 1536 x 6144 (split 11) 11.82 either way;
+#: 16 tokens 8: qkv 9.76 -> 9.53, gate_up 8.60 either way; 8 tokens 12 or 16 at once: qkv equal, gate_up
+#: (split 22) 7.70 -> 9.04. 32 tokens keep 4 (127 registers: two programs per SM).
+_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2}
+
+
+def combine_group(block_m: int, split_k: int) -> int:
+    """Split-K partials loaded per round trip by the program that combines a tile's splits."""
+    return min(split_k, _COMBINE_GROUP[block_m])
+
+
+#: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:
+#: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and multiply them with
+#: cuBLAS (``torch.mm`` with fp32 output, rounded to BF16 once). H200 (2026-12-01, ``BENCHMARKS.md``
+#: run 43, us, tl kernel's pick / this path): qkv 2560 x 6144 at M 96 32.3 / 26.2, 192 54.7 / 32.4,
+#: 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 / 21.1, 2048 184.4 / 73.2; o_proj 6144 x 2048
+#: M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128 11.3 / 13.6, 192 17.7 / 15.4, 2048
+#: 69.3 / 63.4. From 129 on it wins at every layer; at 65-128 the tl kernel keeps the down projection.
+PREFILL_MM_MIN_M = 129
+
+#: The prefill path's tile (its other fields are unused).
+BF16_MM_TILE = Tile(128, 128, 128, 8, 1, bf16_mm=True)
+
+
+def bf16_mm_supported(device: torch.device) -> bool:
+    """Whether the prefill path is picked on ``device``: a CUDA GPU, not the interpreter (where the tl
+    kernel stays the tested path; a caller may still ask for :data:`BF16_MM_TILE` there)."""
+    return device.type == "cuda" and not runtime.INTERPRET
+
+
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
     """:data:`GEMV_TILE` for one token; else small tiles unless 128-row tiles need fewer waves on
     this device's SMs; then split K to fill the SMs (two waves for the 1-, 16- and 32-row
     decode tiles, :data:`DECODE_WAVES`).
@@ -161,11 +197,14 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, wgmma: bool = Tru
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`)
-    unless ``wgmma`` is False.
+    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`); on any
+    CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` takes the prefill path (:data:`BF16_MM_TILE`); ``tl_only``
+    keeps the pick to the tl kernel.
     """
     sms = runtime.num_sms(device)
-    if wgmma and wgmma_supported(device):
+    if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
+        return BF16_MM_TILE
+    if not tl_only and wgmma_supported(device):
         wgmma_tile = pick_wgmma_tile(m, n, k, sms)
         if wgmma_tile is not None:
             return wgmma_tile
@@ -214,7 +253,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gave
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
-    tile = pick_tile(m, n, k, device, wgmma=False)  # the epilogue runs on the tl kernel
+    tile = pick_tile(m, n, k, device, tl_only=True)  # the epilogue runs on the tl kernel
     if tile.block_m == 16:
         return dataclasses.replace(tile, max_registers=TWO_PER_SM_REGISTERS)
     limit = _CAP_MAX_ONE_WAVE_SPLIT.get(tile.block_m)

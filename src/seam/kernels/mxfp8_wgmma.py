@@ -34,9 +34,13 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   protocol): partials to a workspace, the last program of a tile sums them in split order;
   the epilogue stores along N, contiguous in the output.
 
-Measured on the H200 (``BENCHMARKS.md`` session 8): 0.60-0.99x the tl kernel's time at
-M 8..64, but still 1.9-6.2x the weight-stream floor: about 2 us of fixed costs (launch,
-prologue, split-K combine) and the conversion's per-step latency stay exposed (run 33).
+Measured on the H200 (``BENCHMARKS.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
+M 8..64 (N 2560 x K 6144 at 64 tokens 17.7 -> 14.5 us with run 41's combine rule), still 1.9-5x the
+weight-stream floor. What bounds it is one program's latency chain (weights -> conversion ->
+MMA -> partial -> arrival -> partials -> store), not the stream or the issue rate: Nsight
+Compute at 8 tokens (run 40) shows DRAM 30% busy, SMs idle 27% of the cycles and global-load
+waits (the split-K combine) leading the stalls; a K loop with 40% fewer instructions (F16
+operands, run 39), deeper rings and more programs per SM (runs 38, 42) were all slower.
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
 fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
@@ -239,6 +243,7 @@ def mxfp8_linear_wgmma_kernel(
     STAGES: gl.constexpr,
     A_BF16: gl.constexpr,
     USE_PDL: gl.constexpr,
+    COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     num_warps: gl.constexpr,
 ):
     BN: gl.constexpr = 16 * num_warps
@@ -304,10 +309,10 @@ def mxfp8_linear_wgmma_kernel(
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
         if count == SPLIT_K - 1:
             total = gl.zeros([BN, MP], gl.float32, EPI)
-            # in split order, four loads in flight at a time (all of them at once spill at 22 splits);
-            # the masked tail adds +0.0, which leaves every sum as it is (none is -0.0: it starts at +0.0)
-            for s0 in range(0, SPLIT_K, 4):
-                for j in gl.static_range(4):
+            # in split order, COMBINE loads in flight at a time (combine_group); the masked tail adds
+            # +0.0, which leaves every sum as it is (none is -0.0: it starts at +0.0)
+            for s0 in range(0, SPLIT_K, COMBINE):
+                for j in gl.static_range(COMBINE):
                     total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0,
                                      cache_modifier=".cg")  # at L2, where the partials landed
             gl.store(counter_ptr + tile, 0)
@@ -343,11 +348,12 @@ def tma_ready(t: torch.Tensor) -> bool:
 def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
+    combine: int,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
-    scratch (unused at ``split_k`` 1)."""
+    scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip."""
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value
@@ -364,5 +370,5 @@ def launch_mxfp8_linear_wgmma(
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
-        num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINE=combine, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
     mxfp8_quantize_tile,
@@ -57,6 +58,7 @@ def fused_add_rms_norm_kernel(
     QUANT: tl.constexpr,  # store MXFP8 values/scales of the BF16 normed rows
     SWIZZLED: tl.constexpr,  # 128x4 swizzled scales (padding written as zero)
     USE_PDL: tl.constexpr,
+    EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
     ROWS: tl.constexpr,  # rows per program
     BLOCK_H: tl.constexpr,  # power of two >= max(H, 128)
@@ -70,6 +72,8 @@ def fused_add_rms_norm_kernel(
     scols = tl.arange(0, SCOLS)
 
     if USE_PDL:
+        if EARLY_TRIGGER:  # seam.kernels.pdl: dependents may stream their weights during this kernel
+            tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
 
     if pid < num_row_programs:
@@ -83,7 +87,7 @@ def fused_add_rms_norm_kernel(
             r = tl.load(residual_ptr + rows[:, None] * stride_rm + cols[None, :], mask=mask, other=0.0)
             s = s + bf16_to_f32(r)
         w = bf16_to_f32(tl.load(weight_ptr + cols, mask=cols < H, other=0.0))
-        if USE_PDL:
+        if USE_PDL and not EARLY_TRIGGER:
             # Every global read is done: the next kernel may start its prologue.
             tl.extra.cuda.gdc_launch_dependents()
         if GEMMA:
@@ -173,6 +177,7 @@ def launch_fused_add_rms_norm(
         QUANT=quant,
         SWIZZLED=swizzled,
         USE_PDL=use_pdl,
+        EARLY_TRIGGER=early_trigger(m),
         ROWS=rows,
         BLOCK_H=block_h,
         PAD_ROWS=PAD_ROWS,

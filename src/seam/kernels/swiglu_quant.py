@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
     mxfp8_quantize_tile,
@@ -53,6 +54,7 @@ def swiglu_oai_kernel(
     ROUND_BF16: tl.constexpr,  # quantize bf16(act) instead of the fp32 act
     SWIZZLED: tl.constexpr,
     USE_PDL: tl.constexpr,
+    EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
     BLOCK_M: tl.constexpr,
     BLOCK_I: tl.constexpr,  # multiple of 32 (>= 128 when SWIZZLED)
@@ -67,6 +69,8 @@ def swiglu_oai_kernel(
     scols = pid_i * SCOLS + tl.arange(0, SCOLS)
 
     if USE_PDL:
+        if EARLY_TRIGGER:  # seam.kernels.pdl: dependents may stream their weights during this kernel
+            tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
 
     if pid_m < num_row_programs:
@@ -83,7 +87,8 @@ def swiglu_oai_kernel(
         else:
             gate = bf16_to_f32(tl.load(row_ptr + cols[None, :], mask=mask, other=0.0))
             up = bf16_to_f32(tl.load(row_ptr + I + cols[None, :], mask=mask, other=0.0))
-        if USE_PDL:
+        if USE_PDL and not EARLY_TRIGGER:
+            # Every global read is done: the next kernel may start its prologue.
             tl.extra.cuda.gdc_launch_dependents()
         if HAS_LIMIT:
             # NaN propagates, as torch.clamp does (the GPU's default min/max would drop it).
@@ -164,6 +169,7 @@ def launch_swiglu_oai(
         ROUND_BF16=round_to_bf16,
         SWIZZLED=swizzled,
         USE_PDL=use_pdl,
+        EARLY_TRIGGER=early_trigger(m),
         BLOCK_M=block_m,
         BLOCK_I=block_i,
         PAD_ROWS=PAD_ROWS,

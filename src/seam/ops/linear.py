@@ -14,7 +14,7 @@ from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
-from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_supported
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile, wgmma_supported
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
 
@@ -66,8 +66,9 @@ def _launch(
     max_registers: Optional[int],
     f16_operands: bool,
     wgmma: bool,
+    bf16_mm: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma)
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma, bf16_mm)
     launch_mxfp8_linear(xq, xs, wq, ws, out, tile)
 
 
@@ -85,8 +86,9 @@ def _launch_in_gemm(
     max_registers: Optional[int],
     f16_operands: bool,
     wgmma: bool,
+    bf16_mm: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma)
+    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma, bf16_mm)
     launch_mxfp8_linear(x, None, wq, ws, out, tile)
 
 
@@ -125,6 +127,14 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
         raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm_config.Tile or None, got {type(tile).__name__}")
     if type(tile.wgmma) is not bool:
         raise TypeError(f"tile.wgmma must be a bool, got {type(tile.wgmma).__name__}")
+    if type(tile.bf16_mm) is not bool:
+        raise TypeError(f"tile.bf16_mm must be a bool, got {type(tile.bf16_mm).__name__}")
+    if tile.bf16_mm:
+        if m is None:
+            raise ValueError("tile.bf16_mm (the prefill path) applies to mxfp8_linear only")
+        if tile != BF16_MM_TILE:
+            raise ValueError(f"a tile with bf16_mm must be seam.kernels.mxfp8_gemm_config.BF16_MM_TILE, got {tile}")
+        return tile
     if tile.wgmma:
         if m is None or device is None:
             raise ValueError("tile.wgmma (the Gluon decode kernel) applies to mxfp8_linear only")
@@ -173,8 +183,11 @@ def mxfp8_linear(
     and multiplied on BF16 tensor cores: at 2 <= M <= 64 (K a multiple of 128) by the
     Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
     ``wgmma``), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
-    fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). Every path's fp32
-    accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to summation order.
+    fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
+    (``PREFILL_MM_MIN_M``) on any CUDA GPU, the prefill path dequantizes both operands to
+    BF16 and multiplies them with cuBLAS (fp32 output, rounded once; temporary BF16 copies
+    of A and W). Every path's fp32 accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to
+    summation order.
 
     Args:
         x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
@@ -194,6 +207,7 @@ def mxfp8_linear(
             operand's base or row stride is not 16-byte aligned, which TMA needs).
             ``f16_operands`` applies to MXFP8 activations (in-GEMM
             quantization keeps BF16 operands); the output bytes are the same either way.
+            ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
             ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
@@ -209,13 +223,13 @@ def mxfp8_linear(
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
-            out not BF16, tile (or its max_registers, f16_operands or wgmma) of the wrong type,
+            out not BF16, tile (or its max_registers, f16_operands, wgmma or bf16_mm) of the wrong type,
             quantize not a str.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
-            tile off a Hopper GPU or outside its sizes (shared memory included), or an
-            unknown ``quantize``.
+            tile off a Hopper GPU or outside its sizes (shared memory included), a bf16_mm
+            tile other than ``BF16_MM_TILE``, or an unknown ``quantize``.
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
     """

@@ -1,0 +1,78 @@
+"""MXFP8 -> BF16 dequantization (``docs/spec/mxfp8.md``, ``bf16_rne(f32(e4m3) * 2^(s - 127))``) and the
+MXFP8 GEMM's prefill path built on it (``seam.kernels.mxfp8_gemm_config.PREFILL_MM_MIN_M``).
+
+The dequantized operands are the values every seam GEMM path multiplies on its tensor cores,
+so one cuBLAS GEMM on them with fp32 accumulation and fp32 output, rounded to BF16 once,
+equals those kernels up to fp32 summation order (bit-identical where the sums are exact).
+Bytes moved by the dequantization per element: one read (E4M3) and 1/32 scale byte, two written.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from seam.formats.mxfp8 import mxfp8_scale_numel
+from seam.kernels.mxfp8_quant import launch_mxfp8_quant
+from seam.kernels.numerics import e4m3_to_f32, swizzled_scale_offset, to_bf16_rne, ue8m0_to_f32
+
+
+@triton.jit
+def mxfp8_dequant_kernel(
+    values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr
+    scales_ptr,  # uint8 128x4-swizzled scales of [R, K]
+    out_ptr,  # bf16 [R, K], contiguous
+    R,
+    K,
+    stride_vr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # multiple of 32
+):
+    rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
+    cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    scols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
+    mask = (rows[:, None] < R) & (cols[None, :] < K)
+    v = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0)
+    s_mask = (rows[:, None] < R) & (scols[None, :] < K // 32)
+    s = tl.load(scales_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], (K // 32 + 3) // 4 * 4),
+                mask=s_mask, other=0)
+    f = tl.reshape(e4m3_to_f32(v), (BLOCK_R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
+    tl.store(out_ptr + rows[:, None] * K + cols[None, :], to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
+
+
+def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
+    """out [R, K] (BF16, contiguous) = the dequantized E4M3 ``values`` [R, K] (unit column stride) with
+    128x4-swizzled ``scales``; operands validated by the caller, K a multiple of 32."""
+    r, k = values.shape
+    if r == 0:
+        return
+    block_k = min(triton.next_power_of_2(k), 512)
+    block_r = 8192 // block_k  # 8K elements per program
+    grid = (triton.cdiv(r, block_r), triton.cdiv(k, block_k))
+    mxfp8_dequant_kernel[grid](values.view(torch.uint8), scales.view(torch.uint8), out, r, k, values.stride(0),
+                               BLOCK_R=block_r, BLOCK_K=block_k, num_warps=8)
+
+
+def launch_mxfp8_linear_bf16_mm(
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor
+) -> None:
+    """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
+    BF16 here (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first), then one cuBLAS
+    GEMM with fp32 output (``torch.mm(..., out_dtype=torch.float32)``), rounded to BF16 once. On the
+    CPU (the interpreter's tests) the GEMM runs on the fp32 copies of the same values. Temporary
+    memory: 2 * (M + N) * K bytes of BF16 operands and 4 * M * N of fp32 output."""
+    m, k = xq.shape
+    if xs is None:
+        x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
+        xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
+        launch_mxfp8_quant(x, xq, xs, swizzled=True)
+    a = torch.empty((m, k), dtype=torch.bfloat16, device=out.device)
+    w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
+    launch_mxfp8_dequant(xq, xs, a)
+    launch_mxfp8_dequant(wq, ws, w)
+    if out.is_cuda:
+        acc = torch.mm(a, w.t(), out_dtype=torch.float32)
+    else:
+        acc = torch.mm(a.float(), w.float().t())
+    out.copy_(acc)  # round to nearest even
