@@ -50,7 +50,7 @@ def small_tile(m: int) -> Tile:
     """Decode tiles, one 128-wide head of N: BLOCK_M 16 for M <= 16, 32 up to M 64, else 64.
 
     BLOCK_K 64, 8 warps, a 3-stage pipelined K loop (:func:`seam.kernels.mxfp8_gemm.mxfp8_mainloop`). Sweep on the
-    H200 (2026-11-30, ``BENCHMARKS.md``): at M 64 two 32-row tiles split over two waves
+    H200 (2026-11-30, ``docs/benchmarks-log.md``): at M 64 two 32-row tiles split over two waves
     beat one 64-row tile (fused QKV at nkv 2: 46.9 against 63.3 us; even at nkv 1); the
     64-row tile stays best at M 256. 3 stages beat 2 and 4 at every M tried.
     """
@@ -64,7 +64,7 @@ LARGE_TILE = Tile(128, 128, 32, 8, 3)
 
 #: The single-token decode tile: BLOCK_M 1 selects the CUDA-core GEMV mainloop
 #: (:func:`seam.kernels.mxfp8_gemm.mxfp8_gemv_mainloop`); M >= 2 takes the dot tiles. Tile sweep on the H200
-#: (2026-11-30, N 2560, K 6144, M 1, ``BENCHMARKS.md``): the fused QKV kernel 11.45 us at
+#: (2026-11-30, N 2560, K 6144, M 1, ``docs/benchmarks-log.md``): the fused QKV kernel 11.45 us at
 #: 8 warps, split 12 (4 warps spill: 71 us; the 2026-11-29 mainloop with a [128, BLOCK_K]
 #: accumulator: 15.2 us at 4 warps). A [BLOCK_M, 128, BLOCK_K] CUDA-core form for M 2..8
 #: measured 1.5-4x slower than the 16-row dot tile, so only M = 1 takes this path.
@@ -121,7 +121,7 @@ WGMMA_STAGES = 2
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` and K a multiple of 128, else None.
 
-    Two rules, from the H200 (2026-12-01, ``BENCHMARKS.md`` runs 33-34): its fixed costs (prologue,
+    Two rules, from the H200 (2026-12-01, ``docs/benchmarks-log.md`` runs 33-34): its fixed costs (prologue,
     split-K combine) and its per-step conversion latency are exposed at one program per SM,
     so a shallow ring (2 stages) with more programs resident per SM beats a deep one (N 2560,
     K 6144, M 8: 8.5 us at split 12 / 2 stages against 10.6 at split 6 / 8 stages; N 6144,
@@ -149,7 +149,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
 
 
 #: Split-K partials the combining program loads per round trip, by block_m. Measured on the H200
-#: (BENCHMARKS.md run 41, us, against 4 at every block_m): 64 tokens 2: qkv N 2560 x K 6144 (split 6)
+#: (docs/benchmarks-log.md run 41, us, against 4 at every block_m): 64 tokens 2: qkv N 2560 x K 6144 (split 6)
 #: 17.77 -> 14.50 (sm_90: 183 -> 142 registers), gate_up 1536 x 6144 (split 11) 11.82 either way;
 #: 16 tokens 8: qkv 9.76 -> 9.53, gate_up 8.60 either way; 8 tokens 12 or 16 at once: qkv equal, gate_up
 #: (split 22) 7.70 -> 9.04. 32 tokens keep 4 (127 registers: two programs per SM).
@@ -163,7 +163,7 @@ def combine_group(block_m: int, split_k: int) -> int:
 
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:
 #: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and multiply them with
-#: cuBLAS (``torch.mm`` with fp32 output, rounded to BF16 once). H200 (2026-12-01, ``BENCHMARKS.md``
+#: cuBLAS (``torch.mm`` with fp32 output, rounded to BF16 once). H200 (2026-12-01, ``docs/benchmarks-log.md``
 #: run 43, us, tl kernel's pick / this path): qkv 2560 x 6144 at M 96 32.3 / 26.2, 192 54.7 / 32.4,
 #: 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 / 21.1, 2048 184.4 / 73.2; o_proj 6144 x 2048
 #: M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128 11.3 / 13.6, 192 17.7 / 15.4, 2048
@@ -191,7 +191,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
 
     A 64-row tile with K split at most 2 ways gets the :data:`TWO_PER_SM_REGISTERS` budget:
     ptxas then takes 123 registers instead of 108 (sm_90, no spills either way, two
-    programs per SM either way), and on the H200 (2026-12-01, ``BENCHMARKS.md`` run 31,
+    programs per SM either way), and on the H200 (2026-12-01, ``docs/benchmarks-log.md`` run 31,
     same output bytes) the kernel was 3-5.5% faster at all 9 unsplit shapes measured (the
     four layer shapes of ``seam bench linear``, M 128-2048) and 12-21% faster at all 4
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
@@ -236,7 +236,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     16 and 32 rows, 400-480 bytes of stack at 64 depending on outputs and split) two
     programs share each SM, and the K split is picked for two per SM. Capping wins where
     one program per SM would leave K split at most 3 ways (32 rows) or 2 ways (64 rows),
-    and loses above that. Fused QKV on the H200 (2026-12-01, ``BENCHMARKS.md``, us, nkv 1
+    and loses above that. Fused QKV on the H200 (2026-12-01, ``docs/benchmarks-log.md``, us, nkv 1
     then 2): M 32 split 6 uncapped 18.8 (pick_tile's split 12: 21.8), nkv 2 capped 25.8
     (32.8); M 64 capped 25.4 (30.7), nkv 2 41.5 (41.4); M 128 uncapped 52.7 (capped
     62.3), nkv 2 capped split 3 80.6 (104.5); M 256 capped split 3 70.7 (102.0). 16-row

@@ -12,7 +12,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   steps (the E4M3 tile and the tile's 512 swizzled scale bytes, one mbarrier per stage)
   before anything else, before the PDL wait too: the weights (and their scales) must not
   be written by a PDL predecessor. In a PDL chain they can then stream while the previous
-  kernel finishes (not yet seen in the measurements: BENCHMARKS.md runs 32 and 36).
+  kernel finishes (not yet seen in the measurements: docs/benchmarks-log.md runs 32 and 36).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; every seam PDL kernel writes, and reads what others produce,
@@ -34,7 +34,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   protocol): partials to a workspace, the last program of a tile sums them in split order;
   the epilogue stores along N, contiguous in the output.
 
-Measured on the H200 (``BENCHMARKS.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
+Measured on the H200 (``docs/benchmarks-log.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
 M 8..64 (N 2560 x K 6144 at 64 tokens 17.7 -> 14.5 us with run 41's combine rule), still 1.9-5x the
 weight-stream floor. What bounds it is one program's latency chain (weights -> conversion ->
 MMA -> partial -> arrival -> partials -> store), not the stream or the issue rate: Nsight
@@ -273,7 +273,7 @@ def mxfp8_linear_wgmma_kernel(
         _issue_step(w_desc, s_desc, w_ring, s_ring, bars, s, lo + s, n0, K_STEPS, s < n_steps)
     if USE_PDL:
         # The next kernel may start now and stream its own weights: its gdc_wait still waits for
-        # all of this one. Measured on the H200 (BENCHMARKS.md run 34): 0.04-0.8 us faster per call.
+        # all of this one. Measured on the H200 (docs/benchmarks-log.md run 34): 0.04-0.8 us faster per call.
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
     _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)

@@ -4,7 +4,7 @@ A dependent launched early (``gdc_launch_dependents``) can stream what it reads 
 ``gdc_wait`` (the MXFP8 GEMMs: their weights) while this kernel, and even this kernel's
 predecessor, still run (``DESIGN.md``, PDL). Triggering at the very start helps where the
 dependent's programs fit beside the running ones, and costs where they only take SMs the
-predecessor's last programs free. H200 (2026-12-01, ``BENCHMARKS.md`` run 40, graph of 200
+predecessor's last programs free. H200 (2026-12-01, ``docs/benchmarks-log.md`` run 40, graph of 200
 chains, what ``mxfp8_linear`` adds to the first kernel, us, trigger at start / after the loads):
 norm -> qkv N 2560 x K 6144 at M 1 / 8 / 16 / 64: 8.52 / 8.05, 8.43 / 9.60, 11.05 / 11.17,
 19.41 / 18.60; norm -> o_proj 6144 x 2048: 7.34 / 7.39, 7.84 / 8.19, 9.03 / 9.33, 12.46 / 12.75;

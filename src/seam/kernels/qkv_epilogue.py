@@ -195,7 +195,7 @@ def _store_nvfp4_rows(
     come back as one plain [R * 8, 16] load, so every group of every row is quantized at
     once. Quantizing straight from the QKV accumulator's register layouts wrote wrong
     cache bytes on sm_90 in every all-groups form tried (a [R * 8, 16] view, pair trees;
-    Triton 3.6, BENCHMARKS.md runs 9 and 12), and the group-by-group loop that compiles
+    Triton 3.6, docs/benchmarks-log.md runs 9 and 12), and the group-by-group loop that compiles
     correctly puts 8 dependent reduction chains on the kernel's critical path: fused QKV
     at M 8 took 16.9 us that way against 13.6 here (nkv 1; nkv 2: 24.0 against 20.4; H200,
     2026-11-30). The slots are reloaded in the new layout for the same reason.

@@ -213,7 +213,7 @@ def mxfp8_linear(
             ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
             32-wide block in registers with the same rule; ``"auto"`` (default):
             ``"in_gemm"`` when M <= :data:`IN_GEMM_MAX_M` (16), else ``"separate"`` (the
-            carve-out measured by ``seam bench linear`` on the H200, see BENCHMARKS.md).
+            carve-out measured by ``seam bench linear`` on the H200, see docs/benchmarks-log.md).
             With the same tile the output is byte-identical either way. In-GEMM
             quantization saves a launch and the E4M3 round trip but repeats A's
             quantization once per 128-wide N tile, so it only wins at small M.
