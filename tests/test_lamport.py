@@ -399,7 +399,7 @@ def _bad_publish_cases(hidden, cap):
         (lambda c: c.publish(torch.zeros(2 * hidden + 1, dtype=torch.bfloat16, device=DEV)[1:].view(2, hidden), rank=0),
          ValueError, "x must be 16-byte aligned"),
         (lambda c: c.publish(good, rank=2), ValueError, "rank=2 is not driven"),
-        (lambda c: c.publish(good), ValueError, "rank must be given"),
+        (lambda c: c.publish(good), ValueError, "name the rank"),
         (lambda c: c.publish("x", rank=0), TypeError, "x must be a torch.Tensor"),
     ]
 

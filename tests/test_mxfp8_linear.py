@@ -26,6 +26,7 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
     small_tile,
 )
+from seam.kernels.mxfp8_dequant import launch_mxfp8_dequant
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 
@@ -319,9 +320,29 @@ def test_prefill_path_edge_rows_match_the_tl_kernel(device):
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(9)) * 0.05).to(device))
     got = seam.mxfp8_linear(x, w, tile=BF16_MM_TILE)
     tl_out = seam.mxfp8_linear(x, w, tile=small_tile(m))
-    assert torch.equal(got.isnan(), tl_out.isnan()) and torch.equal(got.isinf(), tl_out.isinf())
+    nan = got.isnan()
+    assert torch.equal(nan, tl_out.isnan()) and torch.equal(got.isinf(), tl_out.isinf())
+    assert nan.any() and torch.equal(got.view(torch.int16)[nan], tl_out.view(torch.int16)[nan])  # the same NaN bits
     assert got[0].eq(0).all() and got[6].eq(0).all()
     _check_close(got[7:], *seam.mxfp8_quantize(x[7:]), w)  # the edge rows overflow the reference's bound
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning", "ignore:overflow encountered:RuntimeWarning")
+def test_dequantize_kernel_every_code_and_scale(device):
+    # every E4M3 byte in every 32-block position, under scale bytes from the subnormal 0 to NaN (255)
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).repeat(2)  # [512]
+    scales = torch.tensor([0, 1, 2, 3, 60, 127, 133, 200, 246, 247, 254, 255], dtype=torch.uint8)
+    values = codes.repeat(scales.numel(), 1)  # [12, 512]: one scale per row
+    row_scales = scales[:, None].expand(-1, 512 // 32).contiguous()
+    out = torch.empty(values.shape, dtype=torch.bfloat16, device=device)
+    launch_mxfp8_dequant(values.to(device), swizzle_scales(row_scales).to(device), out)
+    scale = torch.where(scales == 255, float("nan"), torch.pow(2.0, scales.double() - 127))  # spec: 255 is NaN
+    want = (values.view(torch.float8_e4m3fn).double() * scale[:, None]).float().to(torch.bfloat16)
+    got = out.cpu()
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(got.view(torch.int16)[~nan], want.view(torch.int16)[~nan])
+    assert got.isnan().any() and got.isinf().any()  # codes 0x7F / 0xFF, scale 255; 448 * 2^127 overflows
 
 
 def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):

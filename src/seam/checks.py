@@ -39,7 +39,7 @@ def tensor(
         ValueError: wrong shape, device, strides or alignment.
     """
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type_name(t)}")
     if dtype is not None:
         allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
         if t.dtype not in allowed:
@@ -64,17 +64,24 @@ def kernel_device(name: str, t: torch.Tensor) -> torch.device:
     return t.device
 
 
+def type_name(value: object) -> str:
+    """The name of ``value``'s type for an error message, module-qualified outside the builtins (a NumPy
+    bool is ``numpy.bool``, not ``bool``)."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
 def flag(name: str, value: object) -> bool:
     """A bool argument; raise TypeError for anything else (a truthy string is not a flag)."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a bool, got {type_name(value)}")
     return value
 
 
 def integer(name: str, value: object) -> int:
     """A Python or NumPy int argument (not a bool), as an int; raise TypeError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise TypeError(f"{name} must be an int, got {type_name(value)}")
     return int(value)
 
 
@@ -108,7 +115,7 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     """A real scalar argument (eps, scales; Python or NumPy, not a bool) finite in fp32, where the
     kernels use it; raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a float, got {type_name(value)}")
     v = float(value)
     if not abs(v) <= _FP32_MAX or (positive and v <= 0):
         raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the "

@@ -57,7 +57,8 @@ class Group(abc.ABC):
         """
         if rank is None:
             if len(self.ranks) != 1:
-                raise ValueError(f"rank must be given for a simulated group (ranks {self.ranks})")
+                raise ValueError(f"a simulated group drives ranks {self.ranks} in one process: name the rank "
+                                 "(the split steps publish(..., rank=r) / collect(..., rank=r), one call per rank)")
             return self.ranks[0]
         rank = checks.integer("rank", rank)
         if rank not in self.ranks:

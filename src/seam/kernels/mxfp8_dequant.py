@@ -41,6 +41,14 @@ def mxfp8_dequant_kernel(
     tl.store(out_ptr + rows[:, None] * K + cols[None, :], to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
 
 
+@triton.jit
+def round_bf16_kernel(src_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out = BF16 round-to-nearest-even of fp32 src (flat, n elements), NaN as every seam kernel writes it."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, to_bf16_rne(tl.load(src_ptr + offs, mask=mask, other=0.0)), mask=mask)
+
+
 def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
     """out [R, K] (BF16, contiguous) = the dequantized E4M3 ``values`` [R, K] (unit column stride) with
     128x4-swizzled ``scales``; operands validated by the caller, K a multiple of 32."""
@@ -59,7 +67,8 @@ def launch_mxfp8_linear_bf16_mm(
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
     BF16 here (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first), then one cuBLAS
-    GEMM with fp32 output (``torch.mm(..., out_dtype=torch.float32)``), rounded to BF16 once. On the
+    GEMM with fp32 output (``torch.mm(..., out_dtype=torch.float32)``), rounded to BF16 once
+    (:func:`round_bf16_kernel`). On the
     CPU (the interpreter's tests) the GEMM runs on the fp32 copies of the same values. Temporary
     memory: 2 * (M + N) * K bytes of BF16 operands and 4 * M * N of fp32 output."""
     m, k = xq.shape
@@ -75,4 +84,6 @@ def launch_mxfp8_linear_bf16_mm(
         acc = torch.mm(a, w.t(), out_dtype=torch.float32)
     else:
         acc = torch.mm(a.float(), w.float().t())
-    out.copy_(acc)  # round to nearest even
+    # seam's rounding (seam.kernels.numerics), not torch's copy_: the same NaN bits as the GEMM kernels
+    block = 4096
+    round_bf16_kernel[(triton.cdiv(acc.numel(), block),)](acc, out, acc.numel(), BLOCK=block, num_warps=8)

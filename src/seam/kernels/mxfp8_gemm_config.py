@@ -175,9 +175,14 @@ BF16_MM_TILE = Tile(128, 128, 128, 8, 1, bf16_mm=True)
 
 
 def bf16_mm_supported(device: torch.device) -> bool:
-    """Whether the prefill path is picked on ``device``: a CUDA GPU, not the interpreter (where the tl
-    kernel stays the tested path; a caller may still ask for :data:`BF16_MM_TILE` there)."""
-    return device.type == "cuda" and not runtime.INTERPRET
+    """Whether the prefill path is picked on ``device``: an NVIDIA GPU, not the interpreter (where the
+    tl kernel stays the tested path; a caller may still ask for :data:`BF16_MM_TILE` there), with a
+    torch whose ``mm`` takes ``out_dtype`` (the ``aten::mm.dtype`` overload, torch >= 2.8)."""
+    return (device.type == "cuda" and torch.version.cuda is not None and not runtime.INTERPRET
+            and _MM_OUT_DTYPE)
+
+
+_MM_OUT_DTYPE = "dtype" in torch.ops.aten.mm.overloads()
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:

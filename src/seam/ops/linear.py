@@ -126,9 +126,9 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
     if not isinstance(tile, Tile):
         raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm_config.Tile or None, got {type(tile).__name__}")
     if type(tile.wgmma) is not bool:
-        raise TypeError(f"tile.wgmma must be a bool, got {type(tile.wgmma).__name__}")
+        raise TypeError(f"tile.wgmma must be a bool, got {checks.type_name(tile.wgmma)}")
     if type(tile.bf16_mm) is not bool:
-        raise TypeError(f"tile.bf16_mm must be a bool, got {type(tile.bf16_mm).__name__}")
+        raise TypeError(f"tile.bf16_mm must be a bool, got {checks.type_name(tile.bf16_mm)}")
     if tile.bf16_mm:
         if m is None:
             raise ValueError("tile.bf16_mm (the prefill path) applies to mxfp8_linear only")
@@ -162,7 +162,7 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
         if not 24 <= tile.max_registers <= 255:
             raise ValueError(f"tile.max_registers must be in [24, 255] (registers per thread), got {tile.max_registers}")
     if type(tile.f16_operands) is not bool:
-        raise TypeError(f"tile.f16_operands must be a bool, got {type(tile.f16_operands).__name__}")
+        raise TypeError(f"tile.f16_operands must be a bool, got {checks.type_name(tile.f16_operands)}")
     if tile.f16_operands and tile.block_m == 1:
         raise ValueError("tile.f16_operands needs an MMA tile (block_m >= 16); the one-token GEMV has no operands")
     return tile

@@ -259,7 +259,7 @@ def fused_add_rms_norm_mxfp8(
     layout = ScaleLayout.parse(scale_layout)
     for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
         if not isinstance(flag, bool):
-            raise TypeError(f"{flag_name} must be a bool, got {type(flag).__name__}")
+            raise TypeError(f"{flag_name} must be a bool, got {checks.type_name(flag)}")
     m, hidden, device, eps = _check_common(x, weight, eps)
     _check_rows("residual", residual, (m, hidden), device)
     checks.multiple_of("hidden (x.shape[1])", hidden, 32)

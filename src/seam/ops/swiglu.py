@@ -156,7 +156,7 @@ def swiglu_oai_mxfp8(
     """
     scale_layout = ScaleLayout.parse(scale_layout)
     if not isinstance(round_to_bf16, bool):
-        raise TypeError(f"round_to_bf16 must be a bool, got {type(round_to_bf16).__name__}")
+        raise TypeError(f"round_to_bf16 must be a bool, got {checks.type_name(round_to_bf16)}")
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
     checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
     values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)

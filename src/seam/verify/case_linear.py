@@ -11,6 +11,7 @@ import torch
 
 import seam
 from seam.compare import bytes_equal
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE
 from seam.verify.core import Check, Context, Outcome
 
 
@@ -27,18 +28,18 @@ def within_reordering_error(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight)
     return ok, f"{equal:.2f}% equal to bf16(ref), max err/bound {float((err / (bound + 1e-30)).max()):.3f}"
 
 
-def _run(ctx: Context, m: int, n: int, k: int) -> Outcome:
+def _run(ctx: Context, m: int, n: int, k: int, tile=None) -> Outcome:
     x = ctx.randn(m, k, seed=m)
     w_bf16 = ctx.randn(n, k, seed=m + 1, scale=k**-0.5)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
-    out = seam.mxfp8_linear(act, weight)
+    out = seam.mxfp8_linear(act, weight, tile=tile)
     ok, detail = within_reordering_error(out, xq, xs, weight)
     return Outcome(
         exact=ok,
         detail=detail,
-        fused=lambda: seam.mxfp8_linear(act, weight, out=out),
+        fused=lambda: seam.mxfp8_linear(act, weight, out=out, tile=tile),
         unfused=lambda: x @ w_bf16.t(),
         bytes_moved=n * k + weight.scales.numel() + m * k + xs.numel() + 2 * m * n,
     )
@@ -70,6 +71,11 @@ def checks(ctx: Context) -> list[Check]:
     out = [
         Check("mxfp8_linear", m, f"N={n} K={k}", lambda m=m: _run(ctx, m, n, k), rule=RULE)
         for m in ctx.pick([1, 8, 64, 256, 2048], [1, 17])
+    ]
+    # the prefill path (BF16 dequantization + one fp32-output GEMM), picked from M 129 on a GPU, asked for on CPU
+    out += [
+        Check("mxfp8_linear[prefill path]", m, f"N={n} K={k}", lambda m=m: _run(ctx, m, n, k, BF16_MM_TILE), rule=RULE)
+        for m in ctx.pick([333], [133])
     ]
     out += [
         Check("mxfp8_linear[in_gemm quant]", m, f"N={n} K={k}", lambda m=m: _run_in_gemm(ctx, m, n, k),
