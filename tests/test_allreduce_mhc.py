@@ -14,7 +14,7 @@ from seam import runtime
 from seam.comm import SimulatedGroup
 from seam.compare import bytes_equal, ulp_summary
 from seam.formats.mxfp8 import mxfp8_quantize_ref
-from seam.kernels import mhc as mhc_kernels
+from seam.kernels import mhc_config
 from seam.kernels.lamport import SENTINEL_BITS
 from seam.ref import mhc as ref
 from seam.ref.lamport import moe_finalize_ref
@@ -166,7 +166,7 @@ def check_full_and_residual_only(full, only, m, seed, quantize, device):
 @pytest.mark.parametrize("hc,hidden", [(2, 640), (8, 256)])
 def test_chunked_consumer(device, monkeypatch, hc, hidden):
     """Force the consumer's multi-chunk path (a collect per chunk, parked collapse) at small sizes."""
-    monkeypatch.setattr(mhc_kernels, "MAX_TILE", 256)
+    monkeypatch.setattr(mhc_config, "MAX_TILE", 256)
     group = SimulatedGroup(2, device)
     full = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=4, top_k=1, group=group, quantize_layer_input=True)
     only = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=4, top_k=1, group=group, residual_only=True)
@@ -179,7 +179,7 @@ def test_chunked_consumer(device, monkeypatch, hc, hidden):
 def force_split(monkeypatch, sms, min_cols):
     """A device of ``sms`` SMs (M <= sms / 2 splits) and chunks down to ``min_cols`` columns."""
     monkeypatch.setattr(runtime, "num_sms", lambda device: sms)
-    monkeypatch.setattr(mhc_kernels, "SPLIT_MIN_COLS", min_cols)
+    monkeypatch.setattr(mhc_config, "SPLIT_MIN_COLS", min_cols)
 
 
 # 3 chunks per token; at hidden 640 the last one is ragged (128 of 256 columns)
@@ -193,7 +193,7 @@ def test_split_consumer(device, monkeypatch, hc, hidden, min_cols):
     full = seam.AllReduceMHC(**sizes, quantize_layer_input=True)
     only = seam.AllReduceMHC(**sizes, residual_only=True)
     for call, (m, quantize) in enumerate([(3, True), (1, False)]):
-        assert mhc_kernels.launch_shape(m, hidden, hc, device).split == 3
+        assert mhc_config.launch_shape(m, hidden, hc, device).split == 3
         check_full_and_residual_only(full, only, m, seed=call + hc, quantize=quantize, device=device)
         assert_armed(full)
         assert_armed(only)
@@ -210,7 +210,7 @@ def test_split_and_per_token_alternate(device, monkeypatch):
         quantize_layer_input=True,
     )
     ms = [1, 5, 3, 12, 2, 4, 9, 1]
-    assert [mhc_kernels.launch_shape(m, hidden, hc, device).split for m in ms] == [3, 1, 2, 1, 3, 2, 1, 3]
+    assert [mhc_config.launch_shape(m, hidden, hc, device).split for m in ms] == [3, 1, 2, 1, 3, 2, 1, 3]
     run_call_sequence(op, ms, finalize_phase=1, device=device)
     assert not op._split_scratch[1].any()
 

@@ -19,6 +19,7 @@ from seam import runtime
 from seam.compare import bytes_equal, ulp_summary
 from seam.formats.mxfp8 import mxfp8_quantize_ref
 from seam.kernels import mhc as mhc_kernels
+from seam.kernels import mhc_config
 from seam.kernels import workspace
 from seam.ops.mhc import launch_checked
 from seam.ref import mhc as ref
@@ -95,15 +96,15 @@ def test_chunked_rows_and_padding_rows(device):
 @pytest.mark.parametrize("hc,hidden", [(1, 640), (2, 384), (8, 256)])
 def test_small_chunks(device, monkeypatch, hc, hidden):
     """Force the multi-chunk path (parked collapse, second pass) at interpreter sizes."""
-    monkeypatch.setattr(mhc_kernels, "MAX_TILE", 256)
-    assert mhc_kernels.block_h(hidden, hc) < hidden
+    monkeypatch.setattr(mhc_config, "MAX_TILE", 256)
+    assert mhc_config.block_h(hidden, hc) < hidden
     run_and_check(*make_inputs(3, hc, hidden, device, seed=hc))
 
 
 def force_split(monkeypatch, min_cols):
     """A 1000-SM device (decode M splits) and chunks down to ``min_cols`` columns."""
     monkeypatch.setattr(runtime, "num_sms", lambda device: 1000)
-    monkeypatch.setattr(mhc_kernels, "SPLIT_MIN_COLS", min_cols)
+    monkeypatch.setattr(mhc_config, "SPLIT_MIN_COLS", min_cols)
 
 
 def split_counters(device):
@@ -119,7 +120,7 @@ def test_column_split(device, monkeypatch, hc, m, hidden, min_cols, split):
     """The (token, chunk) grid: a chunk's mix per program, the row's last program normalizes;
     bytes as the reference (run_and_check also runs residual only), counters re-armed."""
     force_split(monkeypatch, min_cols)
-    assert mhc_kernels.launch_shape(m, hidden, hc, device).split == split
+    assert mhc_config.launch_shape(m, hidden, hc, device).split == split
     inputs = make_inputs(m, hc, hidden, device, seed=hc * 10 + m)
     run_and_check(*inputs, quantize=hc % 2 == 0)
     assert not split_counters(device)[:m].any(), "arrival counters not re-armed"
@@ -130,7 +131,7 @@ def test_column_split_padding_rows_and_rank_partials(device, monkeypatch):
     """M = 130: two scale tiles and a split padding grid (4 rows of 2 programs for 126 padding
     rows); then the fallback's rank-partial input through the split."""
     force_split(monkeypatch, 128)
-    assert mhc_kernels.launch_shape(130, 256, 1, device).split == 2
+    assert mhc_config.launch_shape(130, 256, 1, device).split == 2
     run_and_check(*make_inputs(130, 1, 256, device, seed=4))
     tp, m, hc, hidden = 3, 3, 2, 384
     x, res, post, comb, pre, w = make_inputs(m, hc, hidden, device)
@@ -145,13 +146,17 @@ def test_column_split_padding_rows_and_rank_partials(device, monkeypatch):
 def test_launch_shape_rule(monkeypatch):
     """Split while 2 M <= SMs, chunks >= SPLIT_MIN_COLS filling one wave; one program per row beyond."""
     monkeypatch.setattr(runtime, "num_sms", lambda device: 132)
-    shape = lambda m, hidden=5120, hc=4: tuple(mhc_kernels.launch_shape(m, hidden, hc, "cuda")[:2])  # noqa: E731
+
+    def shape(m, hidden=5120, hc=4):
+        s = mhc_config.launch_shape(m, hidden, hc, "cuda")
+        return s.split, s.block
+
     assert [shape(m) for m in (1, 8, 26, 27, 52, 53, 66)] == [(5, 1024)] * 3 + [(3, 2048)] * 2 + [(2, 4096)] * 2
     assert shape(66, hc=8) == (3, 2048)  # capped at block_h
     assert shape(67) == (1, 4096) and shape(200) == (1, 4096)
     assert shape(1, hidden=1024) == (1, 1024)  # one chunk: nothing to split
-    assert mhc_kernels.launch_shape(8, 5120, 4, "cuda").num_warps == 4
-    assert mhc_kernels.grid_rows(1, True, 5) == 1 + 2 and mhc_kernels.grid_rows(3, False, 5) == 3
+    assert mhc_config.launch_shape(8, 5120, 4, "cuda").num_warps == 4
+    assert mhc_config.grid_rows(1, True, 5) == 1 + 2 and mhc_config.grid_rows(3, False, 5) == 3
 
 
 def test_split_scratch_grows_and_keeps_outgrown(device):
@@ -358,6 +363,7 @@ COMPILE_SCRIPT = textwrap.dedent(
     from seam import runtime
     from seam.kernels import lamport_mhc as L
     from seam.kernels import mhc as K
+    from seam.kernels import mhc_config
 
     target = GPUTarget("cuda", 90, 32)
     CONST = ["H", "HC", "BLOCK_H", "SPLIT", "NORM_BLOCK", "WRITE_LAYER_INPUT", "QUANTIZE", "SCALE_BLOCK", "USE_PDL"]
@@ -388,7 +394,7 @@ COMPILE_SCRIPT = textwrap.dedent(
 
     for hidden, hc in ((5120, 4), (5120, 8), (7168, 1), (384, 2)):
         for m in (200, 1):
-            shape = K.launch_shape(m, hidden, hc, "cuda")
+            shape = mhc_config.launch_shape(m, hidden, hc, "cuda")
             if m == 1 and shape.split == 1:
                 continue  # one chunk per row: the same kernels as M = 200
             geometry = {"H": hidden, "HC": hc, "BLOCK_H": shape.block, "SPLIT": shape.split,

@@ -2,7 +2,7 @@
 
 The publish side is the Lamport core's (``seam.kernels.lamport``: plain or MoE finalize
 publish). This consumer is the core's protocol with ``seam.kernels.mhc``'s epilogue and
-its two grids (``seam.kernels.mhc.launch_shape``): per token and chunk of ``BLOCK_H``
+its two grids (``seam.kernels.mhc_config.launch_shape``): per token and chunk of ``BLOCK_H``
 columns, :func:`lamport_collect` spins until every rank's fragment is in this rank's
 mailbox, re-arms it and returns the rank-order fp32 sum; ``reduced = bf16(sum)`` then
 feeds the post-mix, and the collapse is normalized (+MXFP8) as in the standalone kernel.
@@ -26,8 +26,6 @@ import triton.language as tl
 from seam import runtime
 from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
 from seam.kernels.mhc import (
-    grid_rows,
-    launch_shape,
     mhc_load_mixes,
     mhc_load_streams,
     mhc_mix_chunk,
@@ -36,6 +34,7 @@ from seam.kernels.mhc import (
     mhc_stage_layer_input,
     mxfp8_zero_scale_padding,
 )
+from seam.kernels.mhc_config import grid_rows, launch_shape
 from seam.kernels.numerics import round_bf16
 
 
@@ -156,8 +155,9 @@ def launch_lamport_mhc_consumer(
     """Collect M = residual.shape[0] tokens from ``mailbox`` and run the mHC epilogue (validated inputs).
 
     ``split_ws``, ``split_counters``: the (workspace, counters) of
-    ``seam.kernels.mhc.new_split_scratch`` for at least M rows and ``max_split(hidden)``
-    programs per row, owned by the caller; launches sharing them must be stream-ordered.
+    ``seam.kernels.mhc.new_split_scratch`` for at least M rows and
+    ``seam.kernels.mhc_config.max_split(hidden)`` programs per row, owned by the caller; launches
+    sharing them must be stream-ordered.
     Flat annotated arguments, so ``seam.ops.allreduce_mhc`` registers this launcher as is.
     """
     _, tp, capacity, hidden = mailbox.shape

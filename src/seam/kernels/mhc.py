@@ -10,7 +10,8 @@ Per token (row) of an already-reduced BF16 input ``reduced [M, hidden]``:
 
 Bytes per row: (hc + 1) * 2 * hidden read, hc * 2 * hidden + 2 * hidden (+ hidden + hidden/32)
 written. The mix and the collapse are per column; only the RMS needs the whole row, before
-any normed element. :func:`launch_shape` picks one of two grids:
+any normed element. ``seam.kernels.mhc_config.launch_shape`` picks one of two grids (the launch
+rules live there):
 
 * One program per row. When the row's [hc, hidden] fp32 tile fits the registers it is one
   chunk and the collapse stays in registers; otherwise the program walks the row in chunks
@@ -40,25 +41,14 @@ Rounding points sit between every product and its add, so launches pass
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.mhc_config import PAD_ROWS, grid_rows, launch_shape
 from seam.kernels.numerics import bf16_to_f32, mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne
 from seam.kernels.workspace import split_workspace
-
-# Scale rows zeroed per store in the padding loop (a [PAD_ROWS, scale columns] uint8 tile).
-PAD_ROWS = tl.constexpr(16)
-
-
-def grid_rows(m: int, quantize: bool, split: int) -> int:
-    """Rows of an mHC launch grid (rows, split): one per token, plus (MXFP8) rows of padding
-    programs, about one program per PAD_ROWS swizzle padding rows."""
-    pad = -(-m // 128) * 128 - m if quantize else 0
-    return m + -(-(-(-pad // PAD_ROWS.value)) // split)
 
 
 @triton.jit
@@ -433,68 +423,6 @@ def mhc_post_collapse_rms_norm_kernel(
             scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT, H // 32,
             SCALE_BLOCK,
         )
-
-
-#: Elements of the [hc, BLOCK_H] fp32 mix tile of one chunk: 32 per thread at 16 warps
-#: (sm_90 ptxas: at most 126 registers and no spills for hc 1..8 at hidden 5120). A tuning
-#: knob: smaller tiles mean more chunks, i.e. more dependent round trips per row.
-MAX_TILE = 16384
-
-
-def block_h(hidden: int, hc: int) -> int:
-    """Chunk width: the whole row when its [hc, next_pow2(hidden)] tile fits MAX_TILE, else
-    the widest power of two that does (masked tail). Fewer chunks mean fewer dependent
-    memory round trips per row, which is what a decode-size call pays for."""
-    return min(triton.next_power_of_2(hidden), MAX_TILE // hc)
-
-
-def num_warps_for(hc: int, block: int) -> int:
-    """16 warps for a full tile, fewer for small rows (at least 4, 16 fp32 per thread below 16)."""
-    return max(4, min(16, hc * block // 512))
-
-
-#: Narrowest chunk of the column split, a power of two >= 128 (chunk edges on 128-column
-#: scale tiles). A split program has BLOCK_H / 256 warps, one 8-column BF16 vector per
-#: thread and stream, so that the [hc, BLOCK_H] tile keeps a column's streams in one thread
-#: (:func:`take_row`; sm_90 SASS at hc 4: 6 barriers in pass 1, 34 with twice the warps).
-#: 1024 columns: the last program of a row runs pass 2 over the whole row with 4 warps.
-SPLIT_MIN_COLS = 1024
-
-
-class LaunchShape(NamedTuple):
-    split: int  #: programs per row (grid axis 1); 1: one program per row
-    block: int  #: BLOCK_H
-    norm_block: int  #: NORM_BLOCK, the pass 2 step
-    num_warps: int
-
-
-def launch_shape(m: int, hidden: int, hc: int, device: torch.device) -> LaunchShape:
-    """The grid of an mHC launch of M rows on ``device``, with ``sms`` = :func:`seam.runtime.num_sms` (1
-    under the interpreter: tests patch it to force the column split).
-
-    Column split while one program per row would leave at least half the SMs idle
-    (2 M <= sms): chunks of the narrowest power of two >= SPLIT_MIN_COLS with
-    M * hidden / chunk <= ``sms`` (about one wave; a ragged last chunk can add up to M
-    programs), at most :func:`block_h`; the last program's pass 2
-    takes the whole row in one step up to hidden 2048 * warps. One program per row
-    otherwise, or when the row is one such chunk. Hidden 5120 on 132 SMs: SPLIT 5 of 1024
-    columns up to M 26, 3 of 2048 (the last one ragged) up to M 52, 2 of 4096 up to M 66
-    (3 of 2048 at hc 8).
-    """
-    full = block_h(hidden, hc)
-    sms = runtime.num_sms(device)
-    if 2 * m <= sms:
-        block = min(full, max(SPLIT_MIN_COLS, triton.next_power_of_2(-(-hidden * m // sms))))
-        split = -(-hidden // block)
-        if split > 1 and block >= 128:  # max_split's bound (block_h is >= 128 unless MAX_TILE is patched)
-            warps = max(1, min(16, block // 256))
-            return LaunchShape(split, block, min(triton.next_power_of_2(hidden), 2048 * warps), warps)
-    return LaunchShape(1, full, full, num_warps_for(hc, full))
-
-
-def max_split(hidden: int) -> int:
-    """The most programs per row any launch shape gives (chunks of >= 128 columns)."""
-    return hidden // 128
 
 
 def new_split_scratch(rows: int, split: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

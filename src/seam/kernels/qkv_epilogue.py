@@ -15,7 +15,9 @@ tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
 weights, cache slots) before its mainloop, so their latency overlaps the GEMM; wider
 tiles load them in the program that runs the epilogue. ``ACC_MODE`` 1 replaces the
 GEMM by a load of a given accumulator [M, N] (fp32, or BF16 for the unfused chain): the same epilogue code,
-which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`.
+which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`. The launch rules
+(the tile: ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``; staged rows and the workspace:
+``seam.kernels.qkv_config``) live beside this module.
 
 Exactness: every epilogue step is a correctly rounded fp32 operation with a named
 rounding point, launched with ``enable_fp_fusion=False`` so no product is contracted
@@ -41,18 +43,9 @@ from seam.kernels.mxfp8_gemm import (
 from seam.kernels.mxfp8_gemm_config import Tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
+from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, needs_workspace
 
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
-
-
-#: Multi-row tiles up to this many rows (16 and 32) stage their NVFP4 stores through the workspace
-#: (:func:`_store_nvfp4_rows`).
-STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
-
-
-def needs_workspace(tile: Tile) -> bool:
-    """Whether a launch with ``tile`` uses the per-device workspace (split-K partials or staged NVFP4 rows)."""
-    return tile.split_k > 1 or 1 < tile.block_m <= STAGED_NVFP4_MAX_ROWS.value
 
 
 @triton.jit

@@ -28,7 +28,8 @@ from seam import checks, runtime
 from seam.comm import Group
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
-from seam.kernels.mhc import max_split, new_split_scratch, split_scratch
+from seam.kernels.mhc import new_split_scratch, split_scratch
+from seam.kernels.mhc_config import max_split
 from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase
 from seam.ops.mhc import HC_MULTS, check_mhc_inputs, launch_checked
 from seam.ops.mxfp8 import check_mxfp8_out

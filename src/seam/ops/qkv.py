@@ -17,8 +17,9 @@ from seam import checks, runtime
 from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile, small_tile
-from seam.kernels.qkv_epilogue import launch_qkv_epilogue, needs_workspace
+from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
+from seam.kernels.qkv_config import epilogue_tile, needs_workspace
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.linear import check_tile
 from seam.ops.registry import register
 
@@ -313,11 +314,6 @@ def _tile_args(tile: Tile) -> tuple:
     """The custom op's tile arguments (block_n is always 128: one head)."""
     return (tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
             tile.f16_operands)
-
-
-def epilogue_tile(m: int) -> Tile:
-    """The tile :func:`qkv_epilogue` runs M tokens with by default (no GEMM, so no K split)."""
-    return dataclasses.replace(small_tile(m), split_k=1)
 
 
 def prepare_epilogue(
