@@ -163,6 +163,16 @@ def check_full_and_residual_only(full, only, m, seed, quantize, device):
         assert li is None and bytes_equal(ro.cpu(), rro)
 
 
+@pytest.mark.parametrize("tp,hc,hidden", [(2, 4, 96), (4, 2, 160)])
+def test_hidden_multiple_of_32_not_128(device, tp, hc, hidden):
+    # the MXFP8 layer input's swizzled scales carry zero padding columns (hidden / 32 rounded up to 4)
+    group = SimulatedGroup(tp, device)
+    full = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=8, top_k=1, group=group,
+                             quantize_layer_input=True)
+    only = seam.AllReduceMHC(hidden_size=hidden, hc_mult=hc, max_num_tokens=8, top_k=1, group=group, residual_only=True)
+    check_full_and_residual_only(full, only, 5, seed=hidden, quantize=True, device=device)
+
+
 @pytest.mark.parametrize("hc,hidden", [(2, 640), (8, 256)])
 def test_chunked_consumer(device, monkeypatch, hc, hidden):
     """Force the consumer's multi-chunk path (a collect per chunk, parked collapse) at small sizes."""
@@ -345,7 +355,7 @@ def test_constructor_validation(device):
     g = SimulatedGroup(2, device)
     base = dict(hidden_size=128, hc_mult=4, max_num_tokens=4, top_k=2, group=g)
     for kw, exc, match in [
-        (dict(hidden_size=96), ValueError, "hidden_size must be a positive multiple of 128"),
+        (dict(hidden_size=80), ValueError, "hidden_size must be a positive multiple of 32"),
         (dict(hc_mult=3), ValueError, "hc_mult must be one of"),
         (dict(max_num_tokens=0), ValueError, r"max_num_tokens=0 is outside \[1, 16777216\]"),
         (dict(max_num_tokens=1 << 25), ValueError, r"max_num_tokens=33554432 is outside \[1, 16777216\]"),

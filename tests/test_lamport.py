@@ -133,6 +133,29 @@ def test_gemma_rms_norm_mxfp8_edge_values(tp):
     assert_armed(comm)
 
 
+@pytest.mark.parametrize("tp,hidden,m", [(2, 96, 3), (4, 160, 5), (2, 2880, 2)])
+def test_hidden_multiple_of_32_not_128(tp, hidden, m, monkeypatch):
+    # gpt-oss's 2880 = 90 MXFP8 blocks: the swizzled scales carry two zero padding columns per row
+    comm = LamportAllReduce(hidden_size=hidden, max_num_tokens=8, group=SimulatedGroup(tp))
+    xs = [_rand(m, hidden, seed=r) for r in range(tp)]
+    residual, weight = _rand(m, hidden, seed=40), _rand(hidden, seed=41)
+    empty = torch.empty
+
+    def poisoned_empty(*args, **kwargs):  # the op's scale buffer starts as 0x5A: the kernel writes every byte
+        t = empty(*args, **kwargs)
+        return t.fill_(0x5A) if t.dtype == torch.uint8 else t
+
+    with monkeypatch.context() as mp:
+        mp.setattr(torch, "empty", poisoned_empty)
+        outs = simulate_mxfp8(comm, xs, residual, weight)
+    check_mxfp8(outs, xs, residual, weight)
+    for r, x in enumerate(xs):
+        comm.publish(x, rank=r)
+    for r in range(tp):
+        assert same_bits(comm.collect(rank=r), all_reduce_ref(xs))
+    assert_armed(comm)
+
+
 @pytest.mark.parametrize("tp", [2, 4])
 def test_all_reduce_and_rms_norm(tp):
     hidden, m = 256, 5
@@ -490,8 +513,8 @@ def test_bad_moe_inputs_raise_before_launch():
 
 def test_constructor_validation():
     g = SimulatedGroup(2)
-    with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 128"):
-        LamportAllReduce(hidden_size=96, max_num_tokens=4, group=g)
+    with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 32"):
+        LamportAllReduce(hidden_size=80, max_num_tokens=4, group=g)
     with pytest.raises(ValueError, match=r"max_num_tokens=0 is outside"):
         LamportAllReduce(hidden_size=128, max_num_tokens=0, group=g)
     with pytest.raises(TypeError, match="group must be a seam.comm.Group"):

@@ -54,7 +54,7 @@ def test_mhc_consume_before_every_rank_published(device):
 
 def test_construction_limits(device):
     group = seam.SimulatedGroup(2, device)
-    with pytest.raises(ValueError, match=r"hidden_size=32768 is outside \[128, 16384\]"):
+    with pytest.raises(ValueError, match=r"hidden_size=32768 is outside \[32, 16384\]"):
         seam.LamportAllReduce(hidden_size=32768, max_num_tokens=1, group=group)
     with pytest.raises(ValueError, match="spin_limit"):
         seam.LamportAllReduce(hidden_size=H, max_num_tokens=1, group=group, spin_limit=2**31)

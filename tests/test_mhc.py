@@ -80,7 +80,7 @@ def run_and_check(x, res, post, comb, pre, w, quantize=True):
 
 
 @pytest.mark.parametrize("hc", [1, 2, 4, 8])
-@pytest.mark.parametrize("m,hidden", [(1, 128), (3, 384), (2, 640)])
+@pytest.mark.parametrize("m,hidden", [(1, 128), (3, 384), (2, 640), (2, 96), (3, 160)])
 def test_matches_reference(device, hc, m, hidden):
     run_and_check(*make_inputs(m, hc, hidden, device, seed=hc * 10 + m))
 
@@ -303,7 +303,7 @@ def test_bad_input_rejected_untouched(device, mutate, exc, match):
 
 
 @pytest.mark.parametrize("hc,hidden,match", [(3, 128, r"residual.shape\[1\] \(hc_mult\) must be one of"),
-                                            (4, 96, r"x.shape\[1\] \(hidden\) must be a positive multiple of 128")])
+                                            (4, 80, r"x.shape\[1\] \(hidden\) must be a positive multiple of 32")])
 def test_unsupported_shapes(device, hc, hidden, match):
     x = torch.zeros(1, hidden, dtype=torch.bfloat16, device=device)
     res = torch.zeros(1, hc, hidden, dtype=torch.bfloat16, device=device)

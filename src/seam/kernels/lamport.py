@@ -300,12 +300,14 @@ def lamport_consumer_kernel(
             if EPILOGUE == _RMS_NORM or STORE_NORMED:
                 tl.store(out_ptr + row + cols, to_bf16_rne(normed), mask=mask)
             if EPILOGUE == _RMS_NORM_MXFP8:
-                # hidden is a multiple of 128: no padding scale columns.
+                # Scale columns up to the padded count (hidden / 32 rounded up to 4): the blocks past
+                # the row are masked zeros, whose scale byte is 0, the padding's value.
                 scols = tl.arange(0, BLOCK_H // 32)
-                s_offs = swizzled_scale_offset(token, scols, hidden // 32)
+                padded_scols = (hidden // 32 + 3) // 4 * 4
+                s_offs = swizzled_scale_offset(token, scols, padded_scols)
                 values, scales = mxfp8_quantize_tile(tl.reshape(normed, (1, BLOCK_H)), 1, BLOCK_H)
                 tl.store(values_ptr + row + cols, tl.reshape(values, (BLOCK_H,)), mask=mask)
-                tl.store(scales_ptr + s_offs, tl.reshape(scales, (BLOCK_H // 32,)), mask=scols < hidden // 32)
+                tl.store(scales_ptr + s_offs, tl.reshape(scales, (BLOCK_H // 32,)), mask=scols < padded_scols)
     else:
         if EPILOGUE == _RMS_NORM_MXFP8:
             if USE_PDL:
@@ -316,9 +318,10 @@ def lamport_consumer_kernel(
             # (Names differ from the other branch: the compiler merges same-named variables.)
             pad_rows = M + (token - M) * PAD_ROWS + tl.arange(0, PAD_ROWS)
             pad_cols = tl.arange(0, BLOCK_H // 32)
-            pad_offs = swizzled_scale_offset(pad_rows[:, None], pad_cols[None, :], hidden // 32)
+            pad_scols = (hidden // 32 + 3) // 4 * 4
+            pad_offs = swizzled_scale_offset(pad_rows[:, None], pad_cols[None, :], pad_scols)
             m_pad = (M + 127) // 128 * 128
-            pad_mask = (pad_rows[:, None] < m_pad) & (pad_cols[None, :] < hidden // 32)
+            pad_mask = (pad_rows[:, None] < m_pad) & (pad_cols[None, :] < pad_scols)
             tl.store(scales_ptr + pad_offs, tl.zeros((PAD_ROWS, BLOCK_H // 32), tl.uint8), mask=pad_mask)
 
 
@@ -392,7 +395,7 @@ def launch_lamport_consumer(
 ) -> None:
     """Collect M rows from this rank's mailbox and run ``epilogue`` (EPILOGUE_* constant)."""
     _, tp, capacity, hidden = mailbox.shape
-    block_h = triton.next_power_of_2(hidden)
+    block_h = max(triton.next_power_of_2(hidden), 128)  # >= 128: holds the padded scale columns
     # MXFP8: programs past M zero the swizzle padding scale rows, PAD_ROWS each.
     pad = -(-m // 128) * 128 - m if epilogue == EPILOGUE_RMS_NORM_MXFP8 else 0
     rows = m + -(-pad // PAD_ROWS)

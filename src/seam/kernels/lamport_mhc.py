@@ -129,8 +129,8 @@ def lamport_mhc_consumer_kernel(
             tl.extra.cuda.gdc_wait()
         # Programs past M zero the swizzle padding scale rows, PAD_ROWS each.
         mxfp8_zero_scale_padding(
-            scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT, H // 32,
-            SCALE_BLOCK,
+            scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT,
+            (H // 32 + 3) // 4 * 4, SCALE_BLOCK,
         )
 
 
@@ -195,7 +195,7 @@ def launch_lamport_mhc_consumer(
         NORM_BLOCK=shape.norm_block,
         WRITE_LAYER_INPUT=pre is not None,
         QUANTIZE=quantize,
-        SCALE_BLOCK=triton.next_power_of_2(hidden // 32),
+        SCALE_BLOCK=triton.next_power_of_2(-(-hidden // 128) * 4),  # the padded scale columns
         SPIN_LIMIT=spin_limit,
         USE_PDL=use_pdl,
         num_warps=shape.num_warps,

@@ -165,11 +165,11 @@ def mhc_norm_chunk(
         values, scales = mxfp8_quantize_tile(bf16_to_f32(normed)[None, :], 1, BLOCK_H)
         tl.store(values_ptr + row * H + cols[None, :], values, mask=mask[None, :])
         scols = col0 // 32 + tl.arange(0, BLOCK_H // 32)
-        # H % 128 == 0: the scale columns need no padding (P = H / 32), and chunk edges
-        # are multiples of 128, so a 32-block is wholly inside or outside the row.
-        tl.store(
-            scales_ptr + swizzled_scale_offset(row, scols, H // 32)[None, :], scales, mask=(scols < H // 32)[None, :]
-        )
+        # Up to the padded scale columns P (H / 32 rounded up to 4): H is a multiple of 32 and chunk
+        # edges of 128, so a 32-block is wholly inside or outside the row, and the blocks past it are
+        # masked zeros, whose scale byte 0 is the padding's value.
+        P: tl.constexpr = (H // 32 + 3) // 4 * 4
+        tl.store(scales_ptr + swizzled_scale_offset(row, scols, P)[None, :], scales, mask=(scols < P)[None, :])
 
 
 @triton.jit
@@ -178,7 +178,7 @@ def mxfp8_zero_scale_padding(
     M,
     pid,  # this program's index among num_programs
     num_programs,
-    SCALE_COLS: tl.constexpr,  # H // 32, a multiple of 4
+    SCALE_COLS: tl.constexpr,  # the padded scale columns, (H // 32) rounded up to 4
     SCALE_BLOCK: tl.constexpr,  # next power of two >= SCALE_COLS
 ):
     """Zero the swizzled scale bytes of padding rows [M, ceil(M/128)*128), spread over the grid."""
@@ -363,7 +363,7 @@ def mhc_post_collapse_rms_norm_kernel(
     M,
     eps,
     # constexprs
-    H: tl.constexpr,  # hidden, a multiple of 128
+    H: tl.constexpr,  # hidden, a multiple of 32
     HC: tl.constexpr,  # streams, a power of two
     RANKS: tl.constexpr,  # 0: x is reduced; n: sum n rank partials first (the fallback after an all-gather)
     BLOCK_H: tl.constexpr,  # chunk width, a power of two >= 128
@@ -371,7 +371,7 @@ def mhc_post_collapse_rms_norm_kernel(
     NORM_BLOCK: tl.constexpr,  # pass 2 step
     WRITE_LAYER_INPUT: tl.constexpr,
     QUANTIZE: tl.constexpr,
-    SCALE_BLOCK: tl.constexpr,  # next power of two >= H // 32 (padding-row stores)
+    SCALE_BLOCK: tl.constexpr,  # next power of two >= the padded scale columns (padding-row stores)
     USE_PDL: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -420,8 +420,8 @@ def mhc_post_collapse_rms_norm_kernel(
         # Programs past M zero the swizzle padding scale rows, PAD_ROWS each (one program for
         # all of them is a serial tail of several microseconds at M = 1).
         mxfp8_zero_scale_padding(
-            scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT, H // 32,
-            SCALE_BLOCK,
+            scales_ptr, M, (pid - M) * SPLIT + tl.program_id(1), (tl.num_programs(0) - M) * SPLIT,
+            (H // 32 + 3) // 4 * 4, SCALE_BLOCK,
         )
 
 
@@ -505,7 +505,7 @@ def launch_mhc_post_collapse_rms_norm(
         NORM_BLOCK=shape.norm_block,
         WRITE_LAYER_INPUT=pre is not None,
         QUANTIZE=quantize,
-        SCALE_BLOCK=triton.next_power_of_2(hidden // 32),
+        SCALE_BLOCK=triton.next_power_of_2(-(-hidden // 128) * 4),  # the padded scale columns
         USE_PDL=use_pdl,
         num_warps=shape.num_warps,
         enable_fp_fusion=False,

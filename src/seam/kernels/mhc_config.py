@@ -42,7 +42,7 @@ def block_h(hidden: int, hc: int) -> int:
     """Chunk width: the whole row when its [hc, next_pow2(hidden)] tile fits MAX_TILE, else
     the widest power of two that does (masked tail). Fewer chunks mean fewer dependent
     memory round trips per row, which is what a decode-size call pays for."""
-    return min(triton.next_power_of_2(hidden), MAX_TILE // hc)
+    return max(128, min(triton.next_power_of_2(hidden), MAX_TILE // hc))  # >= 128: the padded scale columns
 
 
 def num_warps_for(hc: int, block: int) -> int:
@@ -97,4 +97,4 @@ def launch_shape(m: int, hidden: int, hc: int, device: torch.device) -> LaunchSh
 
 def max_split(hidden: int) -> int:
     """The most programs per row any launch shape gives (chunks of >= 128 columns)."""
-    return hidden // 128
+    return max(1, hidden // 128)

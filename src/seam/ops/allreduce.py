@@ -69,7 +69,7 @@ class LamportAllReduce(LamportBase):
     1 BF16 ulp. Spec: ``docs/spec/lamport.md`` (Publish, Consumer, Consumer A).
 
     Args:
-        hidden_size: row width, a positive multiple of 128, at most 16384
+        hidden_size: row width, a positive multiple of 32 (MXFP8 blocks), at most 16384
             (:data:`~seam.ops.allreduce_base.MAX_HIDDEN`: the consumer keeps one whole row in registers).
         max_num_tokens: mailbox capacity, the largest M of any call, in [1, 2**24].
         group: a :class:`seam.comm.Group` (:class:`~seam.comm.DistGroup` or

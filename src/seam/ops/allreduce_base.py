@@ -117,7 +117,7 @@ class LamportBase:
       ``torch.distributed`` (the core's all-reduce: :meth:`_fallback_sum`).
 
     Args:
-        hidden_size: row width, a positive multiple of 128, at most ``_max_hidden`` where the
+        hidden_size: row width, a positive multiple of 32 (MXFP8 blocks), at most ``_max_hidden`` where the
             subclass's consumer sets one (:data:`MAX_HIDDEN` for the core consumer).
         max_num_tokens: mailbox capacity, the largest M of any call, in [1, 2**24].
         group: a :class:`seam.comm.Group` (real or simulated).
@@ -160,9 +160,9 @@ class LamportBase:
         hidden_size = checks.integer("hidden_size", hidden_size)
         max_num_tokens = checks.integer("max_num_tokens", max_num_tokens)
         spin_limit = checks.integer("spin_limit", spin_limit)
-        checks.multiple_of("hidden_size", hidden_size, 128)  # MXFP8 scale tiles, consumer column blocks
+        checks.multiple_of("hidden_size", hidden_size, 32)  # MXFP8 blocks
         if self._max_hidden is not None:
-            checks.in_range("hidden_size", hidden_size, 128, self._max_hidden)
+            checks.in_range("hidden_size", hidden_size, 32, self._max_hidden)
         checks.in_range("max_num_tokens", max_num_tokens, 1, MAX_TOKENS)
         checks.in_range("spin_limit", spin_limit, 1, SPIN_LIMIT_MAX)
         group.check_device(device)

@@ -70,7 +70,7 @@ class AllReduceMHC(LamportBase):
     :meth:`publish_finalize` for every rank, then :meth:`consume` for every rank.
 
     Args:
-        hidden_size: hidden, a positive multiple of 128 (no upper bound: the consumer splits
+        hidden_size: hidden, a positive multiple of 32 (no upper bound: the consumer splits
             a row's columns over programs).
         hc_mult: residual streams, one of 1, 2, 4, 8.
         max_num_tokens: capacity: the largest M of a call, in [1, 2**24].
@@ -93,7 +93,7 @@ class AllReduceMHC(LamportBase):
 
     Raises:
         TypeError: non-int sizes, or group not a Group.
-        ValueError: hidden_size not a multiple of 128, hc_mult not in (1, 2, 4, 8),
+        ValueError: hidden_size not a multiple of 32, hc_mult not in (1, 2, 4, 8),
             sizes out of range, device not the group's; the group's ranks disagree on the
             sizes or on debug.
     """

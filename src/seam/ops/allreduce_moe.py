@@ -72,7 +72,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
     :class:`~seam.LamportAllReduce` fallback: the sum is rounded to BF16 before the residual add).
 
     Args:
-        hidden_size: multiple of 128, at most 16384.
+        hidden_size: multiple of 32, at most 16384.
         max_num_tokens: capacity (largest M), in [1, 2**24].
         top_k: experts per token, in [1, 64].
         fp32_weights: ``expert_weights`` are FP32 (else BF16).

@@ -107,9 +107,9 @@ def _check_mix(name: str, t: object, m: int, hc: int, device: torch.device) -> N
 
 
 def check_hidden_hc(hidden: int, hc: int, hidden_name: str = "hidden_size", hc_name: str = "hc_mult") -> None:
-    """hidden a positive multiple of 128 (MXFP8 scale tiles), hc in (1, 2, 4, 8); errors name the
+    """hidden a positive multiple of 32 (MXFP8 blocks), hc in (1, 2, 4, 8); errors name the
     arguments they come from."""
-    checks.multiple_of(hidden_name, hidden, 128)
+    checks.multiple_of(hidden_name, hidden, 32)
     if hc not in HC_MULTS:
         raise ValueError(f"{hc_name} must be one of {HC_MULTS}, got {hc}")
 
@@ -167,7 +167,7 @@ def mhc_post_collapse_rms_norm(
     do not run calls on several streams concurrently (they would share its counters).
 
     Args:
-        x: BF16 [M, hidden], hidden a multiple of 128; not modified.
+        x: BF16 [M, hidden], hidden a multiple of 32; not modified.
         residual: BF16 [M, hc, hidden] residual streams, hc in (1, 2, 4, 8); not modified.
         post: FP32 [M, hc] or [M, hc, 1] post-mix.
         comb: FP32 [M, hc, hc] residual mix, indexed [source, target].
