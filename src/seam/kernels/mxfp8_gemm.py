@@ -533,11 +533,11 @@ def launch_mxfp8_linear(
     n = wq.shape[0]
     if m == 0:
         return
-    a_bf16 = xs is None
-    use_pdl = runtime.supports_pdl(out.device)
     if tile.bf16_mm:
         launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out)
         return
+    a_bf16 = xs is None
+    use_pdl = runtime.supports_pdl(out.device)
     if tile.wgmma:
         if all(mxfp8_wgmma.tma_ready(t) for t in (xq, wq, ws) + (() if a_bf16 else (xs,))):
             tiles = triton.cdiv(n, tile.block_n)

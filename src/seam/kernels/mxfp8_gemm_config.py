@@ -170,6 +170,9 @@ def combine_group(block_m: int, split_k: int) -> int:
 #: 69.3 / 63.4. From 129 on it wins at every layer; at 65-128 the tl kernel keeps the down projection.
 PREFILL_MM_MIN_M = 129
 
+#: Whether this torch's ``mm`` takes ``out_dtype`` (the prefill path's fp32 output).
+_MM_OUT_DTYPE = "dtype" in torch.ops.aten.mm.overloads()
+
 #: The prefill path's tile (its other fields are unused).
 BF16_MM_TILE = Tile(128, 128, 128, 8, 1, bf16_mm=True)
 
@@ -180,9 +183,6 @@ def bf16_mm_supported(device: torch.device) -> bool:
     torch whose ``mm`` takes ``out_dtype`` (the ``aten::mm.dtype`` overload, torch >= 2.8)."""
     return (device.type == "cuda" and torch.version.cuda is not None and not runtime.INTERPRET
             and _MM_OUT_DTYPE)
-
-
-_MM_OUT_DTYPE = "dtype" in torch.ops.aten.mm.overloads()
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
