@@ -27,6 +27,7 @@ from seam.kernels.mxfp8_gemm_config import (
     small_tile,
 )
 from seam.kernels.mxfp8_dequant import launch_mxfp8_dequant
+from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 
@@ -353,7 +354,8 @@ def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):
     for m, n, k in ((129, 2560, 6144), (2048, 6144, 768), (8192, 1536, 6144)):
         assert pick_tile(m, n, k, cuda) == BF16_MM_TILE
         assert not pick_tile(m, n, k, cuda, tl_only=True).bf16_mm
-        assert not pick_qkv_tile(m, n, k, cuda).bf16_mm  # the fused QKV epilogue runs on the tl kernel
+        assert pick_qkv_tile(m, n, k, cuda) == BF16_MM_TILE  # the QKV op: this GEMM, then its epilogue kernel
+        assert not pick_qkv_tile(m, n, k, cuda, tl_only=True).bf16_mm
     assert not pick_tile(128, 6144, 768, cuda).bf16_mm
 
 
@@ -363,8 +365,8 @@ def test_prefill_tile_checked(device):
     with pytest.raises(ValueError, match="must be seam.kernels.mxfp8_gemm_config.BF16_MM_TILE"):
         seam.mxfp8_linear(x, w, tile=dataclasses.replace(BF16_MM_TILE, split_k=2), out=out)
     assert out.eq(0).all()
-    with pytest.raises(ValueError, match="applies to mxfp8_linear only"):
-        check_tile(BF16_MM_TILE, 64)  # the fused QKV op's check
+    with pytest.raises(ValueError, match="applies to a GEMM launch only"):
+        check_tile(BF16_MM_TILE, 64)  # the epilogue-only entry's check (no m: no GEMM)
     with pytest.raises(TypeError, match="tile.bf16_mm must be a bool"):
         check_tile(dataclasses.replace(BF16_MM_TILE, bf16_mm=1), 64, 4, x.device)
 
@@ -558,3 +560,16 @@ def test_in_gemm_full_shapes_gpu(m, n, k):
     # the MiniMax-M3.1 TP4 layer shapes of ``seam bench linear``, default (split-K) tiles
     x, w = _inputs(m, n, k, seed=m, device="cuda")
     _assert_in_gemm_bytes_equal(x, w)
+
+
+def test_fp32_output_only_from_the_paths_that_leave_sums_unrounded(device):
+    # the fused QKV op's accumulator: the prefill path writes it; a tl tile (which rounds) refuses
+    x, w = _inputs(3, 128, 64, device=device)
+    xq, xs = seam.mxfp8_quantize(x)
+    acc = torch.full((3, 128), 7.0, device=device)
+    with pytest.raises(ValueError, match="fp32 out"):
+        launch_mxfp8_linear(xq, xs.view(torch.uint8), w.values, w.scales.view(torch.uint8), acc, small_tile(3))
+    assert acc.eq(7.0).all()
+    launch_mxfp8_linear(xq, xs.view(torch.uint8), w.values, w.scales.view(torch.uint8), acc, BF16_MM_TILE)
+    bf16 = seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (3, 64)), w, tile=BF16_MM_TILE)
+    assert torch.equal(acc.to(torch.bfloat16).view(torch.int16), bf16.view(torch.int16))

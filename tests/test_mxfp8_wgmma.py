@@ -80,10 +80,12 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
     assert not pick_tile(1, 2560, 6144, cuda).wgmma and not pick_tile(65, 2560, 6144, cuda).wgmma
-    # the fused QKV op keeps the tl kernel (its epilogue is not on the Gluon kernel yet)
+    # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)
     for m in (2, 20, 64):
         for nkv in (1, 2, 4):
-            assert not pick_qkv_tile(m, (19 * nkv + 1) * 128, 6144, cuda).wgmma
+            n = (19 * nkv + 1) * 128
+            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
+            assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):
@@ -95,8 +97,8 @@ def test_wgmma_tiles_rejected_where_they_cannot_run(device):
         with pytest.raises(ValueError, match="tile.wgmma needs a Hopper GPU"):
             seam.mxfp8_linear(x, w, tile=tile, out=out)
         assert out.eq(0).all()
-    with pytest.raises(ValueError, match="applies to mxfp8_linear only"):
-        check_tile(tile, 256)  # the fused QKV op's check: its epilogue runs on the tl kernel
+    with pytest.raises(ValueError, match="applies to a GEMM launch only"):
+        check_tile(tile, 256)  # the epilogue-only entry's check (no m: no GEMM)
     with pytest.raises(TypeError, match="tile.wgmma must be a bool"):
         check_tile(dataclasses.replace(tile, wgmma=1), 256)
 
@@ -141,23 +143,30 @@ def test_wgmma_tile_sizes_checked_gpu():
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth and
     steps per program change the code; the split and K beyond that do not), E4M3 activations, and
-    BF16 ones at each block_m's longest range: no spills, shared memory within the limit. One
-    process compiles them all (``tools/sm90_resources.py``'s ``resources``)."""
+    BF16 ones at each block_m's longest range, and the fp32-output kernels the QKV op picks (nkv 1, 2, 4):
+    no spills, shared memory within the limit. One process compiles them all
+    (``tools/sm90_resources.py``'s ``resources``)."""
     configs = {}
     for n, k in SHAPES:
         for m in range(2, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
             configs.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k)), (t.split_k, k))
     longest = {bm: max(key for key in configs if key[0] == bm) for bm, _, _ in configs}
-    runs = [(bm, st, sk, k, False) for (bm, st, _), (sk, k) in sorted(configs.items())]
-    runs += [(bm, st, *configs[(bm, st, steps)], True) for bm, st, steps in sorted(longest.values())]
+    runs = [(bm, st, sk, k, False, False) for (bm, st, _), (sk, k) in sorted(configs.items())]
+    runs += [(bm, st, *configs[(bm, st, steps)], True, False) for bm, st, steps in sorted(longest.values())]
+    qkv = {}
+    for nkv in (1, 2, 4):
+        for m in range(2, WGMMA_MAX_M + 1):
+            t = pick_wgmma_tile(m, (19 * nkv + 1) * 128, 6144, 132)  # pick_qkv_tile's on Hopper (test above)
+            qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
+    runs += [(bm, st, sk, 6144, False, True) for (bm, st, _), sk in sorted(qkv.items())]
     script = (
         "import importlib.util, json, sys\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
         "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
-        f"for bm, st, sk, k, bf16 in {runs!r}:\n"
-        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16)\n"
-        "    print(json.dumps([bm, st, sk, k, bf16, r]))\n"
+        f"for bm, st, sk, k, bf16, f32 in {runs!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, out_f32=f32)\n"
+        "    print(json.dumps([bm, st, sk, k, bf16, f32, r]))\n"
     )
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)

@@ -21,8 +21,10 @@ import seam
 from seam import runtime
 from seam.bench.qkv import qkv_unfused
 from seam.formats import nvfp4
+from seam.kernels import mxfp8_gemm_config as gemm_config
 from seam.kernels import workspace
 from seam.kernels.mxfp8_gemm_config import (
+    BF16_MM_TILE,
     GEMV_TILE,
     LARGE_TILE,
     TWO_PER_SM_REGISTERS,
@@ -32,6 +34,7 @@ from seam.kernels.mxfp8_gemm_config import (
     small_tile,
 )
 from seam.ops import qkv as qkv_ops
+from seam.kernels.qkv_config import epilogue_tile
 from seam.ops.qkv import qkv_epilogue
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
@@ -157,6 +160,18 @@ def test_epilogue_on_given_accumulator_is_bit_exact(nkv, block_size, m, device):
         split = p.outputs(fill=1)
         qkv_epilogue(acc, *p.args(), **p.kw(**scales), tile=dataclasses.replace(small_tile(m), split_k=4), **split)
         _assert_outputs_equal(split, want)
+
+
+@pytest.mark.parametrize("tile", sorted({epilogue_tile(m) for m in (1, 17, 65)}, key=repr), ids=str)
+def test_epilogue_every_default_tile_is_bit_exact(tile, device):
+    # the epilogue-only launch's tiles (one-row programs of 2 or 1 warps, 16-row 4-warp programs) on edge rows
+    p = make_problem(nkv=1, m=19, block_size=8, seed=88, device=device)
+    acc = _edge_accumulator(p, seed=19)
+    scales = dict(q_fp8_scale=0.37, k_scale=0.8, v_scale=1.7)
+    got, want = p.outputs(fill=1), p.outputs(fill=1)
+    qkv_epilogue(acc, *p.args(), **p.kw(**scales), tile=tile, **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **want)
+    _assert_outputs_equal(got, want)
 
 
 def test_reference_sqrt_is_correctly_rounded():
@@ -319,6 +334,7 @@ def _assert_fused_exact_on_integer_problem(p: Problem, tile) -> None:
     GEMV_TILE, dataclasses.replace(GEMV_TILE, split_k=2), Tile(1, 128, 64, 8, 1),
     Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128),  # a capped 64-row tile (spills)
     Tile(64, 128, 64, 8, 3, split_k=2, max_registers=128, f16_operands=True),  # pick_qkv_tile's
+    BF16_MM_TILE,  # the prefill GEMM into an fp32 accumulator, then the epilogue kernel on it
 ], ids=str)
 def test_fused_bit_exact_on_exact_accumulator(tile, device):
     # GEMM + epilogue in one kernel, every tile shape: nothing but the summation order may differ
@@ -353,12 +369,12 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
         sm90 = torch.device("cuda")
 
         def pick(m, nkv):
-            t = pick_qkv_tile(m, (19 * nkv + 1) * 128, 6144, sm90)
+            t = pick_qkv_tile(m, (19 * nkv + 1) * 128, 6144, sm90, tl_only=True)
             assert t.f16_operands == (t.block_m == 64 and t.max_registers == cap)  # F16 operands where capped at 64 rows
             return t.block_m, t.split_k, t.max_registers
 
         assert pick(1, 1) == (1, 12, None)  # the GEMV keeps pick_tile's choice
-        assert pick(1, 1) == (1, pick_tile(1, 2560, 6144, sm90).split_k, None)
+        assert pick(1, 1) == (1, pick_tile(1, 2560, 6144, sm90, tl_only=True).split_k, None)
         assert pick(8, 1) == (16, 12, cap) and pick(8, 2) == (16, 6, cap)  # 16 rows: always capped
         # 32 rows: one wave already splits K 6 ways (20 heads) -> uncapped; 3 ways (39) -> capped, two per SM
         assert pick(32, 1) == (32, 6, None)
@@ -371,6 +387,37 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
         assert pick(2048, 1) == (64, 1, cap)  # 32 x 20 64-row tiles (pick_tile: 5 waves against 3 of 128 rows)
         assert pick(2048, 2) == (128, 1, None)  # the 128-row prefill tile is left as it is
     assert pick_qkv_tile(16, 2560, 6144, torch.device("cpu")).split_k == 1  # the interpreter has 1 "SM"
+
+
+def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
+    """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64) and its prefill tile (M >= 129);
+    one token and M 65..128 keep the one-kernel tl path, refit; tl_only always does."""
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
+    monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
+    sm90 = torch.device("cuda")
+    for nkv in (1, 2):
+        n = (19 * nkv + 1) * 128
+        for m in (1, 2, 8, 33, 64, 65, 128, 129, 2048):
+            t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
+            refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
+            assert not (refit.wgmma or refit.bf16_mm)
+            if 2 <= m <= 64:
+                assert t == linear and t.wgmma, m
+            elif m >= 129:
+                assert t == linear == BF16_MM_TILE, m
+            else:
+                assert t == refit, m
+
+
+def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
+    # the epilogue alone runs no GEMM: a GEMM-path tile is a caller's mistake there
+    p = make_problem(nkv=1, m=3, k=128, block_size=4, seed=62, device=device)
+    acc = torch.zeros(3, p.n, device=device)
+    out = p.outputs(fill=7)
+    with pytest.raises(ValueError, match="applies to a GEMM launch only"):
+        qkv_epilogue(acc, *p.args(), **p.kw(), tile=BF16_MM_TILE, **out)
+    assert out["q_out"].view(torch.int16).eq(p.outputs(fill=7)["q_out"].view(torch.int16)).all()
 
 
 def test_warmup_compiles_and_writes_nothing_visible(device):
@@ -416,20 +463,19 @@ def test_warmup_dummy_problem_runs_each_tile(device):
 
 @pytest.mark.parametrize("nkv, max_tokens, ms", [(4, 1, (1,)), (1, 20, (1, 20))])
 def test_warmup_allocates_every_workspace_later_calls_need(nkv, max_tokens, ms, device, monkeypatch):
-    """After qkv_warmup(max_tokens), neither the fused kernel nor the separate epilogue grows the
-    workspace at any M <= max_tokens (growing it during a CUDA-graph capture raises). At one
-    token the separate epilogue (a 16-row tile) needs more than the fused one-token kernel."""
+    """After qkv_warmup(max_tokens), neither the fused op nor the separate epilogue grows the
+    workspace at any M <= max_tokens (growing it during a CUDA-graph capture raises)."""
     monkeypatch.setattr(workspace, "_BUFFERS", {})
     seam.qkv_warmup(nkv, device=str(device), hidden_size=128, max_tokens=max_tokens, block_size=4)
     key = ("mxfp8_gemm", runtime.normalize_device(device))
-    ws = workspace._BUFFERS[key][0]
+    ws = workspace._BUFFERS.get(key, (None,))[0]  # None: no launch up to max_tokens needs one
     for m in ms:
         p = make_problem(nkv=nkv, m=m, k=128, block_size=4, seed=m, device=device)
         xq, xsf = seam.mxfp8_quantize(p.x)
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **p.outputs())
         acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
         qkv_epilogue(acc, *p.args(), **p.kw(), **p.outputs())
-        assert workspace._BUFFERS[key][0] is ws, m
+        assert workspace._BUFFERS.get(key, (None,))[0] is ws, m
 
 
 def _bad_cases(p: Problem, xq, xsf):
@@ -481,6 +527,7 @@ def _bad_cases(p: Problem, xq, xsf):
         ("tile f16 type", dict(tile=dataclasses.replace(small_tile(3), f16_operands="yes")), TypeError,
          "f16_operands"),
         ("tile f16 gemv", dict(tile=dataclasses.replace(GEMV_TILE, f16_operands=True)), ValueError, "f16_operands"),
+        ("tile rows per warp", dict(tile=Tile(32, 128, 64, 4, 1)), ValueError, "at most 4 rows per warp"),
     ]
 
 
@@ -589,6 +636,8 @@ def test_epilogue_entry_rejects_bad_accumulator(device):
         qkv_epilogue(torch.zeros(2, p.n, dtype=torch.float16, device=device), *p.args(), **p.kw(), **out)
     with pytest.raises(ValueError, match=r"acc.shape\[1\]"):
         qkv_epilogue(torch.zeros(2, 1000, device=device), *p.args(), **p.kw(), **out)
+    with pytest.raises(ValueError, match="at most 4 rows per warp"):  # a staging tile sm_90 miscompiled
+        qkv_epilogue(torch.zeros(2, p.n, device=device), *p.args(), **p.kw(), tile=Tile(16, 128, 64, 2, 1), **out)
 
 
 @pytest.mark.gpu
@@ -621,9 +670,27 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     n = (19 * nkv + 1) * 128
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=70 + m, device="cuda", integer=True,
                      num_blocks=max(4, -(-3 * m // 64)))
-    tiles = {pick_qkv_tile(m, n, 6144, p.x.device), dataclasses.replace(small_tile(m), split_k=1)}
+    tiles = {pick_qkv_tile(m, n, 6144, p.x.device), pick_qkv_tile(m, n, 6144, p.x.device, tl_only=True),
+             dataclasses.replace(small_tile(m), split_k=1)}
     for tile in sorted(tiles, key=repr):
         _assert_fused_exact_on_integer_problem(p, tile)
+
+
+@pytest.mark.gpu
+def test_two_launch_path_falls_back_where_tma_cannot_read_gpu():
+    # an activation whose base is not 16-byte aligned: the Gluon GEMM cannot take it, the one-kernel
+    # path runs on its tl tile, still exact on integer operands
+    p = make_problem(nkv=1, m=8, k=1024, block_size=64, seed=63, device="cuda", integer=True)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    raw = torch.empty(xq.numel() + 16, dtype=torch.uint8, device="cuda")[1:1 + xq.numel()]
+    shifted = raw.view(torch.float8_e4m3fn).view(xq.shape)
+    shifted.copy_(xq)
+    assert shifted.data_ptr() % 16 and pick_qkv_tile(8, p.n, 1024, p.x.device).wgmma
+    acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    seam.qkv_index_fused_epilogue(shifted, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
 
 
 def _assert_f16_operands_same_bytes(p: Problem, tile: Tile) -> None:
@@ -649,8 +716,8 @@ def test_fused_f16_operands_same_bytes(device):
 @pytest.mark.parametrize("nkv,m", [(1, 256), (2, 513), (1, 2048)])
 def test_fused_f16_operands_same_bytes_gpu(nkv, m):
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=75, device="cuda", num_blocks=-(-3 * m // 64))
-    _assert_f16_operands_same_bytes(p, dataclasses.replace(pick_qkv_tile(m, p.weight.shape[0], 6144, p.x.device),
-                                                           f16_operands=False))
+    tile = pick_qkv_tile(m, p.weight.shape[0], 6144, p.x.device, tl_only=True)
+    _assert_f16_operands_same_bytes(p, dataclasses.replace(tile, f16_operands=False))
 
 
 @pytest.mark.gpu

@@ -2,15 +2,18 @@
 
 MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
 {1, 8, 64, 256, 2048}. CUDA-graph replay (``timing.graph_time_us``), us per call, of:
-- ``fused``: ``seam.qkv_index_fused_epilogue`` (one launch);
+- ``fused``: ``seam.qkv_index_fused_epilogue`` as picked (Hopper M 2..64 and CUDA M >= 129: the
+  ``mxfp8_linear`` GEMM into an fp32 accumulator, then the epilogue kernel; else one kernel);
+- ``one kernel``: the same op on its one-kernel tl tile (``pick_qkv_tile(..., tl_only=True)``);
+- ``linear``: ``seam.mxfp8_linear`` alone (BF16 qkv to memory), the issue's yardstick (fused <= linear + 1 us);
 - ``unfused``: ``seam.mxfp8_linear`` (BF16 qkv to memory) + the Triton epilogue on it;
 - ``bf16+epi``: cuBLAS BF16 GEMM (``x @ w.T``) + the same Triton epilogue;
 - ``fp8+epi``: cuBLAS FP8 with tensor-wise scales (``torch._scaled_mm``) + the epilogue
   (skipped where this torch build rejects the shape).
 The weights are rotated over enough copies to exceed the 60 MiB L2, so every call
 streams them from HBM. Weight-stream GB/s = (N*K + N*K/32 scale bytes) / time, against
-the device copy bandwidth; TFLOP/s = 2*M*N*K / time, against the ~790 TFLOP/s BF16
-dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
+the device copy bandwidth; ``floor`` = those bytes / 4.23 TB/s + one launch (``seam.bench.gemm``);
+TFLOP/s = 2*M*N*K / time, against the ~790 TFLOP/s BF16 dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
 (cuBLAS FP8/BF16 + epilogue).
 
 Also the unfused chain as one call (:func:`qkv_unfused`), which ``seam verify``, the
@@ -26,10 +29,12 @@ from rich.table import Table
 
 import seam
 from seam import checks
+from seam.bench.gemm import COPY_BYTES_PER_US, LAUNCH_US
 from seam.bench.timing import copy_bandwidth_gbs, graph_time_us, rotating
 from seam.formats import nvfp4
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.kernels.mxfp8_gemm_config import pick_qkv_tile
 from seam.ops.linear import mxfp8_linear
 from seam.ops.qkv import prepare_epilogue, qkv_epilogue
 from seam.ref.qkv import qkv_epilogue_ref
@@ -126,9 +131,11 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
     bf = rotating(lambda: w_bf16.clone(), 2 * n * K)
     act = seam.QuantizedActivation(xq, xsf, torch.bfloat16, (m, K))
 
-    def fused():
+    def fused(tile=None):
         w = mx()
-        seam.qkv_index_fused_epilogue(xq, xsf, w.values, w.scales, *args, **outs)
+        seam.qkv_index_fused_epilogue(xq, xsf, w.values, w.scales, *args, **outs, tile=tile)
+
+    one_kernel = pick_qkv_tile(m, n, K, dev, tl_only=True)
 
     def unfused():
         seam.mxfp8_linear(act, mx(), out=qkv)
@@ -138,7 +145,9 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
         torch.matmul(x, bf().t(), out=qkv)
         qkv_epilogue(qkv, *args, **outs)
 
-    t = {"fused": graph_time_us(fused), "unfused": graph_time_us(unfused), "bf16+epi": graph_time_us(bf16_epi)}
+    t = {"fused": graph_time_us(fused), "one kernel": graph_time_us(lambda: fused(one_kernel)),
+         "linear": graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=qkv)),
+         "unfused": graph_time_us(unfused), "bf16+epi": graph_time_us(bf16_epi)}
     try:
         w8, sw = _fp8_tensorwise(w_bf16)
         x8, sx = _fp8_tensorwise(x)
@@ -156,6 +165,8 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
         "n": n,
         **{f"{k} us": v for k, v in t.items()},
         "fused/cuBLAS+epi": t["fused"] / best_cublas,
+        "fused - linear": t["fused"] - t["linear"],
+        "floor us": weight_bytes / COPY_BYTES_PER_US + LAUNCH_US,
         "weight GB/s": weight_bytes / (t["fused"] * 1e-6) / 1e9,
         "TFLOP/s": 2 * m * n * K / (t["fused"] * 1e-6) / 1e12,
     }
@@ -181,8 +192,8 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             # progress, so a run cut short still reports what it measured
             console.print(f"{name} M {m}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k.endswith("us")))
     table = Table(title=f"QKV+indexer MXFP8 GEMM + fused epilogue, K {K} (us per call; copy {copy_gbs:.0f} GB/s)")
-    cols = ["shape", "M", "fused us", "unfused us", "bf16+epi us", "fp8+epi us", "fused/cuBLAS+epi",
-            "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
+    cols = ["shape", "M", "fused us", "one kernel us", "linear us", "fused - linear", "unfused us", "bf16+epi us",
+            "fp8+epi us", "fused/cuBLAS+epi", "floor us", "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:

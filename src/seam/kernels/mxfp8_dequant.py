@@ -62,13 +62,21 @@ def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.
                                BLOCK_R=block_r, BLOCK_K=block_k, num_warps=8)
 
 
+def _mm_f32(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out [M, N] (fp32) = a [M, K] @ w [N, K]^T of BF16 operands: cuBLAS with fp32 output on a GPU, the
+    fp32 copies of the same values on the CPU."""
+    if out.is_cuda:
+        return torch.mm(a, w.t(), out_dtype=torch.float32, out=out)
+    return torch.mm(a.float(), w.float().t(), out=out)
+
+
 def launch_mxfp8_linear_bf16_mm(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
     BF16 here (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first), then one cuBLAS
     GEMM with fp32 output (``torch.mm(..., out_dtype=torch.float32)``), rounded to BF16 once
-    (:func:`round_bf16_kernel`). On the
+    (:func:`round_bf16_kernel`), or left unrounded in an fp32 ``out``. On the
     CPU (the interpreter's tests) the GEMM runs on the fp32 copies of the same values. Temporary
     memory: 2 * (M + N) * K bytes of BF16 operands and 4 * M * N of fp32 output."""
     m, k = xq.shape
@@ -80,10 +88,10 @@ def launch_mxfp8_linear_bf16_mm(
     w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
     launch_mxfp8_dequant(xq, xs, a)
     launch_mxfp8_dequant(wq, ws, w)
-    if out.is_cuda:
-        acc = torch.mm(a, w.t(), out_dtype=torch.float32)
-    else:
-        acc = torch.mm(a.float(), w.float().t())
+    if out.dtype == torch.float32:  # the unrounded sums (the fused QKV op's accumulator)
+        _mm_f32(a, w, out)
+        return
+    acc = _mm_f32(a, w, torch.empty((m, wq.shape[0]), dtype=torch.float32, device=out.device))
     # seam's rounding (seam.kernels.numerics), not torch's copy_: the same NaN bits as the GEMM kernels
     block = 4096
     round_bf16_kernel[(triton.cdiv(acc.numel(), block),)](acc, out, acc.numel(), BLOCK=block, num_warps=8)

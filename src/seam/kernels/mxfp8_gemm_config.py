@@ -170,8 +170,8 @@ def combine_group(block_m: int, split_k: int) -> int:
 #: 69.3 / 63.4. From 129 on it wins at every layer; at 65-128 the tl kernel keeps the down projection.
 PREFILL_MM_MIN_M = 129
 
-#: Whether this torch's ``mm`` takes ``out_dtype`` (the prefill path's fp32 output).
-_MM_OUT_DTYPE = "dtype" in torch.ops.aten.mm.overloads()
+#: Whether this torch's ``mm`` takes ``out_dtype``, with and without ``out`` (the prefill path's fp32 output).
+_MM_OUT_DTYPE = {"dtype", "dtype_out"} <= set(torch.ops.aten.mm.overloads())
 
 #: The prefill path's tile (its other fields are unused).
 BF16_MM_TILE = Tile(128, 128, 128, 8, 1, bf16_mm=True)
@@ -180,7 +180,7 @@ BF16_MM_TILE = Tile(128, 128, 128, 8, 1, bf16_mm=True)
 def bf16_mm_supported(device: torch.device) -> bool:
     """Whether the prefill path is picked on ``device``: an NVIDIA GPU, not the interpreter (where the
     tl kernel stays the tested path; a caller may still ask for :data:`BF16_MM_TILE` there), with a
-    torch whose ``mm`` takes ``out_dtype`` (the ``aten::mm.dtype`` overload, torch >= 2.8)."""
+    torch whose ``mm`` takes ``out_dtype`` (the ``aten::mm.dtype`` and ``dtype_out`` overloads, torch >= 2.8)."""
     return (device.type == "cuda" and torch.version.cuda is not None and not runtime.INTERPRET
             and _MM_OUT_DTYPE)
 
@@ -230,10 +230,18 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
 _CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
 
 
-def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
-    """The fused QKV kernel's tile for M tokens: ``pick_tile``'s choice, refit to the
-    registers its epilogue takes.
+def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
+    """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
+    picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
+    ``seam.kernels.qkv_epilogue.launch_qkv``); else, or with ``tl_only``, its tl choice refit to the
+    registers the fused kernel's epilogue takes.
 
+    The two-launch path wins at every M it takes (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
+    us, this path / the one-kernel tl tile, K 6144, nkv 1 then 2): M 8 10.79 / 13.19, 15.35 / 20.18;
+    M 64 17.98 / 25.41, 33.50 / 41.30; M 256 38.46 / 70.40, 65.40 / 135.53; M 2048 126.5 / 322.2,
+    237.6 / 579.3. One token keeps the fused GEMV kernel (9.20 against ``mxfp8_linear``'s 8.67 alone).
+
+    The refit:
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242
     registers per thread (96853ea; the GEMM alone, ``mxfp8_linear``: 100 and 108 at
     5ce5581; ``tools/sm90_resources.py``), so
@@ -258,7 +266,11 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device) -> Tile:
     not pay: 16- and 32-row tiles -5% to +5%, uncapped tiles lost up to 23% (ptxas gave
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
-    tile = pick_tile(m, n, k, device, tl_only=True)  # the epilogue runs on the tl kernel
+    if not tl_only:
+        tile = pick_tile(m, n, k, device)
+        if tile.wgmma or tile.bf16_mm:
+            return tile
+    tile = pick_tile(m, n, k, device, tl_only=True)  # the fused epilogue runs on the tl kernel
     if tile.block_m == 16:
         return dataclasses.replace(tile, max_registers=TWO_PER_SM_REGISTERS)
     limit = _CAP_MAX_ONE_WAVE_SPLIT.get(tile.block_m)

@@ -221,6 +221,15 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
     return gl.convert_layout(k_permute(gl.reshape(w_deq, [BLOCK_N, BLOCK_K]), BLOCK_N), a_layout, assert_trivial=True)
 
 
+@gluon.jit
+def _store_out(ptrs, acc, mask, OUT_F32: gl.constexpr):
+    """The output tile: BF16 (round to nearest even), or the fp32 sums as they are."""
+    if OUT_F32:
+        gl.store(ptrs, acc, mask=mask)
+    else:
+        gl.store(ptrs, to_bf16_rne(acc), mask=mask)
+
+
 @gluon.jit(do_not_specialize=["M"])
 def mxfp8_linear_wgmma_kernel(
     # TMA descriptors
@@ -229,7 +238,7 @@ def mxfp8_linear_wgmma_kernel(
     x_desc,  # activations [M, K] in [MP, BLOCK_K] tiles: E4M3 as uint8, or BF16 (A_BF16)
     xs_desc,  # swizzled activation scales like s_desc (unused when A_BF16)
     # pointers
-    out_ptr,  # bf16 [M, N], row stride stride_om
+    out_ptr,  # bf16 [M, N], row stride stride_om; fp32 with OUT_F32 (the unrounded sums, for an epilogue kernel)
     ws_ptr,  # fp32 split-K workspace [tiles, SPLIT_K, BLOCK_N, MP]
     counter_ptr,  # int32 [tiles] arrival counters, zero between launches
     # sizes
@@ -244,6 +253,7 @@ def mxfp8_linear_wgmma_kernel(
     A_BF16: gl.constexpr,
     USE_PDL: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
+    OUT_F32: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     BN: gl.constexpr = 16 * num_warps
@@ -301,7 +311,7 @@ def mxfp8_linear_wgmma_kernel(
     out_mask = (n0 + r_idx[:, None] < N) & (m_idx[None, :] < M)
     out_ptrs = out_ptr + m_idx[None, :].to(gl.int64) * stride_om + n0 + r_idx[:, None]
     if SPLIT_K == 1:
-        gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
+        _store_out(out_ptrs, acc, out_mask, OUT_F32)
     else:
         base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
         gl.store(base + kid * (BN * MP), acc)
@@ -316,7 +326,7 @@ def mxfp8_linear_wgmma_kernel(
                     total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0,
                                      cache_modifier=".cg")  # at L2, where the partials landed
             gl.store(counter_ptr + tile, 0)
-            gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+            _store_out(out_ptrs, total, out_mask, OUT_F32)
 
 
 @functools.cache
@@ -345,13 +355,18 @@ def tma_ready(t: torch.Tensor) -> bool:
             and (t.stride(0) * t.element_size()) % 16 == 0)
 
 
+def operands_ready(xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor) -> bool:
+    """Whether TMA reads every operand of a launch as is (:func:`tma_ready`; ``xs`` None: BF16 ``xq``)."""
+    return all(tma_ready(t) for t in (xq, wq, ws) + (() if xs is None else (xs,)))
+
+
 def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
     combine: int,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
-    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
+    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel); an fp32 ``out`` gets the sums unrounded. ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip."""
     m, k = xq.shape
@@ -370,5 +385,5 @@ def launch_mxfp8_linear_wgmma(
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
-        COMBINE=combine, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINE=combine, OUT_F32=out.dtype == torch.float32, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )

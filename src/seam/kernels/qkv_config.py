@@ -10,11 +10,9 @@ them. Runs are cited from ``docs/benchmarks-log.md``.
 
 from __future__ import annotations
 
-import dataclasses
-
 import triton.language as tl
 
-from seam.kernels.mxfp8_gemm_config import Tile, small_tile
+from seam.kernels.mxfp8_gemm_config import Tile
 
 #: Multi-row tiles up to this many rows (16 and 32) stage their NVFP4 stores through the workspace
 #: (``seam.kernels.qkv_epilogue._store_nvfp4_rows``): every group at once, where quantizing from the
@@ -24,11 +22,36 @@ from seam.kernels.mxfp8_gemm_config import Tile, small_tile
 STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
 
 
+#: Rows per warp a staging tile may have: 32 rows on 4 warps (8 per warp) wrote other K / V / index_k
+#: cache bytes than the reference on the H200 (run 48: 1,686-4,078 bytes per launch, the epilogue alone on
+#: random accumulators; q and index_q exact), while 16 rows on 4 warps and 16 or 32 on 8 (at most 4 per
+#: warp) matched it byte for byte. Tiles past this bound are refused (``seam.ops.qkv``), not run.
+STAGED_MAX_ROWS_PER_WARP = 4
+
+
+def stages_nvfp4_rows(tile: Tile) -> bool:
+    """Whether ``tile``'s NVFP4 stores go through the workspace (:data:`STAGED_NVFP4_MAX_ROWS`)."""
+    return 1 < tile.block_m <= STAGED_NVFP4_MAX_ROWS.value
+
+
 def needs_workspace(tile: Tile) -> bool:
     """Whether a launch with ``tile`` uses the per-device workspace (split-K partials or staged NVFP4 rows)."""
-    return tile.split_k > 1 or 1 < tile.block_m <= STAGED_NVFP4_MAX_ROWS.value
+    return tile.split_k > 1 or stages_nvfp4_rows(tile)
+
+
+#: The epilogue-only launch (an fp32 or BF16 accumulator in memory, no GEMM) is bound by its programs'
+#: latency, not by bytes: one-token programs (the kernel's GEMV-tile epilogue, no workspace) up to 64 tokens,
+#: 16-row 4-warp programs above. H200 sweep (docs/benchmarks-log.md run 47, us, nkv 1 / nkv 2; the former
+#: 16-, 32- and 64-row 8-warp tiles in brackets): M 8 one row 2 warps 1.84 / 1.95 (3.72 / 3.66), one warp
+#: 2.01 / 1.96; M 64 one row 1 warp 2.26 / 3.66 (4.69 / 4.88), 2 warps 2.76 / 3.67; M 256 16 rows 4 warps
+#: 4.82 / 6.58 (15.33 / 19.68), one row 6.99 / 12.76; M 2048 16 rows 4 warps 18.31 / 35.71 (35.95 / 83.80).
+#: 32 rows with 4 warps wrote other cache bytes than every other tile there (not picked).
+EPILOGUE_ONE_ROW_MAX_M = 64
 
 
 def epilogue_tile(m: int) -> Tile:
-    """The tile :func:`seam.ops.qkv.qkv_epilogue` runs M tokens with by default (no GEMM, so no K split)."""
-    return dataclasses.replace(small_tile(m), split_k=1)
+    """The tile :func:`seam.ops.qkv.qkv_epilogue` (and the fused op's epilogue kernel after the Gluon or
+    prefill GEMM) runs M tokens with: see :data:`EPILOGUE_ONE_ROW_MAX_M` (no GEMM, so no K split)."""
+    if m <= EPILOGUE_ONE_ROW_MAX_M:
+        return Tile(1, 128, 128, 2 if m <= 16 else 1, 1)
+    return Tile(16, 128, 64, 4, 1)

@@ -15,7 +15,9 @@ tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
 weights, cache slots) before its mainloop, so their latency overlaps the GEMM; wider
 tiles load them in the program that runs the epilogue. ``ACC_MODE`` 1 replaces the
 GEMM by a load of a given accumulator [M, N] (fp32, or BF16 for the unfused chain): the same epilogue code,
-which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`. The launch rules
+which is how the epilogue is tested bit for bit against :mod:`seam.ref.qkv`, and how the op runs where
+``mxfp8_linear``'s Gluon decode kernel or prefill path is faster than this kernel's tl mainloop: that GEMM
+writes the fp32 accumulator, this kernel reads it (:func:`launch_qkv_epilogue`). The launch rules
 (the tile: ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``; staged rows and the workspace:
 ``seam.kernels.qkv_config``) live beside this module.
 
@@ -34,16 +36,18 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import (
+    launch_mxfp8_linear,
     mxfp8_gemv_mainloop,
     mxfp8_mainloop,
     split_k_combine,
     split_k_scratch,
 )
-from seam.kernels.mxfp8_gemm_config import Tile
+from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
-from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, needs_workspace
+from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile, needs_workspace
 
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
@@ -485,11 +489,24 @@ def launch_qkv_epilogue(
 ) -> None:
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
 
-    ``inv_scales`` are the host fp32 reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
+    A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM into a new fp32 accumulator
+    (``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``, 4 * M * N bytes), then this kernel on it with
+    :func:`seam.kernels.qkv_config.epilogue_tile` of the GEMM's rows; where TMA cannot read an operand
+    as is, the one-kernel path runs instead, on its tl tile. ``inv_scales`` are the host fp32
+    reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
     """
     m = positions.shape[0]
     if m == 0:
         return
+    if acc is None and (tile.wgmma or tile.bf16_mm):
+        n, k = wq.shape
+        if tile.bf16_mm or mxfp8_wgmma.operands_ready(xq, xsf, wq, wsf):
+            acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
+            launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
+            xq = xsf = wq = wsf = None
+            tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)
+        else:
+            tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
     use_pdl = runtime.supports_pdl(positions.device)
     from_acc = acc is not None
     k = 128 if from_acc else xq.shape[1]

@@ -119,8 +119,8 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
 
 def check_tile(tile: object, k: int, m: int | None = None, device: torch.device | None = None) -> Tile | None:
     """Validate a caller's tile override for reduction length ``k`` (None: pick by wave count). A
-    ``wgmma`` tile needs the activation's ``m`` and ``device`` (``mxfp8_linear`` passes them; the
-    fused QKV op, whose epilogue runs on the tl kernel, does not, and rejects such tiles)."""
+    ``wgmma`` or ``bf16_mm`` tile needs the activation's ``m`` and ``device`` (``mxfp8_linear`` and the
+    fused QKV op pass them; the epilogue alone, which runs no GEMM, does not, and rejects such tiles)."""
     if tile is None:
         return None
     if not isinstance(tile, Tile):
@@ -131,13 +131,13 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
         raise TypeError(f"tile.bf16_mm must be a bool, got {checks.type_name(tile.bf16_mm)}")
     if tile.bf16_mm:
         if m is None:
-            raise ValueError("tile.bf16_mm (the prefill path) applies to mxfp8_linear only")
+            raise ValueError("tile.bf16_mm (the prefill path) applies to a GEMM launch only")
         if tile != BF16_MM_TILE:
             raise ValueError(f"a tile with bf16_mm must be seam.kernels.mxfp8_gemm_config.BF16_MM_TILE, got {tile}")
         return tile
     if tile.wgmma:
         if m is None or device is None:
-            raise ValueError("tile.wgmma (the Gluon decode kernel) applies to mxfp8_linear only")
+            raise ValueError("tile.wgmma (the Gluon decode kernel) applies to a GEMM launch only")
         _check_wgmma_tile(tile, m, k, device)
         return tile
     if tile.block_m != 1 and (tile.block_m < 16 or tile.block_m & (tile.block_m - 1)):

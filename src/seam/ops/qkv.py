@@ -18,7 +18,13 @@ from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
 from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
-from seam.kernels.qkv_config import epilogue_tile, needs_workspace
+from seam.kernels.qkv_config import (
+    STAGED_MAX_ROWS_PER_WARP,
+    STAGED_NVFP4_MAX_ROWS,
+    epilogue_tile,
+    needs_workspace,
+    stages_nvfp4_rows,
+)
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.linear import check_tile
 from seam.ops.registry import register
@@ -57,6 +63,8 @@ def _launch(
     split_k: int,
     max_registers: Optional[int],
     f16_operands: bool,
+    wgmma: bool,
+    bf16_mm: bool,
 ) -> None:
     launch_qkv_epilogue(
         xq=xq, xsf=xsf, wq=wq, wsf=wsf, acc=acc,
@@ -66,7 +74,8 @@ def _launch(
         kv_cache=kv_cache, index_cache=index_cache, index_q_out=index_q_out,
         q_out=q_out, q_fp8_out=q_fp8_out,
         inv_scales=(inv_q_fp8_scale, inv_k_scale, inv_v_scale),
-        nkv=nkv, tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k, max_registers, f16_operands),
+        nkv=nkv,
+        tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma, bf16_mm),
     )
 
 
@@ -219,9 +228,9 @@ def qkv_index_fused_epilogue(
     v_scale: float = 1.0,
     tile: Tile | None = None,
 ) -> None:
-    """MXFP8 QKV+indexer GEMM with the Gemma-norm / RoPE / NVFP4-insert epilogue fused (one launch).
+    """MXFP8 QKV+indexer GEMM with the Gemma-norm / RoPE / NVFP4-insert epilogue fused.
 
-    ``acc = A_deq @ W_deq^T`` (fp32, never written to memory), per token m and 128-wide
+    ``acc = A_deq @ W_deq^T`` (fp32), per token m and 128-wide
     head of N = (19*nkv + 1)*128 columns ``[q x 16nkv | k x nkv | v x nkv | index_q x nkv | index_k]``:
 
     - q, k, index_q, index_k: ``r = 1/sqrt(tree(x^2)/128 + eps)``, ``n = x*r``,
@@ -236,6 +245,10 @@ def qkv_index_fused_epilogue(
 
     The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
     accumulator; the accumulator is within fp32 reordering error of the dequantized GEMM.
+    Where ``mxfp8_linear`` would take its Gluon decode kernel (Hopper, M 2..64) or its prefill
+    path (CUDA, M >= 129), that GEMM writes ``acc`` (fp32, 4 * M * N bytes of temporary memory)
+    and the epilogue kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the
+    tl GEMM mainloop and the epilogue on ``acc`` in registers.
 
     Args:
         xq: float8_e4m3fn [M, K] contiguous activation, K a multiple of 128. Not modified.
@@ -263,10 +276,10 @@ def qkv_index_fused_epilogue(
         q_fp8_out: optional float8_e4m3fn [M, 16*nkv*128] contiguous, written.
         q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
-        tile: tile override (tests); default picks BLOCK_M (1, the CUDA-core GEMV, for one
-            token; 16 to 128 otherwise), the K split by wave count on the SM count and a
-            register cap (``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``);
-            ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
+        tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
+            ``mxfp8_linear``'s Gluon or prefill tile where it picks one, else a tl tile (BLOCK_M
+            1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
+            count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.mxfp8_gemm.split_k_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
@@ -298,9 +311,10 @@ def qkv_index_fused_epilogue(
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
         [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)],
     )
-    tile = check_tile(tile, k) or pick_qkv_tile(m, wq.shape[0], k, device)
+    tile = check_tile(tile, k, m, device) or pick_qkv_tile(m, wq.shape[0], k, device)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
+    _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
     _qkv(
@@ -310,10 +324,20 @@ def qkv_index_fused_epilogue(
     )
 
 
+def _check_staged_rows(tile: Tile) -> None:
+    """Refuse a staging tile with more rows per warp than sm_90 compiled correctly (wrong cache bytes)."""
+    if stages_nvfp4_rows(tile) and tile.block_m > STAGED_MAX_ROWS_PER_WARP * tile.num_warps:
+        raise ValueError(
+            f"tile: {tile.block_m} rows on {tile.num_warps} warps; tiles of 2..{STAGED_NVFP4_MAX_ROWS.value} rows "
+            f"take at most {STAGED_MAX_ROWS_PER_WARP} rows per warp (more wrote wrong NVFP4 cache bytes on sm_90: "
+            "seam.kernels.qkv_config.STAGED_MAX_ROWS_PER_WARP)"
+        )
+
+
 def _tile_args(tile: Tile) -> tuple:
     """The custom op's tile arguments (block_n is always 128: one head)."""
     return (tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
-            tile.f16_operands)
+            tile.f16_operands, tile.wgmma, tile.bf16_mm)
 
 
 def prepare_epilogue(
@@ -355,6 +379,7 @@ def prepare_epilogue(
     if isinstance(tile, Tile):  # no K here (the accumulator is given): a caller's K split does not apply
         tile = dataclasses.replace(tile, split_k=1)
     tile = check_tile(tile, 128) or epilogue_tile(m)
+    _check_staged_rows(tile)
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,

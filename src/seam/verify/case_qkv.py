@@ -97,7 +97,8 @@ def _run_fused_integer(ctx: Context, nkv: int, m: int, k: int, block_size: int) 
     bad = [name for name in got if not bytes_equal(got[name], want[name])]
     t = pick_qkv_tile(m, weight.shape[0], k, ctx.device)
     cap = (f" max {t.max_registers} registers" if t.max_registers else "") + (" F16 operands" if t.f16_operands else "")
-    tile = f"tile {t.block_m}x{t.block_n}x{t.block_k} split {t.split_k}{cap}"
+    path = "prefill GEMM + epilogue kernel, " if t.bf16_mm else "Gluon GEMM + epilogue kernel, " if t.wgmma else ""
+    tile = f"{path}tile {t.block_m}x{t.block_n}x{t.block_k} split {t.split_k}{cap}"
     return Outcome(exact=not bad, detail=f"bytes equal ({tile})" if not bad else f"DIFFERS ({tile}): " + ", ".join(bad))
 
 
