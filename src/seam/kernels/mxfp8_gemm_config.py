@@ -45,6 +45,15 @@ class Tile:
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM with fp32 output (``torch.mm``).
     bf16_mm: bool = False
 
+    def to_args(self) -> tuple:
+        """The fields in order, as the flat arguments of a custom op (which cannot take a Tile)."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+    @classmethod
+    def from_args(cls, *args) -> Tile:
+        """The Tile of :meth:`to_args`'s arguments."""
+        return cls(*args)
+
 
 def small_tile(m: int) -> Tile:
     """Decode tiles, one 128-wide head of N: BLOCK_M 16 for M <= 16, 32 up to M 64, else 64.

@@ -137,7 +137,6 @@ def launch_fused_add_rms_norm(
     residual: torch.Tensor | None,
     weight: torch.Tensor,
     eps: float,
-    *,
     gemma: bool,
     residual_out: torch.Tensor | None = None,
     normed: torch.Tensor | None = None,
@@ -148,6 +147,7 @@ def launch_fused_add_rms_norm(
     """One launch over validated buffers; each ``None`` output is not written.
 
     ``residual`` and ``residual_out`` go together; ``values`` and ``scales`` go together.
+    Flat annotated arguments, so ``seam.ops.norm`` registers this launcher as is.
     """
     m, hidden = x.shape
     quant = values is not None

@@ -133,14 +133,16 @@ def launch_swiglu_oai(
     beta: float,
     limit: float | None,
     interleaved: bool,
-    *,
     out: torch.Tensor | None = None,
     values: torch.Tensor | None = None,
     scales: torch.Tensor | None = None,
     round_to_bf16: bool = False,
     swizzled: bool = False,
 ) -> None:
-    """One launch over validated buffers: BF16 ``out``, or MXFP8 ``values``/``scales``."""
+    """One launch over validated buffers: BF16 ``out``, or MXFP8 ``values``/``scales``.
+
+    Flat annotated arguments, so ``seam.ops.swiglu`` registers this launcher as is.
+    """
     m = gate_up.shape[0]
     inter = gate_up.shape[1] // 2
     quant = values is not None

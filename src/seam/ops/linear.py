@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from typing import Optional
 
@@ -52,28 +51,8 @@ IN_GEMM_MAX_M = 16
 
 
 def _launch(
-    xq: torch.Tensor,
-    xs: torch.Tensor,
-    wq: torch.Tensor,
-    ws: torch.Tensor,
-    out: torch.Tensor,
-    block_m: int,
-    block_n: int,
-    block_k: int,
-    num_warps: int,
-    num_stages: int,
-    split_k: int,
-    max_registers: Optional[int],
-    f16_operands: bool,
-    wgmma: bool,
-    bf16_mm: bool,
-) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma, bf16_mm)
-    launch_mxfp8_linear(xq, xs, wq, ws, out, tile)
-
-
-def _launch_in_gemm(
     x: torch.Tensor,
+    xs: Optional[torch.Tensor],
     wq: torch.Tensor,
     ws: torch.Tensor,
     out: torch.Tensor,
@@ -88,12 +67,13 @@ def _launch_in_gemm(
     wgmma: bool,
     bf16_mm: bool,
 ) -> None:
-    tile = Tile(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma, bf16_mm)
-    launch_mxfp8_linear(x, None, wq, ws, out, tile)
+    # A custom op takes no Tile: its fields travel as Tile.to_args(). xs None: x is BF16, quantized in the GEMM.
+    tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
+                          wgmma, bf16_mm)
+    launch_mxfp8_linear(x, xs, wq, ws, out, tile)
 
 
 _linear = register("mxfp8_linear", ("out",), _launch)
-_linear_in_gemm = register("mxfp8_linear_in_gemm", ("out",), _launch_in_gemm)
 
 
 def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
@@ -264,12 +244,11 @@ def mxfp8_linear(
         inputs = [("x.values", x.values), ("x.scales", x.scales)] if isinstance(x, QuantizedActivation) else [("x", x)]
         checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
     tile = tile or pick_tile(m, n, k, device)
-    knobs = dataclasses.astuple(tile)
     if isinstance(x, QuantizedActivation):
-        _linear(x.values, x.scales, weight.values, weight.scales, out, *knobs)
+        x, xs = x.values, x.scales
     elif mode is LinearQuantize.IN_GEMM or (mode is LinearQuantize.AUTO and m <= IN_GEMM_MAX_M):
-        _linear_in_gemm(x, weight.values, weight.scales, out, *knobs)
+        xs = None
     else:
-        xq, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
-        _linear(xq, xs, weight.values, weight.scales, out, *knobs)
+        x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
+    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args())
     return out

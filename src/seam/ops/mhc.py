@@ -19,51 +19,9 @@ from seam.ops.registry import register
 HC_MULTS = (1, 2, 4, 8)
 
 
-def _launch_post(
-    x: torch.Tensor, residual: torch.Tensor, post: torch.Tensor, comb: torch.Tensor, residual_out: torch.Tensor
-) -> None:
-    launch_mhc_post_collapse_rms_norm(x, residual, post, comb, None, None, 0.0, residual_out, None, None, None)
-
-
-def _launch_norm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    post: torch.Tensor,
-    comb: torch.Tensor,
-    pre: torch.Tensor,
-    norm_weight: torch.Tensor,
-    norm_eps: float,
-    residual_out: torch.Tensor,
-    layer_input: torch.Tensor,
-) -> None:
-    launch_mhc_post_collapse_rms_norm(
-        x, residual, post, comb, pre, norm_weight, norm_eps, residual_out, layer_input, None, None
-    )
-
-
-def _launch_norm_mxfp8(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    post: torch.Tensor,
-    comb: torch.Tensor,
-    pre: torch.Tensor,
-    norm_weight: torch.Tensor,
-    norm_eps: float,
-    residual_out: torch.Tensor,
-    layer_input: torch.Tensor,
-    values: torch.Tensor,
-    scales: torch.Tensor,
-) -> None:
-    launch_mhc_post_collapse_rms_norm(
-        x, residual, post, comb, pre, norm_weight, norm_eps, residual_out, layer_input, values, scales
-    )
-
-
-# One registered op per variant: outputs are plain (non-optional) mutated tensors.
-_post = register("mhc_post", ("residual_out",), _launch_post)
-_norm = register("mhc_post_collapse_rms_norm", ("residual_out", "layer_input"), _launch_norm)
-_norm_mxfp8 = register(
-    "mhc_post_collapse_rms_norm_mxfp8", ("residual_out", "layer_input", "values", "scales"), _launch_norm_mxfp8
+# One op for every variant: layer_input (with pre and norm_weight) and values/scales are optional.
+_mhc = register(
+    "mhc_post_collapse_rms_norm", ("residual_out", "layer_input", "values", "scales"), launch_mhc_post_collapse_rms_norm
 )
 
 
@@ -126,15 +84,10 @@ def launch_checked(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Allocate outputs and launch the right variant on validated inputs (x: [M, H] or [TP, M, H])."""
     residual_out = torch.empty_like(residual)
-    if pre is None:
-        _post(x, residual, post, comb, residual_out)
-        return residual_out, None
     m, _, hidden = residual.shape
-    layer_input = torch.empty((m, hidden), dtype=torch.bfloat16, device=residual.device)
-    if mxfp8 is None:
-        _norm(x, residual, post, comb, pre, norm_weight, eps, residual_out, layer_input)
-    else:
-        _norm_mxfp8(x, residual, post, comb, pre, norm_weight, eps, residual_out, layer_input, *mxfp8)
+    layer_input = None if pre is None else torch.empty((m, hidden), dtype=torch.bfloat16, device=residual.device)
+    values, scales = (None, None) if mxfp8 is None else mxfp8
+    _mhc(x, residual, post, comb, pre, norm_weight, eps, residual_out, layer_input, values, scales)
     return residual_out, layer_input
 
 

@@ -12,11 +12,7 @@ from seam.ops.registry import register
 FLOAT_INPUTS = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _launch(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, swizzled: bool) -> None:
-    launch_mxfp8_quant(x, values, scales, swizzled)
-
-
-_quantize = register("mxfp8_quantize", ("values", "scales"), _launch)
+_quantize = register("mxfp8_quantize", ("values", "scales"), launch_mxfp8_quant)
 
 
 def check_mxfp8_out(

@@ -17,65 +17,8 @@ from seam.ops.registry import register
 MAX_HIDDEN = 16384  #: widest row one program holds in registers
 
 
-def _launch_norm(x: torch.Tensor, weight: torch.Tensor, normed: torch.Tensor, eps: float, gemma: bool) -> None:
-    launch_fused_add_rms_norm(x, None, weight, eps, gemma=gemma, normed=normed)
-
-
-def _launch_add_norm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    normed: torch.Tensor,
-    residual_out: torch.Tensor,
-    eps: float,
-    gemma: bool,
-) -> None:
-    launch_fused_add_rms_norm(x, residual, weight, eps, gemma=gemma, residual_out=residual_out, normed=normed)
-
-
-def _launch_add_norm_mxfp8(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    values: torch.Tensor,
-    scales: torch.Tensor,
-    residual_out: torch.Tensor,
-    eps: float,
-    gemma: bool,
-    swizzled: bool,
-) -> None:
-    launch_fused_add_rms_norm(
-        x, residual, weight, eps, gemma=gemma, residual_out=residual_out,
-        values=values, scales=scales, swizzled=swizzled,
-    )
-
-
-def _launch_add_norm_mxfp8_bf16(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    values: torch.Tensor,
-    scales: torch.Tensor,
-    normed: torch.Tensor,
-    residual_out: torch.Tensor,
-    eps: float,
-    gemma: bool,
-    swizzled: bool,
-) -> None:
-    launch_fused_add_rms_norm(
-        x, residual, weight, eps, gemma=gemma, residual_out=residual_out, normed=normed,
-        values=values, scales=scales, swizzled=swizzled,
-    )
-
-
-_norm = register("rms_norm", ("normed",), _launch_norm)
-_add_norm = register("fused_add_rms_norm", ("normed", "residual_out"), _launch_add_norm)
-_add_norm_mxfp8 = register(
-    "fused_add_rms_norm_mxfp8", ("values", "scales", "residual_out"), _launch_add_norm_mxfp8
-)
-_add_norm_mxfp8_bf16 = register(
-    "fused_add_rms_norm_mxfp8_bf16", ("values", "scales", "normed", "residual_out"), _launch_add_norm_mxfp8_bf16
-)
+# One op for every variant: a residual, the BF16 normed rows and the MXFP8 outputs are each optional.
+_norm = register("fused_add_rms_norm", ("residual_out", "normed", "values", "scales"), launch_fused_add_rms_norm)
 
 
 def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: torch.device | None) -> torch.Tensor:
@@ -138,7 +81,7 @@ def gemma_rms_norm(
     normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device) if out is None else out
     _bf16_out("out", normed, m, hidden, device)
     checks.outputs_apart([("out", normed)], [("x", x), ("weight", weight)])
-    _norm(x, weight, normed, eps, True)
+    _norm(x, None, weight, eps, True, normed=normed)
     return normed
 
 
@@ -191,7 +134,7 @@ def fused_add_rms_norm(
         [("out[0] (normed)", normed), ("out[1] (residual_out)", residual_out)],
         [("x", x), ("residual", residual), ("weight", weight)],
     )
-    _add_norm(x, residual, weight, normed, residual_out, eps, gemma)
+    _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed)
     return normed, residual_out
 
 
@@ -279,12 +222,9 @@ def fused_add_rms_norm_mxfp8(
     if normed is not None:
         outputs.append(("normed", normed))
     checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)])
-    swizzled = layout is ScaleLayout.SWIZZLED
-    if also_bf16:
-        _add_norm_mxfp8_bf16(x, residual, weight, values, scales, normed, residual_out, eps, gemma, swizzled)
-        return values, scales, normed, residual_out
-    _add_norm_mxfp8(x, residual, weight, values, scales, residual_out, eps, gemma, swizzled)
-    return values, scales, residual_out
+    _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed, values=values, scales=scales,
+          swizzled=layout is ScaleLayout.SWIZZLED)
+    return (values, scales, normed, residual_out) if also_bf16 else (values, scales, residual_out)
 
 
 def gemma_fused_add_rms_norm_mxfp8(

@@ -57,6 +57,7 @@ def _launch(
     inv_v_scale: float,
     nkv: int,
     block_m: int,
+    block_n: int,
     block_k: int,
     num_warps: int,
     num_stages: int,
@@ -75,7 +76,9 @@ def _launch(
         q_out=q_out, q_fp8_out=q_fp8_out,
         inv_scales=(inv_q_fp8_scale, inv_k_scale, inv_v_scale),
         nkv=nkv,
-        tile=Tile(block_m, 128, block_k, num_warps, num_stages, split_k, max_registers, f16_operands, wgmma, bf16_mm),
+        # A custom op takes no Tile: its fields travel as Tile.to_args().
+        tile=Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
+                            wgmma, bf16_mm),
     )
 
 
@@ -320,7 +323,7 @@ def qkv_index_fused_epilogue(
     _qkv(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
-        *_tile_args(tile),
+        *tile.to_args(),
     )
 
 
@@ -332,12 +335,6 @@ def _check_staged_rows(tile: Tile) -> None:
             f"take at most {STAGED_MAX_ROWS_PER_WARP} rows per warp (more wrote wrong NVFP4 cache bytes on sm_90: "
             "seam.kernels.qkv_config.STAGED_MAX_ROWS_PER_WARP)"
         )
-
-
-def _tile_args(tile: Tile) -> tuple:
-    """The custom op's tile arguments (block_n is always 128: one head)."""
-    return (tile.block_m, tile.block_k, tile.num_warps, tile.num_stages, tile.split_k, tile.max_registers,
-            tile.f16_operands, tile.wgmma, tile.bf16_mm)
 
 
 def prepare_epilogue(
@@ -380,10 +377,11 @@ def prepare_epilogue(
         tile = dataclasses.replace(tile, split_k=1)
     tile = check_tile(tile, 128) or epilogue_tile(m)
     _check_staged_rows(tile)
+    tile_args = dataclasses.replace(tile, block_n=128).to_args()  # one head per program, whatever the caller's block_n
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
-        *_tile_args(tile),
+        *tile_args,
     )
 
 

@@ -21,20 +21,24 @@ import torch
 def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None]):
     """Register ``launcher`` (annotated, returning None) as ``torch.ops.seam.<name>``.
 
-    Returns a callable with the launcher's signature that goes through the dispatcher
-    while ``torch.compile`` traces and calls ``launcher`` directly otherwise.
+    The launcher's parameters are flat (tensors, optional tensors and scalars: the schema is
+    inferred from their annotations); an output a variant does not write is an optional
+    tensor passed as None. Returns a callable with the launcher's signature (arguments by
+    position or name) that goes through the dispatcher while ``torch.compile`` traces and
+    calls ``launcher`` directly otherwise.
     """
     op = torch.library.custom_op(f"seam::{name}", mutates_args=mutates)(launcher)
     op.register_fake(_no_output)
     params = list(inspect.signature(launcher).parameters)
-    written = [params.index(arg) for arg in mutates]
+    written = [(params.index(arg), arg) for arg in mutates]
 
-    def call(*args):
+    def call(*args, **kwargs):
         if torch.compiler.is_compiling():
-            op(*args)
+            op(*args, **kwargs)
         else:
-            launcher(*args)
-            torch.autograd.graph.increment_version([args[i] for i in written if isinstance(args[i], torch.Tensor)])
+            launcher(*args, **kwargs)
+            outs = [args[i] if i < len(args) else kwargs.get(arg) for i, arg in written]
+            torch.autograd.graph.increment_version([t for t in outs if isinstance(t, torch.Tensor)])
 
     call.op = op
     return call

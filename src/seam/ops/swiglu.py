@@ -33,25 +33,8 @@ class GateUpLayout(str, enum.Enum):
             raise ValueError(f"{name} must be 'split' or 'interleaved', got {value!r}") from None
 
 
-def _launch_swiglu(
-    gate_up: torch.Tensor, out: torch.Tensor, alpha: float, beta: float, limit: float,
-    has_limit: bool, interleaved: bool,
-) -> None:
-    launch_swiglu_oai(gate_up, alpha, beta, limit if has_limit else None, interleaved, out=out)
-
-
-def _launch_swiglu_mxfp8(
-    gate_up: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, alpha: float, beta: float,
-    limit: float, has_limit: bool, interleaved: bool, round_to_bf16: bool, swizzled: bool,
-) -> None:
-    launch_swiglu_oai(
-        gate_up, alpha, beta, limit if has_limit else None, interleaved,
-        values=values, scales=scales, round_to_bf16=round_to_bf16, swizzled=swizzled,
-    )
-
-
-_swiglu = register("swiglu_oai", ("out",), _launch_swiglu)
-_swiglu_mxfp8 = register("swiglu_oai_mxfp8", ("values", "scales"), _launch_swiglu_mxfp8)
+# One op for both variants: the BF16 ``out`` or the MXFP8 ``values``/``scales`` (the others None).
+_swiglu = register("swiglu_oai", ("out", "values", "scales"), launch_swiglu_oai)
 
 
 def _check_inputs(gate_up, alpha, beta, limit, layout):
@@ -111,8 +94,7 @@ def swiglu_oai(
         out = torch.empty((m, inter), dtype=torch.bfloat16, device=device)
     checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, inter), device=device)
     checks.outputs_apart([("out", out)], [("gate_up", gate_up)])
-    _swiglu(gate_up, out, alpha, beta, 0.0 if limit is None else limit, limit is not None,
-            layout is GateUpLayout.INTERLEAVED)
+    _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, out=out)
     return out
 
 
@@ -161,6 +143,6 @@ def swiglu_oai_mxfp8(
     checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
     values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
     checks.outputs_apart([("values", values), ("scales", scales)], [("gate_up", gate_up)])
-    _swiglu_mxfp8(gate_up, values, scales, alpha, beta, 0.0 if limit is None else limit, limit is not None,
-                  layout is GateUpLayout.INTERLEAVED, round_to_bf16, scale_layout is ScaleLayout.SWIZZLED)
+    _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
+            round_to_bf16=round_to_bf16, swizzled=scale_layout is ScaleLayout.SWIZZLED)
     return values, scales
