@@ -143,7 +143,7 @@ def test_wgmma_tile_sizes_checked_gpu():
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth and
     steps per program change the code; the split and K beyond that do not), E4M3 activations, and
-    BF16 ones at each block_m's longest range, and the fp32-output kernels the QKV op picks (nkv 1, 2, 4):
+    BF16 ones at each block_m's longest range, and the partials-only kernels the QKV op picks (nkv 1, 2, 4):
     no spills, shared memory within the limit. One process compiles them all
     (``tools/sm90_resources.py``'s ``resources``)."""
     configs = {}
@@ -164,9 +164,9 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
         "import importlib.util, json, sys\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
         "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
-        f"for bm, st, sk, k, bf16, f32 in {runs!r}:\n"
-        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, out_f32=f32)\n"
-        "    print(json.dumps([bm, st, sk, k, bf16, f32, r]))\n"
+        f"for bm, st, sk, k, bf16, partials in {runs!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, partials=partials)\n"
+        "    print(json.dumps([bm, st, sk, k, bf16, partials, r]))\n"
     )
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)

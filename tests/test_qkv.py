@@ -35,6 +35,7 @@ from seam.kernels.mxfp8_gemm_config import (
 )
 from seam.ops import qkv as qkv_ops
 from seam.kernels.qkv_config import epilogue_tile
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.qkv import qkv_epilogue
 from seam.ref.norm import sqrt_rn
 from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
@@ -162,6 +163,20 @@ def test_epilogue_on_given_accumulator_is_bit_exact(nkv, block_size, m, device):
         _assert_outputs_equal(split, want)
 
 
+def test_epilogue_caller_block_n_does_not_apply(device, monkeypatch):
+    """Each epilogue program is one 128-wide head (the staged rows' workspace is sized by block_n):
+    a caller's tile reaches the launch with block_n 128 and gives the same bytes."""
+    tiles, launch = [], qkv_ops.launch_qkv_epilogue
+    monkeypatch.setattr(qkv_ops, "launch_qkv_epilogue", lambda **kw: tiles.append(kw["tile"]) or launch(**kw))
+    p = make_problem(nkv=1, m=5, block_size=4, seed=15, device=device)
+    acc = _edge_accumulator(p, seed=5)
+    got, want = p.outputs(fill=1), p.outputs(fill=1)
+    qkv_epilogue(acc, *p.args(), **p.kw(), tile=dataclasses.replace(small_tile(5), block_n=64), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
+    assert [t.block_n for t in tiles] == [128]
+
+
 @pytest.mark.parametrize("tile", sorted({epilogue_tile(m) for m in (1, 17, 65)}, key=repr), ids=str)
 def test_epilogue_every_default_tile_is_bit_exact(tile, device):
     # the epilogue-only launch's tiles (one-row programs of 2 or 1 warps, 16-row 4-warp programs) on edge rows
@@ -172,6 +187,32 @@ def test_epilogue_every_default_tile_is_bit_exact(tile, device):
     qkv_epilogue(acc, *p.args(), **p.kw(**scales), tile=tile, **got)
     qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **want)
     _assert_outputs_equal(got, want)
+
+
+def test_epilogue_sums_the_gluon_gemms_partials_in_split_order(device):
+    """The two-launch path on Hopper: the Gluon GEMM leaves its split-K partials [heads, splits, MP, 128] and
+    the epilogue kernel sums them from +0.0 in split order (the GEMM's own combine, bit for bit), then runs
+    the epilogue: equal to the reference on that sum, edge values (-0.0, inf, NaN, huge) among the partials."""
+    p = make_problem(nkv=1, m=5, block_size=4, seed=64, device=device)
+    g = torch.Generator().manual_seed(64)
+    parts = torch.randn(p.n // 128, 3, 8, 128, generator=g) * torch.exp2(torch.randint(-20, 20, (1, 3, 1, 128),
+                                                                                         generator=g).float())
+    parts[:, :, 0, :4] = -0.0  # all three -0.0: the sum from +0.0 is +0.0
+    parts[2, 1, 1, 5], parts[3, 2, 2, 6], parts[17, 0, 3, 7] = float("inf"), float("nan"), 3e38
+    parts[17, 1, 3, 7] = 3e38  # overflows to inf in the sum
+    want_acc = torch.zeros(8, p.n)
+    for s in range(3):
+        want_acc += parts[:, s].permute(1, 0, 2).reshape(8, p.n)
+    scales = dict(q_fp8_scale=0.37, k_scale=0.8, v_scale=1.7)
+    got, want = p.outputs(fill=1), p.outputs(fill=1)
+    launch_qkv_epilogue(
+        xq=None, xsf=None, wq=None, wsf=None, acc=parts.to(device), positions=p.positions,
+        cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
+        index_slot_mapping=p.index_slots, **got, inv_scales=tuple(nvfp4.f32_reciprocal(v) for v in scales.values()),
+        nkv=1, tile=epilogue_tile(8),
+    )
+    qkv_epilogue_ref(want_acc[: p.m].to(device), *p.args(), **p.kw(**scales), **want)
+    _assert_outputs_equal(got, want, nan_aware_q=True)
 
 
 def test_reference_sqrt_is_correctly_rounded():

@@ -37,10 +37,11 @@ def _cuobjdump() -> Path:
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
-              out_f32: bool = False) -> dict:
+              partials: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
-    the Gluon decode kernel, with ``out_f32`` its fp32 output for the QKV op) for one tile, compiled for sm_90.
+    the Gluon decode kernel, with ``partials`` its partials-only store for the QKV op) for one tile, compiled
+    for sm_90.
 
     Raises:
         RuntimeError: seam's kernels were imported in interpreter mode (set TRITON_INTERPRET=0).
@@ -51,21 +52,22 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
 
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
-                                max_registers=max_registers, out_f32=out_f32)
+                                max_registers=max_registers, partials=partials)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
-        types = {"stride_acc": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
+        types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
                  "inv_v_scale": "fp32", "kv_page_stride": "i32", "idx_page_stride": "i32", "block_size": "i32",
                  "max_pos": "i32", "kv_slots": "i32", "idx_slots": "i32",
                  "acc_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32", "pos_ptr": "*i64", "slot_ptr": "*i64",
                  "islot_ptr": "*i64", "cs_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16", "iqw_ptr": "*bf16",
                  "ikw_ptr": "*bf16", "q_ptr": "*bf16"}
-        consts = dict(K=k, NKV=nkv, HAS_Q=True, HAS_QFP8=has_qfp8, ACC_MODE=0, BLOCK_M=block_m, BLOCK_K=block_k,
+        consts = dict(K=k, NKV=nkv, HAS_Q=True, HAS_QFP8=has_qfp8, ACC_MODE=0, NUM_PARTIALS=1, BLOCK_M=block_m,
+                      BLOCK_K=block_k,
                       SPLIT_K=split_k, STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True)
         options = dict(enable_fp_fusion=False)
     elif kind == "linear":
         fn = mxfp8_gemm.mxfp8_linear_kernel
-        types = {"out_ptr": "*fp32" if out_f32 else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32",
+        types = {"out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32",
                  "stride_xm": "i32", "stride_om": "i32"}
         if a_bf16:
             types.update(x_ptr="*bf16", xs_ptr="*bf16")
@@ -113,7 +115,7 @@ def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, s
 
 
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
-                     max_registers: int | None, out_f32: bool) -> dict:
+                     max_registers: int | None, partials: bool) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -133,9 +135,9 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
              "x_desc": f"tensordesc<{'bf16' if a_bf16 else 'u8'}[{block_m}, 128],{x_layout!r}>",
-             "out_ptr": "*fp32" if out_f32 else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
+             "out_ptr": "*fp32" if partials else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
-                  COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), OUT_F32=out_f32,
+                  COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:
@@ -157,12 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--has-qfp8", action="store_true")
     p.add_argument("--f16-operands", action="store_true")
     p.add_argument("--a-bf16", action="store_true", help="linear, wgmma: BF16 activations quantized in the GEMM")
-    p.add_argument("--out-f32", action="store_true", help="wgmma: fp32 output (the QKV op's accumulator)")
+    p.add_argument("--partials", action="store_true", help="wgmma: partials only (the QKV op's GEMM)")
     a = p.parse_args(argv)
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
                                num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
                                has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16,
-                               out_f32=a.out_f32)))
+                               partials=a.partials)))
     return 0
 
 

@@ -521,8 +521,7 @@ def launch_mxfp8_linear(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile
 ) -> None:
     """out[M, N] = bf16(A_deq @ B_deq^T) for validated operands (swizzled scales); an fp32 ``out`` (the
-    fused QKV op's accumulator) gets the sums unrounded, from a ``bf16_mm`` tile or a ``wgmma`` tile on
-    operands TMA reads as is (``mxfp8_wgmma.operands_ready``) only.
+    fused QKV op's accumulator) gets the sums unrounded, from a ``bf16_mm`` tile only.
 
     ``xs`` None: ``xq`` is the BF16 activation [M, K] (unit column stride), quantized
     to MXFP8 inside the kernel; otherwise ``xq`` is E4M3 with scales ``xs``. A ``wgmma``
@@ -538,8 +537,8 @@ def launch_mxfp8_linear(
     if tile.bf16_mm:
         launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out)
         return
-    if out.dtype == torch.float32 and not (tile.wgmma and mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
-        raise ValueError("an fp32 out (unrounded sums) needs a bf16_mm tile, or a wgmma tile on TMA-ready operands")
+    if out.dtype == torch.float32:
+        raise ValueError("an fp32 out (unrounded sums) needs a bf16_mm tile")
     a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
     if tile.wgmma:

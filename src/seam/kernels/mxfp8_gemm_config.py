@@ -248,7 +248,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     The two-launch path wins at every M it takes (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
     us, this path / the one-kernel tl tile, K 6144, nkv 1 then 2): M 8 10.79 / 13.19, 15.35 / 20.18;
     M 64 17.98 / 25.41, 33.50 / 41.30; M 256 38.46 / 70.40, 65.40 / 135.53; M 2048 126.5 / 322.2,
-    237.6 / 579.3. One token keeps the fused GEMV kernel (9.20 against ``mxfp8_linear``'s 8.67 alone).
+    237.6 / 579.3 (run 51, with the Gluon GEMM's partials summed by the epilogue: M 8 10.39, 15.72; M 64
+    14.96, 30.41). One token keeps the fused GEMV kernel (9.20 against ``mxfp8_linear``'s 8.67 alone).
 
     The refit:
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242

@@ -32,7 +32,8 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   loaded and converted.
 * **Split-K combine in fixed order** (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s
   protocol): partials to a workspace, the last program of a tile sums them in split order;
-  the epilogue stores along N, contiguous in the output.
+  the epilogue stores along N, contiguous in the output. For the fused QKV op (``PARTIALS``) the
+  programs only store their partials: its epilogue kernel, next in the stream, sums them.
 
 Measured on the H200 (``docs/benchmarks-log.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
 M 8..64 (N 2560 x K 6144 at 64 tokens 17.7 -> 14.5 us with run 41's combine rule), still 1.9-5x the
@@ -221,15 +222,6 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
     return gl.convert_layout(k_permute(gl.reshape(w_deq, [BLOCK_N, BLOCK_K]), BLOCK_N), a_layout, assert_trivial=True)
 
 
-@gluon.jit
-def _store_out(ptrs, acc, mask, OUT_F32: gl.constexpr):
-    """The output tile: BF16 (round to nearest even), or the fp32 sums as they are."""
-    if OUT_F32:
-        gl.store(ptrs, acc, mask=mask)
-    else:
-        gl.store(ptrs, to_bf16_rne(acc), mask=mask)
-
-
 @gluon.jit(do_not_specialize=["M"])
 def mxfp8_linear_wgmma_kernel(
     # TMA descriptors
@@ -238,8 +230,8 @@ def mxfp8_linear_wgmma_kernel(
     x_desc,  # activations [M, K] in [MP, BLOCK_K] tiles: E4M3 as uint8, or BF16 (A_BF16)
     xs_desc,  # swizzled activation scales like s_desc (unused when A_BF16)
     # pointers
-    out_ptr,  # bf16 [M, N], row stride stride_om; fp32 with OUT_F32 (the unrounded sums, for an epilogue kernel)
-    ws_ptr,  # fp32 split-K workspace [tiles, SPLIT_K, BLOCK_N, MP]
+    out_ptr,  # bf16 [M, N], row stride stride_om (unused with PARTIALS)
+    ws_ptr,  # fp32 split-K workspace [tiles, SPLIT_K, MP, BLOCK_N]
     counter_ptr,  # int32 [tiles] arrival counters, zero between launches
     # sizes
     M,
@@ -253,7 +245,7 @@ def mxfp8_linear_wgmma_kernel(
     A_BF16: gl.constexpr,
     USE_PDL: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
-    OUT_F32: gl.constexpr,
+    PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
     num_warps: gl.constexpr,
 ):
     BN: gl.constexpr = 16 * num_warps
@@ -310,10 +302,12 @@ def mxfp8_linear_wgmma_kernel(
     m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, EPI))
     out_mask = (n0 + r_idx[:, None] < N) & (m_idx[None, :] < M)
     out_ptrs = out_ptr + m_idx[None, :].to(gl.int64) * stride_om + n0 + r_idx[:, None]
-    if SPLIT_K == 1:
-        _store_out(out_ptrs, acc, out_mask, OUT_F32)
+    base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
+    if PARTIALS:
+        gl.store(base + kid * (BN * MP), acc)
+    elif SPLIT_K == 1:
+        gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
     else:
-        base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
         gl.store(base + kid * (BN * MP), acc)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
@@ -326,7 +320,7 @@ def mxfp8_linear_wgmma_kernel(
                     total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0,
                                      cache_modifier=".cg")  # at L2, where the partials landed
             gl.store(counter_ptr + tile, 0)
-            _store_out(out_ptrs, total, out_mask, OUT_F32)
+            gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
 
 
 @functools.cache
@@ -363,12 +357,15 @@ def operands_ready(xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, 
 def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
-    combine: int,
+    combine: int, partials: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
-    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel); an fp32 ``out`` gets the sums unrounded. ``block_m``: M padded to 8, 16, 32
+    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
-    scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip."""
+    scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip.
+    With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
+    partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
+    epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``)."""
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value
@@ -385,5 +382,5 @@ def launch_mxfp8_linear_wgmma(
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
-        COMBINE=combine, OUT_F32=out.dtype == torch.float32, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINE=combine, PARTIALS=partials, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )

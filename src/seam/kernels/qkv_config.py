@@ -35,8 +35,9 @@ def stages_nvfp4_rows(tile: Tile) -> bool:
 
 
 def needs_workspace(tile: Tile) -> bool:
-    """Whether a launch with ``tile`` uses the per-device workspace (split-K partials or staged NVFP4 rows)."""
-    return tile.split_k > 1 or stages_nvfp4_rows(tile)
+    """Whether a launch with ``tile`` uses the per-device workspace (split-K partials, the Gluon GEMM's partials
+    at any split, or staged NVFP4 rows)."""
+    return tile.wgmma or tile.split_k > 1 or stages_nvfp4_rows(tile)
 
 
 #: The epilogue-only launch (an fp32 or BF16 accumulator in memory, no GEMM) is bound by its programs'

@@ -44,7 +44,7 @@ from seam.kernels.mxfp8_gemm import (
     split_k_combine,
     split_k_scratch,
 )
-from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile, needs_workspace
@@ -325,9 +325,12 @@ def qkv_epilogue_kernel(
     xs_ptr,
     w_ptr,  # [N, K]
     wsc_ptr,
-    # given accumulator (ACC_MODE 1): fp32 or bf16 [M, N], row stride stride_acc
+    # given accumulator (ACC_MODE 1): fp32 or bf16 [M, N] (strides stride_acc, stride_head = 128), or the Gluon
+    # GEMM's fp32 partials [heads, NUM_PARTIALS, MP, 128] (strides stride_head, stride_split, stride_acc)
     acc_ptr,
     stride_acc,
+    stride_head,
+    stride_split,
     # epilogue inputs
     pos_ptr,  # int64 [M]
     cs_ptr,  # bf16 [max_pos, 64]: cos | sin
@@ -363,6 +366,7 @@ def qkv_epilogue_kernel(
     HAS_Q: tl.constexpr,
     HAS_QFP8: tl.constexpr,
     ACC_MODE: tl.constexpr,
+    NUM_PARTIALS: tl.constexpr,  # ACC_MODE 1: partials summed into the accumulator (1: a given accumulator)
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,  # 1 with ACC_MODE 1
@@ -414,8 +418,14 @@ def qkv_epilogue_kernel(
         if SPLIT_K > 1:
             acc, last = split_k_combine(acc, ws_ptr, counter_ptr, tile_id, kid, row_mask, SPLIT_K, BLOCK_M, 128)
     else:
-        src = acc_ptr + rows[:, None] * stride_acc + n0 + tl.arange(0, 128)[None, :]
-        acc = to_f32(tl.load(src, mask=row_mask[:, None], other=0.0))
+        src = acc_ptr + head.to(tl.int64) * stride_head + rows[:, None] * stride_acc + tl.arange(0, 128)[None, :]
+        if NUM_PARTIALS == 1:
+            acc = to_f32(tl.load(src, mask=row_mask[:, None], other=0.0))
+        else:
+            # in split order from +0.0: the sums the GEMM's own split-K combine would have made, bit for bit
+            acc = tl.zeros((BLOCK_M, 128), tl.float32)
+            for s in tl.static_range(NUM_PARTIALS):
+                acc += tl.load(src + s * stride_split, mask=row_mask[:, None], other=0.0)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
 
@@ -489,26 +499,40 @@ def launch_qkv_epilogue(
 ) -> None:
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
 
-    A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM into a new fp32 accumulator
-    (``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``, 4 * M * N bytes), then this kernel on it with
-    :func:`seam.kernels.qkv_config.epilogue_tile` of the GEMM's rows; where TMA cannot read an operand
-    as is, the one-kernel path runs instead, on its tl tile. ``inv_scales`` are the host fp32
-    reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
+    A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM first, then this kernel with
+    :func:`seam.kernels.qkv_config.epilogue_tile` of the GEMM's rows on what it wrote: the Gluon kernel's
+    split-K partials (in the workspace; this kernel sums them in split order), or the prefill GEMM's fp32
+    accumulator (4 * M * N bytes, temporary). Where TMA cannot read an operand as is, the one-kernel
+    path runs instead, on its tl tile. ``acc`` may be such partials, [heads, splits, MP, 128] fp32.
+    ``inv_scales`` are the host fp32 reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
     """
     m = positions.shape[0]
     if m == 0:
         return
+    use_pdl = runtime.supports_pdl(positions.device)
     if acc is None and (tile.wgmma or tile.bf16_mm):
         n, k = wq.shape
-        if tile.bf16_mm or mxfp8_wgmma.operands_ready(xq, xsf, wq, wsf):
+        if tile.bf16_mm:
             acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
-            xq = xsf = wq = wsf = None
-            tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)
+        elif mxfp8_wgmma.operands_ready(xq, xsf, wq, wsf):
+            heads = n // 128
+            work, counters = split_k_scratch(positions.device, heads, tile)
+            mxfp8_wgmma.launch_mxfp8_linear_wgmma(
+                xq, xsf, wq, wsf, work, tile.block_m, tile.split_k, tile.num_stages, work, counters, use_pdl,
+                combine_group(tile.block_m, tile.split_k), partials=True,
+            )
+            acc = work[: heads * tile.split_k * tile.block_m * 128].view(heads, tile.split_k, tile.block_m, 128)
         else:
             tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
-    use_pdl = runtime.supports_pdl(positions.device)
+        if acc is not None:
+            xq = xsf = wq = wsf = None
+            tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)
     from_acc = acc is not None
+    if from_acc and acc.dim() == 4:  # the Gluon GEMM's partials
+        stride_head, stride_split, stride_acc, partials = acc.stride(0), acc.stride(1), acc.stride(2), acc.shape[1]
+    else:
+        stride_head, stride_split, stride_acc, partials = 128, 0, acc.stride(0) if from_acc else 0, 1
     k = 128 if from_acc else xq.shape[1]
     grid = (triton.cdiv(m, tile.block_m), 19 * nkv + 1, tile.split_k)
     # unused pointer slots get a tensor of the right kind so the signature stays fixed
@@ -523,7 +547,9 @@ def launch_qkv_epilogue(
         dummy if from_acc else wq.view(torch.uint8),
         dummy if from_acc else wsf,
         acc if from_acc else dummy,
-        acc.stride(0) if from_acc else 0,
+        stride_acc,
+        stride_head,
+        stride_split,
         positions,
         cos_sin_cache,
         cos_sin_cache.shape[0],
@@ -550,6 +576,7 @@ def launch_qkv_epilogue(
         HAS_Q=q_out is not None,
         HAS_QFP8=q_fp8_out is not None,
         ACC_MODE=int(from_acc),
+        NUM_PARTIALS=partials,
         BLOCK_M=tile.block_m,
         BLOCK_K=tile.block_k,
         SPLIT_K=tile.split_k,

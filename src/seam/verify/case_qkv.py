@@ -3,8 +3,8 @@
 Three checks per shape:
 - ``qkv_epilogue[acc]``: the kernel's epilogue on a given fp32 accumulator, bytes equal
   to ``seam.ref.qkv.qkv_epilogue_ref`` on every output (q, q_fp8, index_q, both caches);
-- ``qkv_index_fused_epilogue[int]``: GEMM + epilogue in one kernel on small-integer
-  operands, whose fp32 accumulator is exact in any summation order, so every output's
+- ``qkv_index_fused_epilogue[int]``: GEMM + epilogue (one kernel, or the Gluon / prefill GEMM
+  then the epilogue kernel, as picked) on small-integer operands, whose fp32 accumulator is exact in any summation order, so every output's
   bytes must equal the reference epilogue of the exact accumulator (this catches a
   miscompiled epilogue under the GEMM's register layouts, which the given-accumulator
   check cannot);
@@ -168,7 +168,8 @@ def checks(ctx: Context) -> list[Check]:
                              lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size), rule=EPILOGUE_RULE))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size), rule=FUSED_RULE))
-        # M values that make the picker choose every tile shape (1/16/32/64/128 rows, split-K or not)
+        # M values that make the picker choose every path and tile (one-token GEMV; Gluon GEMM + epilogue
+        # at 8..64 tokens; tl 64-row tiles, capped or not; prefill GEMM + epilogue)
         for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [1, 3, 20]):
             out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
                              lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size), rule=INTEGER_RULE))
