@@ -159,4 +159,3 @@ def test_table_keeps_op_names_whole_beside_gpu_timings_at_100_columns():
     assert sum("gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]" in line for line in table) == 1
     assert any(re.search(r"│ +2048 │ yes +│ +123\.45 │ +234\.56 │ +1\.90 │ +3456 │$", line) for line in table)
     assert max(len(line) for line in table) <= 100
-
