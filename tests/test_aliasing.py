@@ -60,3 +60,86 @@ def test_qkv_index_q_out_over_xq(device):
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **outs)
     for k, v in before.items():
         assert torch.equal(outs[k].view(torch.uint8), v.view(torch.uint8)), k
+
+
+# In place, as vLLM calls its fused add + RMSNorm: the row-local norm kernels take residual_out = residual
+# (and normed = x), the very same tensors.
+
+def _norm_inputs(m, h, device):
+    g = torch.Generator().manual_seed(m * 131 + h)
+    x = (torch.randn(m, h, generator=g) * 3).bfloat16().to(device)
+    r = torch.randn(m, h, generator=g).bfloat16().to(device)
+    r[0, :5] = torch.tensor([-0.0, 0.0, 1e-40, 3e38, -3e38])  # signed zero, subnormal, x + r overflow
+    w = (torch.randn(h, generator=g) * 0.1).bfloat16().to(device)
+    return x, r, w
+
+
+def _bytes(t):
+    return t.view(torch.uint8) if t.dtype.itemsize == 1 else t.view(torch.int16)
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_fused_add_rms_norm_in_place_like_vllm(gemma, device):
+    x, r, w = _norm_inputs(5, 96, device)
+    normed, residual_out = seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=gemma)
+    xi, ri = x.clone(), r.clone()
+    got = seam.fused_add_rms_norm(xi, ri, w, 1e-6, gemma=gemma, out=(xi, ri))
+    assert got[0] is xi and got[1] is ri
+    assert torch.equal(_bytes(xi), _bytes(normed)) and torch.equal(_bytes(ri), _bytes(residual_out))
+
+
+@pytest.mark.parametrize("also_bf16", [False, True])
+def test_fused_add_rms_norm_mxfp8_residual_in_place(also_bf16, device):
+    m, h = 130, 64  # more rows than one swizzle block: padding rows written by their own programs
+    x, r, w = _norm_inputs(m, h, device)
+    want = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=also_bf16)
+    xi, ri = x.clone(), r.clone()
+    values = torch.empty(m, h, dtype=torch.float8_e4m3fn, device=device)
+    scales = torch.empty(seam.mxfp8_scale_numel(m, h), dtype=torch.uint8, device=device)
+    out = (values, scales, xi, ri) if also_bf16 else (values, scales, ri)
+    got = seam.gemma_fused_add_rms_norm_mxfp8(xi, ri, w, 1e-6, also_bf16=also_bf16, out=out)
+    assert got[-1] is ri
+    for a, b in zip(got, want):
+        assert torch.equal(_bytes(a), _bytes(b))
+
+
+def test_in_place_needs_the_very_same_view(device):
+    x, r, w = _norm_inputs(4, 64, device)
+    big = torch.cat((r, r[:1]))
+    before = big.clone()
+    with pytest.raises(ValueError, match=r"overlaps input residual in memory; pass a separate buffer or residual itself"):
+        seam.fused_add_rms_norm(x, big[:4], w, 1e-6, out=(torch.empty_like(x), big[1:]))
+    with pytest.raises(ValueError, match=r"overlaps input x in memory; pass a separate buffer$"):  # only normed may be x
+        seam.fused_add_rms_norm(x, r, w, 1e-6, out=(torch.empty_like(x), x))
+    assert torch.equal(big, before)
+
+
+def test_in_place_under_torch_compile(device):
+    x, r, w = _norm_inputs(3, 64, device)
+    want = seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=True)
+
+    def layer(x, r, w):
+        seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=True, out=(x, r))
+        return x, r
+
+    backend = "aot_eager" if device.type == "cpu" else "inductor"
+    got = torch.compile(layer, backend=backend, fullgraph=True)(x.clone(), r.clone(), w)
+    assert all(torch.equal(_bytes(a), _bytes(b)) for a, b in zip(got, want))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 7, 300])
+def test_norm_in_place_at_model_width_gpu(m):
+    x, r, w = _norm_inputs(m, 6144, "cuda")
+    for also_bf16 in (False, True):
+        want = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=also_bf16)
+        xi, ri = x.clone(), r.clone()
+        values = torch.empty(m, 6144, dtype=torch.float8_e4m3fn, device="cuda")
+        scales = torch.empty(seam.mxfp8_scale_numel(m, 6144), dtype=torch.uint8, device="cuda")
+        got = seam.gemma_fused_add_rms_norm_mxfp8(xi, ri, w, 1e-6, also_bf16=also_bf16,
+                                                  out=(values, scales, xi, ri) if also_bf16 else (values, scales, ri))
+        assert all(torch.equal(_bytes(a), _bytes(b)) for a, b in zip(got, want))
+    normed, residual_out = seam.gemma_fused_add_rms_norm(x, r, w, 1e-6)
+    xi, ri = x.clone(), r.clone()
+    seam.gemma_fused_add_rms_norm(xi, ri, w, 1e-6, out=(xi, ri))
+    assert torch.equal(_bytes(xi), _bytes(normed)) and torch.equal(_bytes(ri), _bytes(residual_out))

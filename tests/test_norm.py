@@ -199,6 +199,7 @@ def _bad_cases(device):
     n_sc = seam.mxfp8_scale_numel(m, h)
     x_odd, r_odd, w_odd = _inputs(4, 48, device)
     meta = torch.empty(m, h, dtype=torch.bfloat16, device="meta")
+    r_big = torch.cat((r, r[:1]))
     return [
         (TypeError, "x must have dtype", dict(x=x.float())),
         (TypeError, "x must be a torch.Tensor", dict(x=x.tolist())),
@@ -221,7 +222,8 @@ def _bad_cases(device):
         (TypeError, r"out\[0\] \(values\) must have dtype", dict(out=(bf(m, h), u8(n_sc), bf(m, h)))),
         (ValueError, r"out\[1\] \(scales\) must hold", dict(out=(f8(m, h), u8(n_sc - 4), bf(m, h)))),
         (ValueError, r"out\[2\] \(residual_out\) must have shape", dict(out=(f8(m, h), u8(n_sc), bf(m, h + 32)))),
-        (ValueError, "residual_out overlaps input residual", dict(out=(f8(m, h), u8(n_sc), r))),
+        (ValueError, "residual_out overlaps input residual in memory; pass a separate buffer or residual itself",
+         dict(residual=r_big[:m], out=(f8(m, h), u8(n_sc), r_big[1:]))),  # overlapping, not the same view
     ], (x, r, w)
 
 

@@ -144,12 +144,24 @@ def no_overlap(*named: tuple[str, torch.Tensor | None]) -> None:
             raise ValueError(f"{n0} and {n1} overlap in memory; pass separate buffers")
 
 
+def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` are the same elements: address, dtype, shape and strides."""
+    return (a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.shape == b.shape
+            and a.stride() == b.stride())
+
+
 def outputs_apart(
-    outputs: list[tuple[str, torch.Tensor | None]], inputs: list[tuple[str, torch.Tensor | None]]
+    outputs: list[tuple[str, torch.Tensor | None]],
+    inputs: list[tuple[str, torch.Tensor | None]],
+    *,
+    in_place: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Outputs must not overlap each other nor any input: a kernel reads and writes them from
     different programs in no fixed order, so an alias gives wrong results. Raises ValueError
-    naming both buffers. Skipped while ``torch.compile`` traces (fake tensors have no addresses).
+    naming both buffers. ``in_place``: (output, input) name pairs that may be the very same view
+    (:func:`same_view`), where the kernel reads every element before writing it in the same thread
+    (row-local kernels); any other overlap of them still raises. Skipped while ``torch.compile``
+    traces (fake tensors have no addresses).
     """
     if torch.compiler.is_compiling():
         return
@@ -163,4 +175,9 @@ def outputs_apart(
                 continue
             i0, i1 = _span(i)
             if o0 < i1 and i0 < o1:
+                if (on, iname) in in_place:
+                    if same_view(o, i):
+                        continue
+                    raise ValueError(f"{on} overlaps input {iname} in memory; pass a separate buffer or {iname} "
+                                     "itself (the same tensor: updated in place)")
                 raise ValueError(f"{on} overlaps input {iname} in memory; pass a separate buffer")

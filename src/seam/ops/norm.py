@@ -103,13 +103,16 @@ def fused_add_rms_norm(
     ``f32(w)``). One launch.
 
     Args:
-        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous. Read only.
-        residual: BF16 [M, hidden], rows contiguous. Read only (not updated in place).
+        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous. Read only, unless passed as normed.
+        residual: BF16 [M, hidden], rows contiguous. Read only, unless passed as residual_out.
         weight: BF16 [hidden], contiguous.
         eps: finite float >= 0.
         gemma: weight factor ``1 + w`` (Gemma) instead of ``w``.
         out: optional (normed, residual_out) BF16 [M, hidden] contiguous buffers,
-            written in place; they must not overlap each other or the inputs.
+            written in place; they must not overlap each other or the inputs, except that
+            ``out=(x, residual)`` (the very same tensors, contiguous) updates both in place, as
+            vLLM's ``fused_add_rms_norm(input, residual, ...)`` does: each row is read whole
+            before any of it is written, by the same threads.
 
     Returns:
         (normed, residual_out): BF16 [M, hidden] each.
@@ -133,6 +136,7 @@ def fused_add_rms_norm(
     checks.outputs_apart(
         [("out[0] (normed)", normed), ("out[1] (residual_out)", residual_out)],
         [("x", x), ("residual", residual), ("weight", weight)],
+        in_place=(("out[0] (normed)", "x"), ("out[1] (residual_out)", "residual")),
     )
     _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed)
     return normed, residual_out
@@ -176,8 +180,9 @@ def fused_add_rms_norm_mxfp8(
     output) and ``docs/spec/mxfp8.md``.
 
     Args:
-        x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read only.
-        residual: BF16 [M, hidden], rows contiguous. Read only.
+        x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read only, unless
+            passed as normed.
+        residual: BF16 [M, hidden], rows contiguous. Read only, unless passed as residual_out.
         weight: BF16 [hidden], contiguous.
         eps: finite float >= 0.
         gemma: weight factor ``1 + f32(w)`` instead of ``f32(w)``.
@@ -189,7 +194,8 @@ def fused_add_rms_norm_mxfp8(
             residual_out), or (values, scales, normed, residual_out) with ``also_bf16``.
             values float8_e4m3fn [M, hidden]; scales uint8 of the layout's size; normed and
             residual_out BF16 [M, hidden]; all contiguous, 16-byte aligned values/scales,
-            no overlaps.
+            no overlaps, except that residual_out may be ``residual`` and normed ``x`` (the
+            very same tensors: updated in place, as in :func:`fused_add_rms_norm`).
 
     Returns:
         (values, scales, residual_out), or (values, scales, normed, residual_out).
@@ -221,7 +227,8 @@ def fused_add_rms_norm_mxfp8(
     outputs = [("values", values), ("scales", scales), ("residual_out", residual_out)]
     if normed is not None:
         outputs.append(("normed", normed))
-    checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)])
+    checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)],
+                         in_place=(("normed", "x"), ("residual_out", "residual")))
     _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed, values=values, scales=scales,
           swizzled=layout is ScaleLayout.SWIZZLED)
     return (values, scales, normed, residual_out) if also_bf16 else (values, scales, residual_out)
