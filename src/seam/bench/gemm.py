@@ -25,12 +25,10 @@ from rich.table import Table
 
 import seam
 from seam.bench.linear import SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
-from seam.bench.timing import graph_time_us, rotating
+from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.kernels.mxfp8_gemm_config import pick_tile
 
 MS = (1, 8, 16, 32, 64)
-COPY_BYTES_PER_US = 4.23e6  # the H200's measured copy bandwidth (docs/platform.md)
-LAUNCH_US = 0.54
 
 
 def _tile_name(t) -> str:
@@ -57,7 +55,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     r["seam tl"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out, tile=tl_tile))
     r["cuBLAS FP8"] = graph_time_us(lambda: torch._scaled_mm(xq, f8().t(), one, one, out_dtype=torch.bfloat16))
     r["cuBLAS BF16"] = graph_time_us(lambda: torch.mm(x, bf().t()))
-    r["floor"] = weight_bytes / COPY_BYTES_PER_US + LAUNCH_US
+    r["floor"] = floor_us(weight_bytes)
     r["seam / tl"] = r["seam"] / r["seam tl"]
     r["seam / cuBLAS FP8"] = r["seam"] / r["cuBLAS FP8"]
     r["floor / seam"] = r["floor"] / r["seam"]

@@ -11,7 +11,8 @@ Two rows per M in {1, 8, 32, 128}, CUDA-graph replay (``timing.graph_time_us``),
   chain without the sum. ``torch.compile`` of the chain (static shapes, compiled per M) is
   the strong baseline; eager PyTorch is listed for scale.
 
-GB/s from an explicit byte count of the fused path (``bytes_moved``).
+GB/s from an explicit byte count of the fused path (``bytes_moved``); ``floor`` (standalone op):
+``standalone_bytes`` at 4.23 TB/s + one launch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from rich.table import Table
 
 import seam
-from seam.bench.timing import graph_time_us
+from seam.bench.timing import compile_static, floor_us, graph_time_us
 from seam.comm import SimulatedGroup
 from seam.ref import mhc as ref
 
@@ -111,8 +112,7 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
         def fused_one():
             seam.mhc_post_collapse_rms_norm(xs[0], res, post, comb, pre, w, EPS, mxfp8_out=mx[0])
 
-        torch._dynamo.reset()  # a fresh static-shape compile per M
-        compiled = torch.compile(unfused_chain, dynamic=False)
+        compiled = compile_static(unfused_chain)
         t = {
             "fused TP": _time(fused_tp),
             "unfused TP": _time(unfused_tp),
@@ -128,6 +128,8 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             "fused TP us/rank": t["fused TP"] / TP,
             "speedup TP": t["unfused TP"] / t["fused TP"],
             "fused/compile": t["fused"] / t["unfused compile"],
+            "floor us": floor_us(standalone_bytes(m, HIDDEN, HC)),
+            "floor/fused": floor_us(standalone_bytes(m, HIDDEN, HC)) / t["fused"],
             "GB/s TP": gbs,
             "GB/s": gbs_one,
         })
@@ -135,7 +137,7 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
         title=f"mHC boundary, hidden {HIDDEN}, hc {HC}; simulated TP {TP} on one GPU (us per call, all ranks)"
     )
     cols = ["M", "fused TP us", "fused TP us/rank", "unfused TP us", "speedup TP", "GB/s TP",
-            "fused us", "GB/s", "unfused eager us", "unfused compile us", "fused/compile"]
+            "fused us", "GB/s", "unfused eager us", "unfused compile us", "fused/compile", "floor us", "floor/fused"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:

@@ -12,9 +12,9 @@ MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
   (skipped where this torch build rejects the shape).
 The weights are rotated over enough copies to exceed the 60 MiB L2, so every call
 streams them from HBM. Weight-stream GB/s = (N*K + N*K/32 scale bytes) / time, against
-the device copy bandwidth; ``floor`` = those bytes / 4.23 TB/s + one launch (``seam.bench.gemm``);
-TFLOP/s = 2*M*N*K / time, against the ~790 TFLOP/s BF16 dense peak. Targets: at M <= 64 fused >= 60% of copy bandwidth and <= 0.75x of
-(cuBLAS FP8/BF16 + epilogue).
+the device copy bandwidth; ``floor`` = those bytes / 4.23 TB/s + one launch
+(``seam.bench.timing.floor_us``); TFLOP/s = 2*M*N*K / time, against the ~790 TFLOP/s BF16 dense
+peak. Targets (issue 18): at M <= 64 fused <= ``mxfp8_linear`` + 1 us and <= 0.6x (cuBLAS FP8 + epilogue).
 
 Also the unfused chain as one call (:func:`qkv_unfused`), which ``seam verify``, the
 decode-step harness (``seam.bench.step``) and the tests run.
@@ -29,8 +29,7 @@ from rich.table import Table
 
 import seam
 from seam import checks
-from seam.bench.gemm import COPY_BYTES_PER_US, LAUNCH_US
-from seam.bench.timing import copy_bandwidth_gbs, graph_time_us, rotating
+from seam.bench.timing import copy_bandwidth_gbs, floor_us, graph_time_us, rotating
 from seam.formats import nvfp4
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8_weight import MXFP8Weight
@@ -166,7 +165,7 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
         **{f"{k} us": v for k, v in t.items()},
         "fused/cuBLAS+epi": t["fused"] / best_cublas,
         "fused - linear": t["fused"] - t["linear"],
-        "floor us": weight_bytes / COPY_BYTES_PER_US + LAUNCH_US,
+        "floor us": floor_us(weight_bytes),
         "weight GB/s": weight_bytes / (t["fused"] * 1e-6) / 1e9,
         "TFLOP/s": 2 * m * n * K / (t["fused"] * 1e-6) / 1e12,
     }

@@ -11,6 +11,22 @@ import torch
 
 #: The H200's L2 (60 MiB): weights rotated over copies past twice this stream from HBM on every call.
 L2_BYTES = 60 * 2**20
+#: The H200's measured copy bandwidth, bytes per us (``docs/platform.md``), and one empty launch, us.
+COPY_BYTES_PER_US = 4.23e6
+LAUNCH_US = 0.54
+
+
+def floor_us(nbytes: int) -> float:
+    """The memory floor of a call that moves ``nbytes`` through HBM: the bytes at the copy bandwidth plus
+    one launch (what no kernel beats; the benchmarks print it beside their times)."""
+    return nbytes / COPY_BYTES_PER_US + LAUNCH_US
+
+
+def compile_static(fn: Callable) -> Callable:
+    """``torch.compile`` of ``fn`` for one shape (``dynamic=False``, dynamo's caches reset first): the
+    compiled chain an engine captures per batch size, the peer seam's fused ops are timed against."""
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)
 
 
 def rotating(make: Callable[[], object], nbytes: int) -> Callable[[], object]:
