@@ -99,6 +99,9 @@ def test_verify_only_picks_a_family_or_ops_by_name_any_case():
     assert norm and {c.family for c in norm} == {"norm"}
     rows = runner.select(cases, "Mxfp8_Quantize[ROW")
     assert rows and {c.check.op for c in rows} == {"mxfp8_quantize[row_major]"}
+    # the ops a family name leaves out, which the command line names
+    assert "swiglu_oai_mxfp8" in runner.also_named(cases, runner.select(cases, "mxfp8"), "mxfp8")
+    assert runner.also_named(cases, rows, "Mxfp8_Quantize[ROW") == []
 
 
 def test_verify_only_runs_the_ops_the_table_names(capsys):

@@ -573,3 +573,28 @@ def test_fp32_output_only_from_the_paths_that_leave_sums_unrounded(device):
     launch_mxfp8_linear(xq, xs.view(torch.uint8), w.values, w.scales.view(torch.uint8), acc, BF16_MM_TILE)
     bf16 = seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (3, 64)), w, tile=BF16_MM_TILE)
     assert torch.equal(acc.to(torch.bfloat16).view(torch.int16), bf16.view(torch.int16))
+
+
+@pytest.mark.parametrize("field, value, exc, match", [
+    ("block_m", 64.0, TypeError, "tile.block_m must be an int, got float"),
+    ("block_k", "64", TypeError, "tile.block_k must be an int, got str"),
+    ("num_stages", 1.5, TypeError, "tile.num_stages must be an int, got float"),
+    ("num_warps", "8", TypeError, "tile.num_warps must be an int, got str"),
+    ("split_k", True, TypeError, "tile.split_k must be an int, got bool"),
+    ("max_registers", 128.0, TypeError, "tile.max_registers must be an int, got float"),
+])
+def test_tile_fields_of_the_wrong_type_are_named(field, value, exc, match, device):
+    x, w = _inputs(3, 128, 256, device=device)
+    out = torch.zeros(3, 128, dtype=torch.bfloat16, device=device)
+    with pytest.raises(exc, match=match):
+        seam.mxfp8_linear(x, w, out=out, tile=dataclasses.replace(Tile(16, 128, 64, 8, 1), **{field: value}))
+    assert out.eq(0).all()
+
+
+def test_tile_sizes_may_be_numpy_ints(device):
+    import numpy as np
+
+    x, w = _inputs(3, 128, 256, device=device)
+    tile = Tile(np.int64(16), np.int64(128), np.int32(64), np.int64(8), np.int64(1), split_k=np.int64(2))
+    want = seam.mxfp8_linear(x, w, tile=Tile(16, 128, 64, 8, 1, split_k=2))
+    assert torch.equal(seam.mxfp8_linear(x, w, tile=tile).view(torch.int16), want.view(torch.int16))

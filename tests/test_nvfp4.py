@@ -6,6 +6,7 @@ pure-PyTorch reference of ``seam.formats.nvfp4``.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -234,3 +235,21 @@ def test_dequantize_caches_read_back():
 def test_quantize_rejects_bad_width():
     with pytest.raises(ValueError, match="multiple of 16"):
         nvfp4.nvfp4_quantize_ref(torch.zeros(2, 24))
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: nvfp4.empty_kv_cache(2, 1, 6), ValueError, "block_size must be a positive multiple of 4"),
+    (lambda: nvfp4.empty_kv_cache(2, 0, 4), ValueError, "nkv must be >= 1"),
+    (lambda: nvfp4.empty_kv_cache(0, 1, 4), ValueError, "num_blocks must be >= 1"),
+    (lambda: nvfp4.empty_kv_cache(2, 1, 4, page_pad=8), ValueError, "page_pad must be a non-negative multiple of 32"),
+    (lambda: nvfp4.empty_index_cache(2.0, 16), TypeError, "num_blocks must be an int, got float"),
+    (lambda: nvfp4.empty_index_cache(2, True), TypeError, "block_size must be an int, got bool"),
+])
+def test_cache_constructors_check_their_sizes(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_cache_constructors_take_numpy_sizes():
+    kv = nvfp4.empty_kv_cache(np.int64(2), np.int32(1), np.int64(8))
+    assert kv.shape == (2, 2, 8, 72) and nvfp4.empty_index_cache(np.int64(3), np.int64(4)).shape == (3, 4, 72)

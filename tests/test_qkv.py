@@ -475,6 +475,8 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
         (dict(nkv=1.0), TypeError, "nkv must be an int"), (dict(nkv=True), TypeError, "nkv must be an int"),
         (dict(hidden_size=128.0), TypeError, "hidden_size must be an int"),
         (dict(max_tokens=0), ValueError, "max_tokens must be >= 1"),
+        (dict(has_q="no"), TypeError, "has_q must be a bool, got str"),
+        (dict(has_qfp8=1), TypeError, "has_qfp8 must be a bool, got int"),
         (dict(block_size=3), ValueError, "block_size must be a positive multiple of 4"),
     ]:
         with pytest.raises(exc, match=msg):
@@ -519,6 +521,13 @@ def test_warmup_allocates_every_workspace_later_calls_need(nkv, max_tokens, ms, 
         assert workspace._BUFFERS.get(key, (None,))[0] is ws, m
 
 
+def _raw_kv_cache(num_blocks, nkv, block_size, device, page_pad=0):
+    """A kv_cache laid out as ``nvfp4.empty_kv_cache`` would, without its checks (for sizes the op refuses)."""
+    page = 2 * nkv * block_size * nvfp4.TOKEN_BYTES + page_pad
+    raw = torch.zeros(num_blocks, page, dtype=torch.uint8, device=device)
+    return raw.as_strided((num_blocks, 2 * nkv, block_size, 72), (page, block_size * 72, 72, 1))
+
+
 def _bad_cases(p: Problem, xq, xsf):
     """(description, kwargs override, exception, message) for every rejected argument."""
     dev = p.x.device
@@ -547,10 +556,10 @@ def _bad_cases(p: Problem, xq, xsf):
         ("index_q", dict(index_q_out=base["index_q_out"].view(torch.uint8)), TypeError, "index_q_out"),
         ("kv dtype", dict(kv_cache=kv.view(torch.int8)), TypeError, "kv_cache must have dtype"),
         ("kv heads", dict(kv_cache=nvfp4.empty_kv_cache(2, 2, p.block_size, dev)), ValueError, "kv_cache must have shape"),
-        ("block size", dict(kv_cache=nvfp4.empty_kv_cache(2, p.nkv, 6, dev)), ValueError, "multiple of 4"),
+        ("block size", dict(kv_cache=_raw_kv_cache(2, p.nkv, 6, dev)), ValueError, "multiple of 4"),
         ("kv strides", dict(kv_cache=kv.transpose(1, 2)), ValueError, "kv_cache"),
         ("kv align", dict(kv_cache=misaligned), ValueError, "32-byte aligned"),
-        ("kv page stride", dict(kv_cache=nvfp4.empty_kv_cache(2, p.nkv, p.block_size, dev, page_pad=8)),
+        ("kv page stride", dict(kv_cache=_raw_kv_cache(2, p.nkv, p.block_size, dev, page_pad=8)),
          ValueError, "multiple of 32"),
         ("index bs", dict(index_cache=nvfp4.empty_index_cache(2, 2 * p.block_size, dev)), ValueError, "index_cache"),
         ("eps", dict(eps=-1.0), ValueError, "eps"),

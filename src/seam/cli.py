@@ -112,11 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         from seam.verify.core import Context
 
         ctx = Context.here()
-        cases = runner.collect(ctx)
+        every = runner.collect(ctx)
         try:
-            cases = runner.select(cases, args.only)
+            cases = runner.select(every, args.only)
         except ValueError as exc:
             verify.error(str(exc))
+        if others := runner.also_named(every, cases, args.only):
+            print(f"--only {args.only}: the family {args.only.strip().lower()!r} only; not run, though their names "
+                  f"contain it: {', '.join(others)} (name one to run it)")
         return runner.main(ctx, cases, args.json, timing=not args.no_timing)
     return _bench(args.name, args.m)
 

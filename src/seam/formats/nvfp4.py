@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from seam import checks
 from seam.formats.mxfp8 import e4m3_saturate_ref
 
 HEAD_DIM = 128
@@ -219,9 +220,31 @@ def dequantize_index_cache(index_cache: torch.Tensor, slots: torch.Tensor) -> to
     return out
 
 
+def _check_cache_sizes(num_blocks: object, block_size: object, page_pad: object) -> tuple[int, int, int]:
+    num_blocks = checks.integer("num_blocks", num_blocks)
+    block_size = checks.integer("block_size", block_size)
+    page_pad = checks.integer("page_pad", page_pad)
+    if num_blocks < 1:
+        raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
+    checks.multiple_of("block_size", block_size, 4)  # V scales swizzle quads of tokens
+    if page_pad < 0 or page_pad % 32:
+        raise ValueError(f"page_pad must be a non-negative multiple of 32 (bytes), got {page_pad}")
+    return num_blocks, block_size, page_pad
+
+
 def empty_kv_cache(num_blocks: int, nkv: int, block_size: int, device=None, page_pad: int = 0) -> torch.Tensor:
     """A zeroed ``kv_cache`` [num_blocks, 2*nkv, block_size, 72]; ``page_pad`` extra bytes per page
-    (a multiple of 32) exercise a page stride larger than a packed page."""
+    (a multiple of 32) exercise a page stride larger than a packed page.
+
+    Raises:
+        TypeError: a size not a Python or NumPy int.
+        ValueError: num_blocks or nkv < 1, block_size not a positive multiple of 4, page_pad not a
+            non-negative multiple of 32.
+    """
+    num_blocks, block_size, page_pad = _check_cache_sizes(num_blocks, block_size, page_pad)
+    nkv = checks.integer("nkv", nkv)
+    if nkv < 1:
+        raise ValueError(f"nkv must be >= 1, got {nkv}")
     page = 2 * nkv * block_size * TOKEN_BYTES + page_pad
     raw = torch.zeros(num_blocks, page, dtype=torch.uint8, device=device)
     return raw.as_strided(
@@ -230,7 +253,8 @@ def empty_kv_cache(num_blocks: int, nkv: int, block_size: int, device=None, page
 
 
 def empty_index_cache(num_blocks: int, block_size: int, device=None, page_pad: int = 0) -> torch.Tensor:
-    """A zeroed ``index_cache`` [num_blocks, block_size, 72] (``page_pad`` as in :func:`empty_kv_cache`)."""
+    """A zeroed ``index_cache`` [num_blocks, block_size, 72] (``page_pad`` and errors as in :func:`empty_kv_cache`)."""
+    num_blocks, block_size, page_pad = _check_cache_sizes(num_blocks, block_size, page_pad)
     page = block_size * TOKEN_BYTES + page_pad
     raw = torch.zeros(num_blocks, page, dtype=torch.uint8, device=device)
     return raw.as_strided((num_blocks, block_size, TOKEN_BYTES), (page, TOKEN_BYTES, 1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from typing import Optional
 
@@ -105,6 +106,12 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
         return None
     if not isinstance(tile, Tile):
         raise TypeError(f"tile must be a seam.kernels.mxfp8_gemm_config.Tile or None, got {type(tile).__name__}")
+    # sizes are Python or NumPy ints (as everywhere in seam), passed on as Python ints: Triton takes no other
+    sizes = {name: checks.integer(f"tile.{name}", getattr(tile, name))
+             for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k")}
+    if tile.max_registers is not None:
+        sizes["max_registers"] = checks.integer("tile.max_registers", tile.max_registers)
+    tile = dataclasses.replace(tile, **sizes)
     if type(tile.wgmma) is not bool:
         raise TypeError(f"tile.wgmma must be a bool, got {checks.type_name(tile.wgmma)}")
     if type(tile.bf16_mm) is not bool:
@@ -137,8 +144,6 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
             f"tile.split_k={tile.split_k} must be 1 or split K={k} into whole blocks of block_k={tile.block_k}"
         )
     if tile.max_registers is not None:
-        if type(tile.max_registers) is not int:  # bool, numpy ints and floats too: Triton's maxnreg is a plain int
-            raise TypeError(f"tile.max_registers must be None or an int, got {type(tile.max_registers).__name__}")
         if not 24 <= tile.max_registers <= 255:
             raise ValueError(f"tile.max_registers must be in [24, 255] (registers per thread), got {tile.max_registers}")
     if type(tile.f16_operands) is not bool:

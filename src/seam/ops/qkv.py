@@ -449,12 +449,13 @@ def qkv_warmup(
     before capturing CUDA graphs.
 
     Raises:
-        TypeError: nkv, hidden_size, max_tokens or block_size not an int.
+        TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q or has_qfp8 not a bool.
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
             positive multiple of 128, max_tokens < 1, block_size not a positive multiple of 4,
             a device seam's kernels do not run on here.
     """
     nkv = checks.integer("nkv", nkv)
+    has_q, has_qfp8 = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8)
     hidden_size = checks.integer("hidden_size", hidden_size)
     max_tokens = checks.integer("max_tokens", max_tokens)
     block_size = checks.integer("block_size", block_size)

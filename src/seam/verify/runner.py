@@ -87,6 +87,15 @@ def select(cases: list[Case], only: str | None) -> list[Case]:
     return chosen
 
 
+def also_named(cases: list[Case], chosen: list[Case], only: str | None) -> list[str]:
+    """Ops outside ``chosen`` whose names contain ``only`` (a family name picks the family alone: these
+    are the ops the caller may have meant too)."""
+    if only is None:
+        return []
+    needle, picked = only.strip().lower(), {c.check.op for c in chosen}
+    return list(dict.fromkeys(c.check.op for c in cases if c.check.op not in picked and needle in c.check.op.lower()))
+
+
 def run_check(ctx: Context, case: Case, timing: bool) -> Row:
     check = case.check
     row = Row(case.family, check.op, check.m, check.shape, check.rule, False, "")
