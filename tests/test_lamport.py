@@ -389,7 +389,7 @@ def test_consume_launch_that_raises_leaves_the_publish_pending(monkeypatch):
         comm.publish(x, rank=r)
     launch = base._consume_op
 
-    def fail(*args):
+    def fail(*args, **kwargs):
         raise RuntimeError("injected launch failure")
 
     monkeypatch.setattr(base, "_consume_op", fail)

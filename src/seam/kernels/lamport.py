@@ -340,13 +340,13 @@ def launch_lamport_publish(
     peer_offsets: torch.Tensor,
     stage_state: torch.Tensor,
     rank: int,
-    *,
     gemm2: torch.Tensor | None = None,
     weights: torch.Tensor | None = None,
     idx: torch.Tensor | None = None,
     use_pdl: bool = False,
 ) -> None:
-    """Publish M rows: ``x`` is the contribution, or ``shared_output`` when gemm2/weights/idx are given."""
+    """Publish M rows: ``x`` is the contribution, or ``shared_output`` when gemm2/weights/idx are given.
+    Flat annotated arguments (no keyword-only tensors), so ``seam.ops.allreduce_base`` registers it as is."""
     _, tp, capacity, hidden = mailbox.shape
     finalize = gemm2 is not None
     top_k = weights.shape[1] if finalize else 1
@@ -381,7 +381,6 @@ def launch_lamport_consumer(
     mailbox: torch.Tensor,
     stage_state: torch.Tensor,
     error: torch.Tensor,
-    *,
     residual: torch.Tensor | None = None,
     weight: torch.Tensor | None = None,
     eps: float = 0.0,
@@ -393,7 +392,8 @@ def launch_lamport_consumer(
     spin_limit: int = 0,
     use_pdl: bool = False,
 ) -> None:
-    """Collect M rows from this rank's mailbox and run ``epilogue`` (EPILOGUE_* constant)."""
+    """Collect M rows from this rank's mailbox and run ``epilogue`` (EPILOGUE_* constant). Registered as is
+    (``seam.ops.allreduce_base``): flat annotated arguments, each output optional."""
     _, tp, capacity, hidden = mailbox.shape
     block_h = max(triton.next_power_of_2(hidden), 128)  # >= 128: holds the padded scale columns
     # MXFP8: programs past M zero the swizzle padding scale rows, PAD_ROWS each.

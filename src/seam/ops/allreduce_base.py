@@ -40,67 +40,13 @@ MAX_TOP_K = 64
 DEBUG_ENV = "SEAM_LAMPORT_DEBUG"
 
 
-# ---------------------------------------------------------------------------------------
-# Registered launchers of seam.kernels.lamport (torch.ops.seam.lamport_publish / lamport_consume)
-# ---------------------------------------------------------------------------------------
-def _publish_launch(
-    x: torch.Tensor,
-    gemm2: torch.Tensor | None,
-    weights: torch.Tensor | None,
-    idx: torch.Tensor | None,
-    mailbox: torch.Tensor,
-    peer_offsets: torch.Tensor,
-    stage_state: torch.Tensor,
-    m: int,
-    rank: int,
-    use_pdl: bool,
-) -> None:
-    launch_lamport_publish(
-        m, x, mailbox, peer_offsets, stage_state, rank, gemm2=gemm2, weights=weights, idx=idx, use_pdl=use_pdl
-    )
-
-
-def _consume_launch(
-    mailbox: torch.Tensor,
-    stage_state: torch.Tensor,
-    error: torch.Tensor,
-    residual: torch.Tensor | None,
-    weight: torch.Tensor | None,
-    out: torch.Tensor | None,
-    residual_out: torch.Tensor | None,
-    values: torch.Tensor | None,
-    scales: torch.Tensor | None,
-    m: int,
-    epilogue: int,
-    eps: float,
-    gemma: bool,
-    spin_limit: int,
-    use_pdl: bool,
-) -> None:
-    launch_lamport_consumer(
-        m,
-        epilogue,
-        mailbox,
-        stage_state,
-        error,
-        residual=residual,
-        weight=weight,
-        eps=eps,
-        gemma=gemma,
-        out=out,
-        residual_out=residual_out,
-        values=values,
-        scales=scales,
-        spin_limit=spin_limit,
-        use_pdl=use_pdl,
-    )
-
-
-_publish_op = register("lamport_publish", ("mailbox", "stage_state"), _publish_launch)
+# The kernels' launchers (flat annotated arguments, optional outputs), registered as they are:
+# torch.ops.seam.lamport_publish and lamport_consume.
+_publish_op = register("lamport_publish", ("mailbox", "stage_state"), launch_lamport_publish)
 _consume_op = register(
     "lamport_consume",
     ("mailbox", "stage_state", "error", "out", "residual_out", "values", "scales"),
-    _consume_launch,
+    launch_lamport_consumer,
 )
 
 
@@ -260,7 +206,8 @@ class LamportBase:
         publish). Runs :meth:`_check_publish` first."""
         self._check_publish(rank, m)
         s = self.mailbox.state(rank)
-        _publish_op(x, gemm2, weights, idx, s.mailbox, s.peer_offsets, s.stage_state, m, rank, self.use_pdl)
+        _publish_op(m, x, s.mailbox, s.peer_offsets, s.stage_state, rank, gemm2=gemm2, weights=weights, idx=idx,
+                    use_pdl=self.use_pdl)
         self._ledger.published(rank, m)
 
     def _launch_consumer(
@@ -282,8 +229,9 @@ class LamportBase:
         ``EPILOGUE_*`` on checked buffers, then :meth:`_collected`."""
         s = self.mailbox.state(rank)
         _consume_op(
-            s.mailbox, s.stage_state, s.error, residual, weight, out, residual_out, values, scales,
-            m, epilogue, eps, gemma, self.spin_limit, self.use_pdl,
+            m, epilogue, s.mailbox, s.stage_state, s.error, residual=residual, weight=weight, eps=eps, gemma=gemma,
+            out=out, residual_out=residual_out, values=values, scales=scales, spin_limit=self.spin_limit,
+            use_pdl=self.use_pdl,
         )
         self._collected(rank)
 
