@@ -142,8 +142,10 @@ def test_verify_table_groups_rows_by_op_under_its_whole_name_and_rule(monkeypatc
         group = table[start:end]
         # under the name, the rule: which outputs are bit-identical, which have a tolerance, and why
         first_column = " ".join(line.split("│")[1].strip() for line in group[1:] if line.startswith("│"))
-        assert first_column.startswith("residual_out bit-identical")
-        assert "tolerance (reduction order and rsqrt differ): normed within 1 BF16 ulp" in first_column
+        rule = next(c.rule for c in checks if c.op == op)  # compared without spaces: a fold may split a word
+        assert "".join(first_column.split()).startswith("".join(rule.split()))
+        # what is bit-identical, and for a tolerance, why the bytes may differ
+        assert "bit-identical" in rule or "tolerance (reduction order and rsqrt differ)" in rule
         assert sum(bool(re.search(r"│ +\d+ │ yes +│", line)) for line in group) == sum(c.op == op for c in checks)
     if terminal:
         assert max(len(line) for line in table) <= 100

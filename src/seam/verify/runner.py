@@ -42,7 +42,7 @@ class Row:
     m: int
     shape: str
     rule: str
-    exact: bool
+    meets_spec: bool  #: the outputs meet the op's rule (bit-identical, or the stated tolerance)
     detail: str
     fused_us: float | None = None
     unfused_us: float | None = None
@@ -105,7 +105,7 @@ def run_check(ctx: Context, case: Case, timing: bool) -> Row:
         traceback.print_exc()
         row.detail = f"error: {type(exc).__name__}: {exc}"
         return row
-    row.exact, row.detail = outcome.exact, outcome.detail
+    row.meets_spec, row.detail = outcome.exact, outcome.detail
     if timing and ctx.device.type == "cuda":
         from seam.bench.timing import graph_time_us
 
@@ -143,7 +143,7 @@ def render(rows: list[Row], ctx: Context, console: Console) -> None:
     for i, r in enumerate(rows):
         if i == 0 or (rows[i - 1].op, rows[i - 1].shape) != (r.op, r.shape):
             table.add_row(Text.assemble((r.op, "bold"), f"  {r.shape}\n", (r.rule, "dim")))
-        cells = [Padding(Text(r.detail), (0, 0, 0, 2)), str(r.m), _verdict(r.exact)]
+        cells = [Padding(Text(r.detail), (0, 0, 0, 2)), str(r.m), _verdict(r.meets_spec)]
         if timed:
             cells += [fmt(r.fused_us, ".2f"), fmt(r.unfused_us, ".2f"), fmt(r.speedup, ".2f"), fmt(r.gbps, ".0f")]
         last = i + 1 == len(rows) or (rows[i + 1].op, rows[i + 1].shape) != (r.op, r.shape)
@@ -166,11 +166,11 @@ def main(ctx: Context, cases: list[Case], json_path: str | None = None, timing: 
             row = run_check(ctx, case, timing)
             rows.append(row)
             # above the bar on a terminal; the only progress output in a file or a pipe
-            line = Text.assemble(_verdict(row.exact), f"  {row.family}  {row.op}  M={row.m}  {row.shape} ")
+            line = Text.assemble(_verdict(row.meets_spec), f"  {row.family}  {row.op}  M={row.m}  {row.shape} ")
             progress.console.print(line, f"({time.perf_counter() - t0:.1f} s)")
             progress.advance(task)
     render(rows, ctx, console)
-    failed = [r for r in rows if not r.exact]
+    failed = [r for r in rows if not r.meets_spec]
     console.print(
         f"{len(rows) - len(failed)} passed, {len(failed)} failed "
         f"({time.perf_counter() - start:.0f} s)"
