@@ -55,13 +55,14 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
                                 max_registers=max_registers, partials=partials)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
-        types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "M": "i32", "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
+        types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "nkv": "i32", "M": "i32",
+                 "eps": "fp32", "inv_q_fp8_scale": "fp32", "inv_k_scale": "fp32",
                  "inv_v_scale": "fp32", "kv_page_stride": "i32", "idx_page_stride": "i32", "block_size": "i32",
                  "max_pos": "i32", "kv_slots": "i32", "idx_slots": "i32",
                  "acc_ptr": "*fp32", "ws_ptr": "*fp32", "counter_ptr": "*i32", "pos_ptr": "*i64", "slot_ptr": "*i64",
                  "islot_ptr": "*i64", "cs_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16", "iqw_ptr": "*bf16",
                  "ikw_ptr": "*bf16", "q_ptr": "*bf16"}
-        consts = dict(K=k, NKV=nkv, HAS_Q=True, HAS_QFP8=has_qfp8, ACC_MODE=0, NUM_PARTIALS=1, BLOCK_M=block_m,
+        consts = dict(K=k, HAS_Q=True, HAS_QFP8=has_qfp8, ACC_MODE=0, NUM_PARTIALS=1, BLOCK_M=block_m,
                       BLOCK_K=block_k,
                       SPLIT_K=split_k, STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True)
         options = dict(enable_fp_fusion=False)
@@ -77,7 +78,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     else:
         raise ValueError(f"kind must be 'qkv', 'linear' or 'wgmma', got {kind!r}")
     not_divisible = {"M", "eps", "inv_q_fp8_scale", "inv_k_scale", "inv_v_scale", "block_size", "stride_acc",
-                     "max_pos", "kv_slots", "idx_slots"}
+                     "max_pos", "kv_slots", "idx_slots", "nkv"}
     options.update(num_warps=num_warps, num_stages=num_stages)
     if max_registers is not None:
         options["maxnreg"] = max_registers

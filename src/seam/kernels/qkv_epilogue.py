@@ -293,7 +293,7 @@ def _slot_location(slot, block_size, num_slots):
 @triton.jit
 def _load_epilogue_inputs(
     head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
-    NKV: tl.constexpr, R: tl.constexpr,
+    nkv, R: tl.constexpr,
 ):
     """(norm weights [128], :func:`_load_cos_sin` rows, cache slots [R]) of one head's rows.
 
@@ -302,10 +302,10 @@ def _load_epilogue_inputs(
     the reason given in :func:`_load_cos_sin`. A position outside [0, max_pos) loads no
     cos/sin row (zeros): only ``SEAM_DEBUG=1`` rejects it, and it must not read out of bounds.
     """
-    k_start: tl.constexpr = 16 * NKV
-    v_start: tl.constexpr = 17 * NKV
-    iq_start: tl.constexpr = 18 * NKV
-    ik_start: tl.constexpr = 19 * NKV
+    k_start = 16 * nkv
+    v_start = 17 * nkv
+    iq_start = 18 * nkv
+    ik_start = 19 * nkv
     normed = (head < v_start) | (head >= iq_start)
     slotted = (head >= k_start) & ((head < iq_start) | (head >= ik_start))
     norm_w_ptr = tl.where(
@@ -318,7 +318,7 @@ def _load_epilogue_inputs(
     return w, cs, slot
 
 
-@triton.jit(do_not_specialize=["M", "block_size", "max_pos", "kv_slots", "idx_slots"])
+@triton.jit(do_not_specialize=["M", "block_size", "max_pos", "kv_slots", "idx_slots", "nkv"])
 def qkv_epilogue_kernel(
     # GEMM operands (ACC_MODE 0): uint8 views of E4M3 + swizzled UE8M0 scales
     x_ptr,  # [M, K]
@@ -360,9 +360,9 @@ def qkv_epilogue_kernel(
     block_size,
     kv_slots,  # kv pages * block_size
     idx_slots,  # index pages * block_size
+    nkv,  # KV heads: a runtime value (one compile serves every nkv; a few scalar compares per program)
     # constexprs
     K: tl.constexpr,  # per layer; a constexpr loop bound (the interpreter rejects runtime ones with numpy 2.4)
-    NKV: tl.constexpr,
     HAS_Q: tl.constexpr,
     HAS_QFP8: tl.constexpr,
     ACC_MODE: tl.constexpr,
@@ -374,11 +374,11 @@ def qkv_epilogue_kernel(
     F16_OPERANDS: tl.constexpr,  # the GEMM's scaled-F16 operands (``mxfp8_mainloop``)
     USE_PDL: tl.constexpr,
 ):
-    K_START: tl.constexpr = 16 * NKV
-    V_START: tl.constexpr = 17 * NKV
-    IQ_START: tl.constexpr = 18 * NKV
-    IK_START: tl.constexpr = 19 * NKV
-    N: tl.constexpr = (19 * NKV + 1) * 128
+    K_START = 16 * nkv
+    V_START = 17 * nkv
+    IQ_START = 18 * nkv
+    IK_START = 19 * nkv
+    N = (19 * nkv + 1) * 128
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -394,11 +394,11 @@ def qkv_epilogue_kernel(
     if BLOCK_M == 1:
         w, cs, slot = _load_epilogue_inputs(
             head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
-            NKV, BLOCK_M,
+            nkv, BLOCK_M,
         )
     last = True  # this program holds the full accumulator and writes the outputs
     kid = tl.program_id(2)
-    tile_id = pid_m * (19 * NKV + 1) + head
+    tile_id = pid_m * (19 * nkv + 1) + head
     # this program's workspace slot: after the split-K combine, 2..32-row tiles stage NVFP4 rows in it
     stage = ws_ptr + (tile_id.to(tl.int64) * SPLIT_K + kid) * (BLOCK_M * 128)
     if ACC_MODE == 0:
@@ -433,7 +433,7 @@ def qkv_epilogue_kernel(
         if BLOCK_M > 1:
             w, cs, slot = _load_epilogue_inputs(
                 head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr,
-                islot_ptr, NKV, BLOCK_M,
+                islot_ptr, nkv, BLOCK_M,
             )
         x, y, z = _split_head(acc, BLOCK_M)
         d32 = tl.arange(0, 32)[None, :]
@@ -442,7 +442,7 @@ def qkv_epilogue_kernel(
         if head < K_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
-            q_off = rows[:, None] * (16 * NKV * 128) + n0
+            q_off = rows[:, None] * (16 * nkv * 128) + n0
             if HAS_Q:
                 tl.store(q_ptr + q_off + d32, to_bf16_rne(x), mask=m2)
                 tl.store(q_ptr + q_off + 32 + d32, to_bf16_rne(y), mask=m2)
@@ -464,7 +464,7 @@ def qkv_epilogue_kernel(
         elif head < IK_START:
             x, y, z = _gemma_rms_norm(x, y, z, w, eps, BLOCK_M)
             x, y = _rope(x, y, cs, BLOCK_M)
-            iq_off = rows[:, None] * (NKV * 128) + (head - IQ_START) * 128
+            iq_off = rows[:, None] * (nkv * 128) + (head - IQ_START) * 128
             tl.store(iq_ptr + iq_off + d32, e4m3_saturate_bits(x), mask=m2)
             tl.store(iq_ptr + iq_off + 32 + d32, e4m3_saturate_bits(y), mask=m2)
             tl.store(iq_ptr + iq_off + 64 + d64, e4m3_saturate_bits(z), mask=m2)
@@ -572,7 +572,7 @@ def launch_qkv_epilogue(
         kv_cache.shape[0] * kv_cache.shape[2],
         index_cache.shape[0] * index_cache.shape[1],
         K=k,
-        NKV=nkv,
+        nkv=nkv,
         HAS_Q=q_out is not None,
         HAS_QFP8=q_fp8_out is not None,
         ACC_MODE=int(from_acc),

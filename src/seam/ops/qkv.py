@@ -440,9 +440,9 @@ def qkv_warmup(
     """Compile every tile configuration the fused kernel picks for 1..max_tokens tokens; returns them.
 
     Each runs once on a one-token dummy problem (slots -1, so no cache byte changes).
-    M and block_size are not specialized on, so a serving step with the same (nkv,
-    hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
-    compile-time constant of the kernel). Under the Triton interpreter (CPU) nothing
+    M, nkv and block_size are not specialized on, so a serving step with the same
+    (hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
+    compile-time constant of the kernel), whatever its nkv (one warm-up serves them all). Under the Triton interpreter (CPU) nothing
     compiles, so no dummy problem runs: the arguments are still checked and the tiles
     returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
     that the fused kernel and :func:`qkv_epilogue` need at any M <= max_tokens, so call it
