@@ -210,29 +210,13 @@ class LamportBase:
                     use_pdl=self.use_pdl)
         self._ledger.published(rank, m)
 
-    def _launch_consumer(
-        self,
-        rank: int,
-        m: int,
-        epilogue: int,
-        *,
-        residual: torch.Tensor | None = None,
-        weight: torch.Tensor | None = None,
-        eps: float = 0.0,
-        gemma: bool = False,
-        out: torch.Tensor | None = None,
-        residual_out: torch.Tensor | None = None,
-        values: torch.Tensor | None = None,
-        scales: torch.Tensor | None = None,
-    ) -> None:
-        """The core consumer (``seam.kernels.lamport``) of ``rank``'s pending publish with one
-        ``EPILOGUE_*`` on checked buffers, then :meth:`_collected`."""
+    def _launch_consumer(self, rank: int, m: int, epilogue: int, **buffers: object) -> None:
+        """The core consumer (``seam.kernels.lamport.launch_lamport_consumer``) of ``rank``'s pending publish
+        with one ``EPILOGUE_*`` on checked ``buffers`` (its keyword arguments: residual, weight, eps, gemma,
+        out, residual_out, values, scales), then :meth:`_collected`."""
         s = self.mailbox.state(rank)
-        _consume_op(
-            m, epilogue, s.mailbox, s.stage_state, s.error, residual=residual, weight=weight, eps=eps, gemma=gemma,
-            out=out, residual_out=residual_out, values=values, scales=scales, spin_limit=self.spin_limit,
-            use_pdl=self.use_pdl,
-        )
+        _consume_op(m, epilogue, s.mailbox, s.stage_state, s.error, **buffers, spin_limit=self.spin_limit,
+                    use_pdl=self.use_pdl)
         self._collected(rank)
 
     def _consume_gemma_rms_norm_mxfp8(
