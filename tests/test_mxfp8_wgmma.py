@@ -25,7 +25,7 @@ import torch
 
 import seam
 from seam.kernels import mxfp8_wgmma
-from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
+from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 
@@ -60,10 +60,21 @@ def test_picker_takes_two_to_64_tokens_and_whole_128_columns():
             assert 1 <= t.split_k <= k // 128
             ring = min(2, mxfp8_wgmma.max_steps(k, t.split_k))  # two stages, or every step of a short range
             assert t.num_stages == ring <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k)
-            waves = 2 if t.block_m <= 32 else 1
-            if -(-n // 128) * t.split_k > waves * 132:  # more only where the activations need it
-                fewer = t.split_k - 1
-                assert mxfp8_wgmma.max_stages(t.block_m, k, fewer) < min(2, mxfp8_wgmma.max_steps(k, fewer))
+            fits = [s for s in range(1, k // 128 + 1)
+                    if mxfp8_wgmma.max_stages(t.block_m, k, s) >= min(2, mxfp8_wgmma.max_steps(k, s))]
+            if t.block_m <= 32:  # two waves, more only where the activations need it
+                if -(-n // 128) * t.split_k > 2 * 132:
+                    assert t.split_k - 1 not in fits
+            else:  # fewest waves x (steps + a program's fixed cost), the smaller split on a tie
+                def cost(s):
+                    return -(-(-(-n // 128) * s) // 132) * (mxfp8_wgmma.max_steps(k, s) + WGMMA_PROGRAM_COST_STEPS)
+                assert t.split_k == min(fits, key=cost)
+
+
+def test_picker_at_64_tokens_takes_the_measured_best_split():
+    """Run 53 (H200, M 64, K 6144): the fastest split of each N, which the former rule (one wave, grown
+    until the activations fit) missed at N 4992 (split 5: 28.9 us, 6: 26.4)."""
+    assert [pick_wgmma_tile(64, n, 6144, 132).split_k for n in (2560, 3072, 4992)] == [6, 5, 6]
 
 
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():

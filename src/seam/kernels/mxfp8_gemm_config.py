@@ -123,45 +123,52 @@ def wgmma_supported(device: torch.device) -> bool:
 
 #: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
 WGMMA_MAX_M = 64
-#: The Gluon kernel's ring depth: 2 measured best (runs 33-34); deeper rings cost resident programs.
 WGMMA_STAGES = 2
+#: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
+#: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
+WGMMA_PROGRAM_COST_STEPS = 3
 
 
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` and K a multiple of 128, else None.
 
-    Two rules, from the H200 (2026-12-01, ``docs/benchmarks-log.md`` runs 33-34): its fixed costs (prologue,
-    split-K combine) and its per-step conversion latency are exposed at one program per SM,
-    so a shallow ring (2 stages) with more programs resident per SM beats a deep one (N 2560,
-    K 6144, M 8: 8.5 us at split 12 / 2 stages against 10.6 at split 6 / 8 stages; N 6144,
-    K 2048: 7.8 against 10.7); and the K split fills two waves of programs up to 32 tokens, one
-    at 64, where each program's resident activations grow (M 64, N 2560: split 6 18.7 us,
-    split 12 26.4); where those do not fit beside the ring, the split grows until they do
-    (a shape with no such split, e.g. a very wide K at 64 tokens, stays on the tl kernel).
-    Only the four MiniMax-M3.1 TP4 layer shapes of ``seam bench gemm`` were timed.
+    Its fixed costs (prologue, split-K combine) and its per-step conversion latency are exposed at one
+    program per SM, so a shallow ring (2 stages) with more programs resident per SM beats a deep one
+    (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 33-34: N 2560, K 6144, M 8: 8.5 us at split 12 /
+    2 stages against 10.6 at split 6 / 8 stages; N 6144, K 2048: 7.8 against 10.7). Up to 32 tokens the
+    K split fills two waves of programs. At 64 tokens each program's resident activations take most of
+    its shared memory (one program per SM), and the split minimizes waves x (steps per program +
+    :data:`WGMMA_PROGRAM_COST_STEPS`) among those that fit beside the ring (run 53, M 64, K 6144, us:
+    N 2560 split 6 14.50, 5 15.65, 12 17.85; N 3072 split 5 15.86, 6 24.84, 10 20.23; N 4992 split 6
+    26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
+    the tl kernel.
     """
     if not 2 <= m <= WGMMA_MAX_M or k % 128:
         return None
     block_m = max(8, triton.next_power_of_2(m))
     tiles, steps = -(-n // 128), k // 128
-    waves = 2 if block_m <= 32 else 1
-    split = min(steps, max(1, waves * (sms // tiles)))
 
     def ring(split: int) -> int:  # no deeper than a program's steps
         return min(WGMMA_STAGES, mxfp8_wgmma.max_steps(k, split))
 
-    while mxfp8_wgmma.max_stages(block_m, k, split) < ring(split) and split < steps:
-        split += 1  # shorter K ranges until the resident activations leave room for the ring
-    if mxfp8_wgmma.max_stages(block_m, k, split) < ring(split):
+    def fits(split: int) -> bool:
+        return mxfp8_wgmma.max_stages(block_m, k, split) >= ring(split)
+
+    if block_m <= 32:
+        split = min(steps, max(1, 2 * (sms // tiles)))
+        while not fits(split) and split < steps:
+            split += 1  # shorter K ranges until the resident activations leave room for the ring
+    else:
+        def cost(split: int) -> int:
+            waves = -(-tiles * split // sms)
+            return waves * (mxfp8_wgmma.max_steps(k, split) + WGMMA_PROGRAM_COST_STEPS)
+
+        split = min((s for s in range(1, steps + 1) if fits(s)), key=cost, default=steps)
+    if not fits(split):
         return None
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-#: Split-K partials the combining program loads per round trip, by block_m. Measured on the H200
-#: (docs/benchmarks-log.md run 41, us, against 4 at every block_m): 64 tokens 2: qkv N 2560 x K 6144 (split 6)
-#: 17.77 -> 14.50 (sm_90: 183 -> 142 registers), gate_up 1536 x 6144 (split 11) 11.82 either way;
-#: 16 tokens 8: qkv 9.76 -> 9.53, gate_up 8.60 either way; 8 tokens 12 or 16 at once: qkv equal, gate_up
-#: (split 22) 7.70 -> 9.04. 32 tokens keep 4 (127 registers: two programs per SM).
 _COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2}
 
 
