@@ -44,7 +44,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma
+from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
 from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_tile
 from seam.kernels.numerics import (
@@ -517,6 +517,33 @@ def mxfp8_linear_kernel(
     tl.store(out_ptr + rows[:, None] * stride_om + cols[None, :], to_bf16_rne(acc), mask=mask)
 
 
+def launch_gluon(
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
+    tile: Tile, use_pdl: bool, *, partials: bool = False,
+) -> torch.Tensor | None:
+    """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
+    (``block_m`` <= 64) or the ring kernel (128), into ``out`` or, with ``partials`` (``out`` unused), each
+    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. Returns
+    None, launching nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
+    m, n = xq.shape[0], wq.shape[0]
+    ring = tile.block_m > mxfp8_gemm_config.WGMMA_MAX_M
+    # the ring kernel reads the activations from its own dequantized copy
+    if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws) if ring
+            else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
+        return None
+    tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
+    if partials or tile.split_k > 1:
+        work, counters = split_k_scratch(wq.device, tiles, tile)
+    else:
+        work, counters = out, out  # unused
+    launch = mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring if ring else mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    launch(xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
+           use_pdl, combine_group(tile.block_m, tile.split_k), partials=partials)
+    if partials:
+        return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
+    return out
+
+
 def launch_mxfp8_linear(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile
 ) -> None:
@@ -542,12 +569,7 @@ def launch_mxfp8_linear(
     a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
     if tile.wgmma:
-        if mxfp8_wgmma.operands_ready(xq, xs, wq, ws):
-            tiles = triton.cdiv(n, tile.block_n)
-            work, counters = split_k_scratch(out.device, tiles, tile) if tile.split_k > 1 else (out, out)
-            mxfp8_wgmma.launch_mxfp8_linear_wgmma(xq, xs, wq, ws, out, tile.block_m, tile.split_k, tile.num_stages,
-                                                  work, counters, use_pdl,
-                                                  combine_group(tile.block_m, tile.split_k))
+        if launch_gluon(xq, xs, wq, ws, out, tile, use_pdl) is not None:
             return
         tile = pick_tile(m, n, k, out.device, tl_only=True)  # an operand TMA cannot read as is
     grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)

@@ -37,9 +37,10 @@ class Tile:
     #: MMA tiles only: F16 operands (``e4m3 * 2^(s - c)`` per row,
     #: :func:`seam.kernels.mxfp8_gemm.mxfp8_mainloop`), same bytes out.
     f16_operands: bool = False
-    #: The Gluon decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, Hopper only): ``block_m`` is M padded to
-    #: 8, 16, 32 or 64 (the MMA's N side), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA
-    #: ring depth, ``split_k`` any count up to K / 128 (:func:`pick_wgmma_tile`).
+    #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
+    #: depth, ``split_k`` any count up to K / 128: with ``block_m`` 8, 16, 32 or 64 (M padded, the MMA's N
+    #: side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 128 the
+    #: ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM with fp32 output (``torch.mm``).
@@ -169,7 +170,30 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2}
+#: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring,
+#: 128 tokens per program) takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured).
+RING_MAX_M = 128
+RING_MIN_K = 2048
+RING_STAGES = 3
+
+
+def pick_ring_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
+    """The ring kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`RING_MAX_M` (K a multiple of 128, at least
+    :data:`RING_MIN_K`), else None: 128 tokens, a 3-stage ring, K split to fill one wave, each split >= 4 steps.
+
+    H200 (2026-12-01, ``docs/benchmarks-log.md`` run 54, us, M 65 then 128; tl kernel's pick / this tile /
+    cuBLAS BF16 on BF16 weights): N 2560 K 6144 38.5 / 26.9 / 12.9, 31.4 / 28.8 / 12.9 (split 6); N 4992
+    K 6144 73.6 / 35.5 / 18.5, 75.4 / 38.1 / 19.9 (split 3); N 6144 K 2048 26.5 / 24.4 / 9.2, 26.7 / 25.1 /
+    9.0 (split 2): the fastest split of 1-6 at each, 4 stages within 4% of 3. From 256 tokens it lost to
+    the prefill path (1.03-2.3x): each step moves 48 KB into shared memory for one 128-cube of MMA.
+    """
+    if not WGMMA_MAX_M < m <= RING_MAX_M or k % 128 or k < RING_MIN_K:
+        return None
+    tiles, steps = -(-n // 128), k // 128
+    return Tile(128, 128, 128, 8, RING_STAGES, max(1, min(sms // tiles, steps // 4)), wgmma=True)
+
+
+_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 128: 1}
 
 
 def combine_group(block_m: int, split_k: int) -> int:
@@ -218,7 +242,8 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`); on any
+    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`), 65 <= M <= 128 the
+    Gluon ring kernel where K >= 2048 (:func:`pick_ring_tile`); on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` takes the prefill path (:data:`BF16_MM_TILE`); ``tl_only``
     keeps the pick to the tl kernel.
     """
@@ -226,7 +251,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
         return BF16_MM_TILE
     if not tl_only and wgmma_supported(device):
-        wgmma_tile = pick_wgmma_tile(m, n, k, sms)
+        wgmma_tile = pick_wgmma_tile(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
         if wgmma_tile is not None:
             return wgmma_tile
     tile = GEMV_TILE if m == 1 else small_tile(m)
@@ -256,7 +281,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     us, this path / the one-kernel tl tile, K 6144, nkv 1 then 2): M 8 10.79 / 13.19, 15.35 / 20.18;
     M 64 17.98 / 25.41, 33.50 / 41.30; M 256 38.46 / 70.40, 65.40 / 135.53; M 2048 126.5 / 322.2,
     237.6 / 579.3 (run 51, with the Gluon GEMM's partials summed by the epilogue: M 8 10.39, 15.72; M 64
-    14.96, 30.41). One token keeps the fused GEMV kernel (9.20 against ``mxfp8_linear``'s 8.67 alone).
+    14.96, 30.41); run 55, the ring kernel's partials: M 65 28.5 / 50.5, 39.3 / 75.2; M 128 30.4 / 50.8,
+    41.9 / 76.5). One token keeps the fused GEMV kernel (9.20 against ``mxfp8_linear``'s 8.67 alone).
 
     The refit:
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242

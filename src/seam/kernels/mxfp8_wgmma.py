@@ -216,6 +216,13 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
         gl.thread_barrier()  # every warp has read the stage before the copy engine refills it
         fence_async_shared()
         _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
+    return dequantize_weight_operand(w, sc, a_layout)
+
+
+@gluon.jit
+def dequantize_weight_operand(w, sc, a_layout: gl.constexpr):
+    """A [BLOCK_N, BLOCK_K] E4M3 tile in :data:`WEIGHT_LAYOUT` and its scale chunk in
+    :data:`WEIGHT_SCALE_LAYOUT` as wgmma's register A operand: BF16 ``e4m3 * 2^(s - 127)``, K-permuted."""
     w3 = gl.reshape(e4m3_to_f32(w), [BLOCK_N, 4, 32])
     sc = gl.convert_layout(_chunk_rows(sc, 32, 4), gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
     w_deq = to_bf16_rne(w3 * ue8m0_to_f32(sc)[:, :, None])
@@ -295,13 +302,23 @@ def mxfp8_linear_wgmma_kernel(
         acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
         a = a_next
 
+    store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
+               PARTIALS, num_warps)
+
+
+@gluon.jit
+def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN: gl.constexpr,
+               MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, PARTIALS: gl.constexpr,
+               num_warps: gl.constexpr):
+    """Store a program's [BN, MP] fp32 sums, out^T rows n0.. and columns m0..: as BF16 (no split), as its
+    split-K partial (``PARTIALS``), or as a partial that the tile's last program to arrive combines."""
     # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
     acc = gl.convert_layout(acc, EPI)
     r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, EPI))
     m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, EPI))
-    out_mask = (n0 + r_idx[:, None] < N) & (m_idx[None, :] < M)
-    out_ptrs = out_ptr + m_idx[None, :].to(gl.int64) * stride_om + n0 + r_idx[:, None]
+    out_mask = (n0 + r_idx[:, None] < N) & (m0 + m_idx[None, :] < M)
+    out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
     base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
     if PARTIALS:
         gl.store(base + kid * (BN * MP), acc)
@@ -324,7 +341,7 @@ def mxfp8_linear_wgmma_kernel(
 
 
 @functools.cache
-def _tile_layout(rows: int, bf16: bool) -> gl.NVMMASharedLayout:
+def tile_layout(rows: int, bf16: bool) -> gl.NVMMASharedLayout:
     """Shared layout of a [rows, BLOCK_K] TMA tile (built once: an eager call builds four descriptors)."""
     return gl.NVMMASharedLayout.get_default_for([rows, BLOCK_K.value], gl.bfloat16 if bf16 else gl.uint8)
 
@@ -333,7 +350,7 @@ def _tile_layout(rows: int, bf16: bool) -> gl.NVMMASharedLayout:
 _SCALE_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
 
 
-def _scale_descriptor(scales: torch.Tensor) -> TensorDescriptor:
+def scale_descriptor(scales: torch.Tensor) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(scales.view(torch.uint8).reshape(-1, 16), [32, 16], _SCALE_LAYOUT)
 
 
@@ -369,15 +386,15 @@ def launch_mxfp8_linear_wgmma(
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value
-    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], _tile_layout(BLOCK_N.value, False))
-    s_desc = _scale_descriptor(ws)
+    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
+    s_desc = scale_descriptor(ws)
     a_bf16 = xs is None
     if a_bf16:
-        x_desc = TensorDescriptor.from_tensor(xq, [block_m, bk], _tile_layout(block_m, True))
+        x_desc = TensorDescriptor.from_tensor(xq, [block_m, bk], tile_layout(block_m, True))
         xs_desc = s_desc  # unused
     else:
-        x_desc = TensorDescriptor.from_tensor(xq.view(torch.uint8), [block_m, bk], _tile_layout(block_m, False))
-        xs_desc = _scale_descriptor(xs)
+        x_desc = TensorDescriptor.from_tensor(xq.view(torch.uint8), [block_m, bk], tile_layout(block_m, False))
+        xs_desc = scale_descriptor(xs)
     grid = (triton.cdiv(n, BLOCK_N.value) * split_k,)
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),

@@ -36,15 +36,15 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import (
+    launch_gluon,
     launch_mxfp8_linear,
     mxfp8_gemv_mainloop,
     mxfp8_mainloop,
     split_k_combine,
     split_k_scratch,
 )
-from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile, needs_workspace
@@ -515,16 +515,10 @@ def launch_qkv_epilogue(
         if tile.bf16_mm:
             acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
-        elif mxfp8_wgmma.operands_ready(xq, xsf, wq, wsf):
-            heads = n // 128
-            work, counters = split_k_scratch(positions.device, heads, tile)
-            mxfp8_wgmma.launch_mxfp8_linear_wgmma(
-                xq, xsf, wq, wsf, work, tile.block_m, tile.split_k, tile.num_stages, work, counters, use_pdl,
-                combine_group(tile.block_m, tile.split_k), partials=True,
-            )
-            acc = work[: heads * tile.split_k * tile.block_m * 128].view(heads, tile.split_k, tile.block_m, 128)
         else:
-            tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
+            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True)  # one M tile: M <= block_m
+            if acc is None:  # an operand TMA cannot read as is
+                tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
         if acc is not None:
             xq = xsf = wq = wsf = None
             tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)

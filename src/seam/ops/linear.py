@@ -12,7 +12,7 @@ from seam import checks
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
-from seam.kernels import mxfp8_wgmma
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile, wgmma_supported
 from seam.ops.mxfp8 import mxfp8_quantize
@@ -81,8 +81,9 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
     if not wgmma_supported(device):
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
-    if tile.block_m not in (8, 16, 32, 64) or m > tile.block_m:
-        raise ValueError(f"tile.wgmma needs block_m in (8, 16, 32, 64) and >= M={m}, got {tile.block_m}")
+    if not (tile.block_m in (8, 16, 32, 64) and m <= tile.block_m or tile.block_m == 128):
+        raise ValueError(f"tile.wgmma needs block_m in (8, 16, 32, 64) and >= M={m} (the decode kernel), or 128 "
+                         f"(the ring kernel), got {tile.block_m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
         raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
                          f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
@@ -90,9 +91,11 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.wgmma needs K a multiple of 128, got K={k}")
     if not 1 <= tile.split_k <= k // 128:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
-    stages = mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k)
-    if not 1 <= tile.num_stages <= stages:
-        raise ValueError(f"tile.wgmma needs num_stages in [1, {stages}] (shared memory) at block_m={tile.block_m}, "
+    # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
+    fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(128)) if tile.block_m == 128
+                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k)))
+    if not fewest <= tile.num_stages <= most:
+        raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "
                          f"K={k}, split_k={tile.split_k}, got {tile.num_stages}")
     if tile.max_registers is not None or tile.f16_operands:
         raise ValueError("tile.wgmma takes no max_registers and no f16_operands")
@@ -181,13 +184,15 @@ def mxfp8_linear(
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override (tests); default (``mxfp8_gemm_config.pick_tile``): on a
-            Hopper GPU at 2 <= M <= 64 (K a multiple of 128) the Gluon kernel's tile (M
-            padded to 8..64, the K split and a 2-stage ring); otherwise BLOCK_M (1, the GEMV,
+            Hopper GPU at 2 <= M <= 64 (K a multiple of 128) the Gluon decode kernel's tile (M
+            padded to 8..64, the K split and a 2-stage ring), at 65 <= M <= 128 (K a multiple of
+            128, >= 2048) the Gluon ring kernel's (block_m 128, 2 * M * K bytes of temporary BF16
+            activations); from M 129 on a CUDA GPU the prefill path; otherwise BLOCK_M (1, the GEMV,
             for one token; 16 to 128 otherwise), the K split by wave count on the SM count and,
             for 64-row tiles split at most two ways, a register cap (split-K launches
             share a per-device workspace: keep them on one stream, and make a first call
             before graph capture). ``block_m`` must be 1 or a power of two >= 16; a
-            ``wgmma`` tile (Hopper only) takes block_m 8..64 >= M, block_n = block_k = 128,
+            ``wgmma`` tile (Hopper only) takes block_m 8..64 >= M or 128 (any M), block_n = block_k = 128,
             8 warps, K a multiple of 128 (it falls back to the tl kernel's pick where an
             operand's base or row stride is not 16-byte aligned, which TMA needs).
             ``f16_operands`` applies to MXFP8 activations (in-GEMM

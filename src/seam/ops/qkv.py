@@ -317,6 +317,8 @@ def qkv_index_fused_epilogue(
     tile = check_tile(tile, k, m, device) or pick_qkv_tile(m, wq.shape[0], k, device)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
+    if tile.wgmma and m > tile.block_m:  # the epilogue sums the partials of one M tile
+        raise ValueError(f"tile.wgmma needs M <= block_m here, got M={m} and block_m={tile.block_m}")
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")

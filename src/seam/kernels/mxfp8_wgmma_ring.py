@@ -1,0 +1,205 @@
+"""MXFP8 x MXFP8 -> BF16 GEMM for Hopper in Gluon past decode M: weights and activations through one TMA ring.
+
+The decode kernel (``seam.kernels.mxfp8_wgmma``) keeps each program's activations resident in shared
+memory, which caps it at 64 tokens. Here every ring stage carries one K step of both operands: the
+E4M3 weight tile with its scale chunk, as there, and a [MP, 128] tile of the activations already
+dequantized to BF16 (``A_deq``, written K-permuted by ``seam.kernels.mxfp8_dequant``'s kernel, one
+launch before this one, so no N tile converts them again). The weight tile becomes wgmma's register
+A operand exactly as in the decode kernel (:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_operand`);
+the activation tile is its shared B operand as TMA landed it. Swap AB as there: weight rows on
+the MMA's 64-row side, MP = 128 or 256 tokens on its N side, one program per (N tile, M tile, K split).
+
+The weight copies of the first ring stages are issued before the PDL wait (they do not depend on the
+previous kernel), the activation copies after it. A stage is refilled once both warpgroups' MMAs on it
+have completed. Split-K partials are stored and combined as in the decode kernel
+(:func:`seam.kernels.mxfp8_wgmma.store_tile`), so every run gives the same bytes.
+
+The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in fp32, so the
+output equals the other paths' up to fp32 summation order. Gluon: compiles for sm_90 anywhere, runs
+only on a Hopper GPU (``tests/test_mxfp8_wgmma_ring.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from seam.formats.mxfp8 import mxfp8_scale_numel
+from seam.kernels.mxfp8_dequant import launch_mxfp8_dequant
+from seam.kernels.mxfp8_quant import launch_mxfp8_quant
+from seam.kernels.mxfp8_wgmma import (
+    BLOCK_K,
+    BLOCK_N,
+    NUM_WARPS,
+    SHARED_BUDGET,
+    WEIGHT_LAYOUT,
+    WEIGHT_SCALE_LAYOUT,
+    dequantize_weight_operand,
+    scale_descriptor,
+    store_tile,
+    tile_layout,
+)
+
+#: Tokens per program (the MMA's N side).
+BLOCK_M_CHOICES = (128, 256)
+
+
+def stage_bytes(block_m: int) -> int:
+    """Shared bytes of one ring stage: the E4M3 weight tile, its scale chunk, the BF16 activation tile."""
+    return BLOCK_N.value * BLOCK_K.value + 512 + block_m * BLOCK_K.value * 2
+
+
+#: Shallowest ring: a stage is refilled only after the MMA that reads it, so step i + 1 must already be
+#: in another stage (one stage would wait for a copy not yet issued).
+MIN_STAGES = 2
+
+
+def max_stages(block_m: int) -> int:
+    """Deepest ring that fits :data:`seam.kernels.mxfp8_wgmma.SHARED_BUDGET`."""
+    return SHARED_BUDGET // (stage_bytes(block_m) + 8)
+
+
+@gluon.jit
+def _issue_weights(w_desc, s_desc, a_desc, w_ring, s_ring, bars, stage, step, n0, K_STEPS: gl.constexpr, pred):
+    """The barrier's expected bytes (the whole stage) and the TMA copies of step ``step``'s weights."""
+    bar = bars.index(stage)
+    mbarrier.expect(bar, w_desc.block_type.nbytes + s_desc.block_type.nbytes + a_desc.block_type.nbytes,
+                    pred=pred)
+    tma.async_copy_global_to_shared(w_desc, [n0, step * 128], bar, w_ring.index(stage), pred=pred)
+    tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + step) * 32, 0], bar, s_ring.index(stage),
+                                    pred=pred)
+
+
+@gluon.jit
+def _issue_activations(a_desc, a_ring, bars, stage, step, m0, pred):
+    tma.async_copy_global_to_shared(a_desc, [m0, step * 128], bars.index(stage), a_ring.index(stage), pred=pred)
+
+
+@gluon.jit
+def _weight_operand(w_ring, s_ring, bars, i, n_steps, STAGES: gl.constexpr, a_layout: gl.constexpr):
+    """Step i's weight tile as wgmma's register A operand, once its stage has landed (past the last step:
+    unused values). The stage is refilled only after the step's MMAs, which read its activations."""
+    stage = i % STAGES
+    mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
+    w = w_ring.index(stage).load(WEIGHT_LAYOUT)
+    sc = s_ring.index(stage).load(WEIGHT_SCALE_LAYOUT)
+    return dequantize_weight_operand(w, sc, a_layout)
+
+
+@gluon.jit(do_not_specialize=["M"])
+def mxfp8_linear_wgmma_ring_kernel(
+    # TMA descriptors
+    w_desc,  # E4M3 weights as uint8 [N, K], block [BLOCK_N, BLOCK_K]
+    s_desc,  # swizzled weight scales as uint8 [N_pad * K / 4096, 16], block [32, 16] (one 128x4 chunk)
+    a_desc,  # A_deq, BF16 [M, K], K-permuted per 128-column step, block [MP, BLOCK_K]
+    # pointers
+    out_ptr,  # bf16 [M, N], row stride stride_om (fp32 partials only with PARTIALS)
+    ws_ptr,  # fp32 split-K workspace [tiles, SPLIT_K, MP, BLOCK_N]
+    counter_ptr,  # int32 [tiles] arrival counters, zero between launches
+    # sizes
+    M,
+    N,
+    stride_om,
+    # constexprs
+    K: gl.constexpr,
+    MP: gl.constexpr,  # tokens per program, 128 or 256
+    SPLIT_K: gl.constexpr,
+    STAGES: gl.constexpr,
+    USE_PDL: gl.constexpr,
+    COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
+    PARTIALS: gl.constexpr,  # only store each program's partial
+    num_warps: gl.constexpr,
+):
+    BN: gl.constexpr = 16 * num_warps
+    K_STEPS: gl.constexpr = K // BLOCK_K
+    pid = gl.program_id(0)
+    tile = pid // SPLIT_K
+    kid = pid % SPLIT_K
+    n_tiles = gl.cdiv(N, BN)
+    n0 = (tile % n_tiles) * BN  # N tiles fastest: programs resident together share their activation tiles
+    m0 = (tile // n_tiles) * MP
+    lo = kid * K_STEPS // SPLIT_K
+    n_steps = (kid + 1) * K_STEPS // SPLIT_K - lo
+
+    w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, BLOCK_K], w_desc.layout)
+    s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
+    a_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, MP, BLOCK_K], a_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    gl.thread_barrier()
+    for s in gl.static_range(STAGES):  # the weights first: they do not depend on the previous kernel (PDL)
+        _issue_weights(w_desc, s_desc, a_desc, w_ring, s_ring, bars, s, lo + s, n0, K_STEPS, s < n_steps)
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    for s in gl.static_range(STAGES):
+        _issue_activations(a_desc, a_ring, bars, s, lo + s, m0, s < n_steps)
+
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, MP, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    acc = gl.zeros([BN, MP], gl.float32, mma)
+    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded and converted.
+    a = _weight_operand(w_ring, s_ring, bars, 0, n_steps, STAGES, a_layout)
+    for i in range(n_steps):
+        stage = i % STAGES
+        acc = warpgroup_mma(a, a_ring.index(stage).permute((1, 0)), acc, is_async=True)
+        a_next = _weight_operand(w_ring, s_ring, bars, i + 1, n_steps, STAGES, a_layout)
+        acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
+        if i + STAGES < n_steps:
+            gl.thread_barrier()  # both warpgroups' MMAs on the stage are done before the copy engine refills it
+            fence_async_shared()
+            _issue_weights(w_desc, s_desc, a_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
+            _issue_activations(a_desc, a_ring, bars, stage, lo + i + STAGES, m0, True)
+        a = a_next
+    store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
+               PARTIALS, num_warps)
+
+
+def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None) -> torch.Tensor:
+    """A_deq [M, K] BF16, K-permuted, of MXFP8 ``xq``/``xs`` (``xs`` None: ``xq`` is BF16, quantized to
+    MXFP8 first, the in-GEMM rule's bytes)."""
+    m, k = xq.shape
+    if xs is None:
+        x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
+        xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
+        launch_mxfp8_quant(x, xq, xs, swizzled=True)
+    a = torch.empty((m, k), dtype=torch.bfloat16, device=xq.device)
+    launch_mxfp8_dequant(xq, xs, a, k_permuted=True)
+    return a
+
+
+def launch_mxfp8_linear_wgmma_ring(
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
+    block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
+    combine: int, partials: bool = False,
+) -> None:
+    """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
+    (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: 128 or 256
+    tokens per program; :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
+    for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
+    program's fp32 partial in ``work`` only. Temporary memory: 2 * M * K bytes (A_deq)."""
+    m, k = xq.shape
+    n = wq.shape[0]
+    a = dequantized_activations(xq, xs)
+    bk = BLOCK_K.value
+    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
+    a_desc = TensorDescriptor.from_tensor(a, [block_m, bk], tile_layout(block_m, True))
+    grid = (triton.cdiv(n, BLOCK_N.value) * triton.cdiv(m, block_m) * split_k,)
+    mxfp8_linear_wgmma_ring_kernel[grid](
+        w_desc, scale_descriptor(ws), a_desc, out, work, counters, m, n, out.stride(0),
+        K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, USE_PDL=use_pdl, COMBINE=combine, PARTIALS=partials,
+        num_warps=NUM_WARPS, launch_pdl=use_pdl,
+    )

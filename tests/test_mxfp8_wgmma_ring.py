@@ -1,0 +1,174 @@
+"""The Gluon ring GEMM behind ``seam.mxfp8_linear`` at 65 <= M <= 128 on Hopper (``seam.kernels.mxfp8_wgmma_ring``).
+
+On CPU: the picker, tile validation, the K-permuted dequantization it reads (under the interpreter)
+and that every kernel the picker chooses compiles for sm_90 within the shared memory budget. On the
+GPU: bytes against the exact result on operands whose sums are exact in any order (picked tiles,
+several M tiles with a tail, uneven splits, one stage), the fused QKV op's partials path, and
+determinism inside a poisoned buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import seam
+from seam.kernels import mxfp8_wgmma_ring
+from seam.kernels.mxfp8_dequant import launch_mxfp8_dequant
+from seam.kernels.mxfp8_gemm_config import RING_STAGES, Tile, pick_qkv_tile, pick_ring_tile, pick_tile
+from mxfp8_rows import exact_block_inputs  # tests/mxfp8_rows.py
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "sm90_resources.py"
+SM90_SHARED_BYTES = 227 * 1024
+SHAPES = ((1536, 6144), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144), (9856, 6144))
+
+
+def test_picker_takes_65_to_128_tokens_at_k_from_2048():
+    assert pick_ring_tile(64, 2560, 6144, 132) is None  # the decode kernel's
+    assert pick_ring_tile(129, 2560, 6144, 132) is None  # the prefill path's
+    assert pick_ring_tile(100, 6144, 768, 132) is None  # K below the measured range
+    assert pick_ring_tile(100, 2560, 6112, 132) is None  # K not a multiple of 128
+    for n, k in SHAPES:
+        for m in (65, 100, 128):
+            t = pick_ring_tile(m, n, k, 132)
+            assert t == Tile(128, 128, 128, 8, RING_STAGES, t.split_k, wgmma=True)
+            tiles, steps = -(-n // 128), k // 128
+            assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
+    # run 54's fastest splits
+    assert [pick_ring_tile(100, n, k, 132).split_k for n, k in ((2560, 6144), (4992, 6144), (6144, 2048))] == [6, 3, 2]
+
+
+def test_default_pick_on_hopper(monkeypatch):
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    cuda = torch.device("cuda")
+    for m in (65, 128):
+        assert pick_tile(m, 2560, 6144, cuda) == pick_ring_tile(m, 2560, 6144, 132)
+        assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
+        assert not pick_tile(m, 6144, 768, cuda).wgmma  # small K keeps the tl kernel
+        for nkv in (1, 2, 4):  # the fused QKV op runs it into partials, then its epilogue kernel
+            n = (19 * nkv + 1) * 128
+            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
+
+
+def test_k_permuted_dequantization_matches_the_permuted_reference(device):
+    x = torch.randn(5, 384, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).to(device)
+    xq, xs = seam.mxfp8_quantize(x)
+    plain = torch.empty(5, 384, dtype=torch.bfloat16, device=device)
+    permuted = torch.empty_like(plain)
+    launch_mxfp8_dequant(xq, xs, plain)
+    launch_mxfp8_dequant(xq, xs, permuted, k_permuted=True)
+    assert torch.equal(plain, seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16))
+    # column 32j + 4c + 2h + i of each 128-column step lands at 16c + 8h + 2j + i
+    want = plain.view(5, 3, 4, 8, 2, 2).permute(0, 1, 3, 4, 2, 5).reshape(5, 384)
+    assert torch.equal(permuted.view(torch.int16), want.view(torch.int16))
+
+
+def test_ring_tiles_checked(monkeypatch):
+    from seam.ops.linear import _check_wgmma_tile
+
+    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    cuda = torch.device("cuda")
+    _check_wgmma_tile(Tile(128, 128, 128, 8, 4, 6, wgmma=True), 300, 6144, cuda)  # any M: M tiles
+    with pytest.raises(ValueError, match="or 128 \\(the ring kernel\\), got 96"):
+        _check_wgmma_tile(Tile(96, 128, 128, 8, 3, 1, wgmma=True), 80, 6144, cuda)
+    most = mxfp8_wgmma_ring.max_stages(128)
+    for stages in (1, most + 1):  # one stage would wait for a refill issued only after it (a hang)
+        with pytest.raises(ValueError, match=f"num_stages in \\[2, {most}\\]"):
+            _check_wgmma_tile(Tile(128, 128, 128, 8, stages, 1, wgmma=True), 80, 6144, cuda)
+
+
+def _tool_available() -> bool:
+    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool._cuobjdump().exists()
+
+
+@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+def test_every_picked_kernel_compiles_for_sm90():
+    """Every distinct picked kernel (split and K change the code), BF16 output and the QKV op's partials.
+    Split 2's split-K combine keeps 8 bytes on the stack (its unrolled loop's two partial loads)."""
+    runs = sorted({(pick_ring_tile(100, n, k, 132).split_k, k) for n, k in SHAPES})
+    runs += [(s, 6144) for s in sorted({pick_ring_tile(100, (19 * nkv + 1) * 128, 6144, 132).split_k
+                                        for nkv in (1, 2, 4)})]
+    script = (
+        "import importlib.util, json\n"
+        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"for i, (sk, k) in enumerate({runs!r}):\n"
+        f"    partials = i >= {len(runs) - 3}\n"
+        f"    r = tool.resources('wgmma', 128, split_k=sk, num_stages={RING_STAGES}, k=k, partials=partials)\n"
+        "    print(json.dumps([sk, k, partials, r]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
+                         env={**__import__("os").environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(results) == len(runs)
+    for sk, k, partials, r in results:
+        assert r["stack_bytes"] <= (8 if sk == 2 and not partials else 0), (sk, k, partials, r)
+        assert r["shared_bytes"] <= SM90_SHARED_BYTES, (sk, k, r)
+
+
+# GPU
+
+
+def _both_paths(x, w, tile):
+    """(E4M3 activation, BF16 activation quantized by the MXFP8 rule) outputs of ``tile``, buffers poisoned."""
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
+    outs = []
+    for arg, quantize in ((act, "auto"), (x, "in_gemm")):
+        out = torch.full((x.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=x.device)
+        outs.append(seam.mxfp8_linear(arg, w, out=out, tile=tile, quantize=quantize))
+    return outs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 2048), (200, 2048)])
+@pytest.mark.parametrize("m", [65, 100, 128])
+def test_bit_exact_every_picked_tile_gpu(m, n, k):
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma and tile.block_m == 128
+    for got in _both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,tile", [
+    (300, Tile(128, 128, 128, 8, 3, 1, wgmma=True)),  # three M tiles, the last 44 rows: TMA zero-fills the rest
+    (300, Tile(128, 128, 128, 8, 2, 5, wgmma=True)),  # the shallowest ring, uneven split
+    (77, Tile(128, 128, 128, 8, 4, 2, wgmma=True)),  # the deepest ring
+], ids=str)
+def test_bit_exact_m_tiles_rings_and_splits_gpu(m, tile):
+    x, w, want = exact_block_inputs(m, 640, 6144, seed=m + tile.split_k)
+    for got in _both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+def test_deterministic_and_in_bounds_gpu():
+    """Random sums: two calls give the same bytes, and nothing outside the output is written."""
+    m, n, k = 130, 200, 2048
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).cuda()
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(6)).cuda())
+    tile = Tile(128, 128, 128, 8, 3, 3, wgmma=True)
+    pad = 4096
+    buf = torch.full((m * n + 2 * pad,), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = buf[pad:pad + m * n].view(m, n)
+    seam.mxfp8_linear(x, w, out=out, tile=tile)
+    again = seam.mxfp8_linear(x, w, tile=dataclasses.replace(tile))
+    assert torch.equal(out.view(torch.int16), again.view(torch.int16))
+    assert not out.isnan().any() and buf[:pad].isnan().all() and buf[pad + m * n:].isnan().all()
+    tl_out = seam.mxfp8_linear(x, w, tile=pick_tile(m, n, k, x.device, tl_only=True))
+    assert ((out.float() - tl_out.float()).abs() <= 2.0**-7 * tl_out.float().abs() + 1e-3).all()
