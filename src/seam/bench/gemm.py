@@ -1,11 +1,12 @@
-"""Benchmark: ``seam.mxfp8_linear`` at decode M against cuBLAS, side by side in one process.
+"""Benchmark: ``seam.mxfp8_linear`` at decode M (and 65-128 tokens) against cuBLAS, side by side in one process.
 
 Per layer shape (N x K per rank) and token count M, us per call (CUDA-graph replay of 200
 back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceeding 2x the
 60 MiB L2, so every call streams them from HBM):
 
 * ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the
-  Gluon decode kernel at 2 <= M <= 64 on Hopper, ``seam.kernels.mxfp8_wgmma``);
+  Gluon decode kernel at 2 <= M <= 64 on Hopper, ``seam.kernels.mxfp8_wgmma``; the Gluon ring
+  kernel at 65 <= M <= 128 where K >= 2048, ``seam.kernels.mxfp8_wgmma_ring``);
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,
@@ -28,11 +29,11 @@ from seam.bench.linear import SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, do
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.kernels.mxfp8_gemm_config import pick_tile
 
-MS = (1, 8, 16, 32, 64)
+MS = (1, 8, 16, 32, 64, 128)
 
 
 def _tile_name(t) -> str:
-    kind = "gluon" if t.wgmma else "tl"
+    kind = ("gluon ring" if t.block_m > 64 else "gluon") if t.wgmma else "tl"
     return f"{kind} {t.block_m}x{t.block_n}x{t.block_k} sk{t.split_k} st{t.num_stages}"
 
 

@@ -2,7 +2,7 @@
 
 MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
 {1, 8, 64, 256, 2048}. CUDA-graph replay (``timing.graph_time_us``), us per call, of:
-- ``fused``: ``seam.qkv_index_fused_epilogue`` as picked (Hopper M 2..64 and CUDA M >= 129: the
+- ``fused``: ``seam.qkv_index_fused_epilogue`` as picked (Hopper M 2..128 and CUDA M >= 129: the
   ``mxfp8_linear`` GEMM into an fp32 accumulator, then the epilogue kernel; else one kernel);
 - ``one kernel``: the same op on its one-kernel tl tile (``pick_qkv_tile(..., tl_only=True)``);
 - ``linear``: ``seam.mxfp8_linear`` alone (BF16 qkv to memory), the issue's yardstick (fused <= linear + 1 us);
@@ -40,7 +40,7 @@ from seam.ref.qkv import qkv_epilogue_ref
 
 K = 6144
 SHAPES = (("TP4", 1), ("TP2", 2))  # (name, nkv)
-MS = (1, 8, 64, 256, 2048)
+MS = (1, 8, 64, 128, 256, 2048)
 BLOCK_SIZE = 64
 EPS = 1e-6
 BF16_PEAK_TFLOPS = 790.0
