@@ -164,3 +164,58 @@ def test_table_keeps_op_names_whole_beside_gpu_timings_at_100_columns():
     assert sum("gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]" in line for line in table) == 1
     assert any(re.search(r"│ +2048 │ yes +│ +123\.45 │ +234\.56 │ +1\.90 │ +3456 │$", line) for line in table)
     assert max(len(line) for line in table) <= 100
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two"])
+def test_verify_workers_must_be_a_positive_integer(monkeypatch, capsys, bad):
+    _no_check_may_run(monkeypatch)
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--no-timing", "--workers", bad])
+    assert exit_.value.code == 2
+    assert "argument --workers: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_default_workers_one_under_the_interpreter_up_to_8_on_a_gpu(monkeypatch):
+    assert runner.default_workers(Context(torch.device("cpu"), full=False)) == 1
+    gpu = Context(torch.device("cuda"), full=True)
+    for cores, want in ((1, 1), (16, 8), (64, 8), (6, 3)):
+        monkeypatch.setattr(runner.os, "cpu_count", lambda: cores)
+        assert runner.default_workers(gpu) == want
+
+
+def test_verify_in_worker_processes_reports_what_one_process_does(tmp_path, capsys):
+    """Spawned workers find each selected check in their own list and report the same rows, in order."""
+    serial, parallel = tmp_path / "serial.json", tmp_path / "parallel.json"
+    assert main(["verify", "--only", "mxfp8_quantize[row", "--no-timing", "--json", str(serial)]) == 0
+    assert main(["verify", "--only", "mxfp8_quantize[row", "--no-timing", "--workers", "2", "--json", str(parallel)]) == 0
+    import json
+
+    rows = [json.loads(p.read_text())["rows"] for p in (serial, parallel)]
+    assert rows[0] == rows[1] and len(rows[0]) == 3 and all(r["meets_spec"] for r in rows[0])
+    out = capsys.readouterr().out
+    assert out.count("yes  mxfp8  mxfp8_quantize[row_major]  M=") == 6  # a line per check, per run
+
+
+def test_a_broken_worker_pool_leaves_its_checks_to_this_process(monkeypatch, capsys):
+    class Broken:  # every worker dies: no result comes back
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args):
+            future = __import__("concurrent.futures").futures.Future()
+            future.set_exception(runner.concurrent.futures.process.BrokenProcessPool("a worker died"))
+            return future
+
+    monkeypatch.setattr(runner.concurrent.futures, "ProcessPoolExecutor", Broken)
+    ctx = Context.here()
+    cases = runner.select(runner.collect(ctx), "mxfp8_quantize[row")
+    assert runner.main(ctx, cases, timing=False, workers=4) == 0
+    captured = capsys.readouterr()
+    assert "BrokenProcessPool: a worker died" in captured.err
+    assert captured.out.count("yes  mxfp8  mxfp8_quantize[row_major]") == 3 and "3 passed, 0 failed" in captured.out

@@ -71,6 +71,17 @@ def _bench(name: str, ms: list[int] | None) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """``--workers`` N: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {n}")
+    return n
+
+
 def _writable(path: str) -> str:
     """``--json`` PATH, checked before the checks run rather than when their results are saved."""
     existed = os.path.lexists(path)
@@ -97,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--only", metavar="NAME", help=f"only the family NAME ({', '.join(families())}) or the ops "
                         "whose name contains NAME, any case")
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
+    verify.add_argument("--workers", type=_positive, metavar="N",
+                        help="processes that run the checks first, compiling in parallel (default: on a GPU half "
+                        "the CPU cores, at most 8; under the interpreter 1)")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
     bench.add_argument("--m", type=int, nargs="+", metavar="M",
@@ -120,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         if others := runner.also_named(every, cases, args.only):
             print(f"--only {args.only}: the family {args.only.strip().lower()!r} only; not run, though their names "
                   f"contain it: {', '.join(others)} (name one to run it)")
-        return runner.main(ctx, cases, args.json, timing=not args.no_timing)
+        workers = args.workers or runner.default_workers(ctx)
+        return runner.main(ctx, cases, args.json, timing=not args.no_timing, workers=workers)
     return _bench(args.name, args.m)
 
 

@@ -4,16 +4,25 @@ Case modules are ``seam/verify/case_<family>.py`` (discovered, so adding an op a
 Each check prints a line as it finishes (under a progress bar on a terminal); the table then
 groups the rows by op, with the rule each op's outputs must meet under its name.
 Exit status is 1 when any check fails its rule or raises.
+
+On a GPU most of a fresh run's time is Triton compiling kernels, one CPU core at a time (log run 52:
+qkv 129 of its 46 checks' 130 s). So the checks first run in worker processes (:func:`default_workers`),
+which compile in parallel into Triton's on-disk cache and report each check's outcome; the timings then
+run one at a time in this process, where every kernel is already compiled.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import importlib
 import json
+import multiprocessing
+import os
 import pkgutil
 import time
 import traceback
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
@@ -96,6 +105,62 @@ def also_named(cases: list[Case], chosen: list[Case], only: str | None) -> list[
     return list(dict.fromkeys(c.check.op for c in cases if c.check.op not in picked and needle in c.check.op.lower()))
 
 
+def default_workers(ctx: Context) -> int:
+    """Processes for the checks' first pass: on a GPU up to 8, half the CPU cores (compiles are CPU-bound;
+    the GPU work of a check is short); under the interpreter 1 (there is nothing to compile, and the checks
+    themselves take the cores)."""
+    if ctx.device.type != "cuda":
+        return 1
+    return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def _keys(cases: list[Case]) -> list[tuple]:
+    """A key per case that a worker can find in its own :func:`collect` (checks are closures, not picklable)."""
+    seen: dict[tuple, int] = {}
+    keys = []
+    for c in cases:
+        key = (c.family, c.check.op, c.check.m, c.check.shape)
+        seen[key] = seen.get(key, -1) + 1
+        keys.append((*key, seen[key]))
+    return keys
+
+
+_worker_cases: dict[tuple, Case] | None = None
+
+
+def _worker_check(key: tuple) -> tuple[tuple, Row, float]:
+    """In a worker process: run the check ``key`` names, untimed."""
+    global _worker_cases
+    ctx = Context.here()
+    if _worker_cases is None:
+        every = collect(ctx)
+        _worker_cases = dict(zip(_keys(every), every))
+    t0 = time.perf_counter()
+    return key, run_check(ctx, _worker_cases[key], timing=False), time.perf_counter() - t0
+
+
+def _first_pass(ctx: Context, cases: list[Case], workers: int, timing: bool) -> Iterator[tuple[int, Row, float]]:
+    """(index into ``cases``, row, seconds) of every case as it finishes: untimed in ``workers`` spawned
+    processes (more than one), else here (timed with ``timing``), and here, untimed, whatever a broken pool
+    (a worker killed) left."""
+    keys = _keys(cases)
+    position = {key: i for i, key in enumerate(keys)}
+    done: set[int] = set()
+    if workers > 1:
+        try:
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                for future in concurrent.futures.as_completed([pool.submit(_worker_check, key) for key in keys]):
+                    key, row, seconds = future.result()
+                    done.add(position[key])
+                    yield position[key], row, seconds
+        except concurrent.futures.process.BrokenProcessPool:
+            traceback.print_exc()
+    for i, case in enumerate(cases):
+        if i not in done:
+            t0 = time.perf_counter()
+            yield i, run_check(ctx, case, timing=timing and workers == 1), time.perf_counter() - t0
+
+
 def run_check(ctx: Context, case: Case, timing: bool) -> Row:
     check = case.check
     row = Row(case.family, check.op, check.m, check.shape, check.rule, False, "")
@@ -151,24 +216,33 @@ def render(rows: list[Row], ctx: Context, console: Console) -> None:
     console.print(table)
 
 
-def main(ctx: Context, cases: list[Case], json_path: str | None = None, timing: bool = True) -> int:
-    """Run ``cases`` (from :func:`select`), print a line per check and the table, save ``json_path``."""
+def main(ctx: Context, cases: list[Case], json_path: str | None = None, timing: bool = True,
+         workers: int = 1) -> int:
+    """Run ``cases`` (from :func:`select` on :func:`collect`'s list: ``workers`` > 1 finds them there), print a
+    line per check and the table, save ``json_path``. More than one of ``workers`` processes run the checks
+    first (:func:`default_workers`); with timing on a GPU each check then runs again here, timed, and that
+    run's outcome is the one the table reports."""
     console = Console()
     if not console.is_terminal:  # a file or a pipe: wider than rich's default 80 columns, fewer wrapped details
         console.width = 160
-    rows: list[Row] = []
+    rows: list[Row | None] = [None] * len(cases)
     start = time.perf_counter()
+    timed = timing and ctx.device.type == "cuda"
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("verifying", total=len(cases))
-        for case in cases:
-            progress.update(task, description=escape(f"{case.check.op} M={case.check.m}"))
-            t0 = time.perf_counter()
-            row = run_check(ctx, case, timing)
-            rows.append(row)
+        for i, row, seconds in _first_pass(ctx, cases, workers, timed):
+            rows[i] = row
             # above the bar on a terminal; the only progress output in a file or a pipe
             line = Text.assemble(_verdict(row.meets_spec), f"  {row.family}  {row.op}  M={row.m}  {row.shape} ")
-            progress.console.print(line, f"({time.perf_counter() - t0:.1f} s)")
+            progress.console.print(line, f"({seconds:.1f} s)")
             progress.advance(task)
+        if timed and workers > 1:
+            progress.console.print(f"timing {len(cases)} checks, one at a time ({time.perf_counter() - start:.0f} s)")
+            progress.reset(task, description="timing")
+            for i, case in enumerate(cases):
+                progress.update(task, description=escape(f"timing {case.check.op} M={case.check.m}"))
+                rows[i] = run_check(ctx, case, timing=True)  # its outcome again, with the kernels compiled
+                progress.advance(task)
     render(rows, ctx, console)
     failed = [r for r in rows if not r.meets_spec]
     console.print(
