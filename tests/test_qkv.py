@@ -431,8 +431,9 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 
 
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
-    """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64) and its prefill tile (M >= 129);
-    one token and M 65..128 keep the one-kernel tl path, refit; tl_only always does."""
+    """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64), its Gluon ring tile (M 65..128,
+    K >= 2048) and its prefill tile (M >= 129); one token keeps the one-kernel tl path, refit; tl_only
+    always does."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
@@ -444,7 +445,9 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
             if 2 <= m <= 64:
-                assert t == linear and t.wgmma, m
+                assert t == linear and t.wgmma and t.block_m <= 64, m
+            elif 65 <= m <= 128:
+                assert t == linear and t.wgmma and t.block_m == 128, m
             elif m >= 129:
                 assert t == linear == BF16_MM_TILE, m
             else:
