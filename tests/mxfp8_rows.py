@@ -33,3 +33,15 @@ def exact_block_inputs(m: int, n: int, k: int, seed: int, device="cuda"):
 
     x, w = rows(m).to(device), rows(n).to(device)
     return x, seam.MXFP8Weight.from_bf16(w), (x.double() @ w.double().t()).to(torch.bfloat16)
+
+
+def linear_both_paths(x, w, tile):
+    """``mxfp8_linear`` outputs of ``tile`` on the E4M3 activation and on the BF16 one quantized by the
+    MXFP8 rule (in the GEMM or before it), each into a NaN-poisoned buffer."""
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
+    outs = []
+    for arg, quantize in ((act, "auto"), (x, "in_gemm")):
+        out = torch.full((x.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=x.device)
+        outs.append(seam.mxfp8_linear(arg, w, out=out, tile=tile, quantize=quantize))
+    return outs

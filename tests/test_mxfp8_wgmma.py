@@ -27,7 +27,7 @@ import seam
 from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
 from seam.ops.linear import check_tile
-from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
+from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"
@@ -192,17 +192,6 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
 # GPU: bytes on exact sums at the picked tiles, the tl kernel where TMA cannot read an operand.
 
 
-def _both_paths(x, w, tile):
-    """(E4M3 activation, in-GEMM quantized BF16 activation) outputs of ``tile``, buffers poisoned first."""
-    xq, xs = seam.mxfp8_quantize(x)
-    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
-    outs = []
-    for arg, quantize in ((act, "auto"), (x, "in_gemm")):
-        out = torch.full((x.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=x.device)
-        outs.append(seam.mxfp8_linear(arg, w, out=out, tile=tile, quantize=quantize))
-    return outs
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 768), (200, 512)])
 @pytest.mark.parametrize("m", [2, 9, 17, 33, 64])
@@ -210,7 +199,7 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma
-    for got in _both_paths(x, w, tile):
+    for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
@@ -222,7 +211,7 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
 ], ids=str)
 def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
     x, w, want = exact_block_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
-    for got in _both_paths(x, w, tile):
+    for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
@@ -233,7 +222,7 @@ def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
     x = edge_and_random_rows(m, k, seed=m).cuda()
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(m)) * 0.05).cuda())
     tile = pick_tile(m, n, k, x.device)
-    got, in_gemm = _both_paths(x, w, tile)
+    got, in_gemm = linear_both_paths(x, w, tile)
     assert torch.equal(got.view(torch.int16), in_gemm.view(torch.int16))  # in-GEMM quantization: same bytes
     tl_out = seam.mxfp8_linear(x, w, tile=pick_tile(m, n, k, x.device, tl_only=True), quantize="separate")
     assert torch.equal(got.isnan(), tl_out.isnan()) and torch.equal(got.isinf(), tl_out.isinf())

@@ -23,7 +23,7 @@ import seam
 from seam.kernels import mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import launch_mxfp8_dequant
 from seam.kernels.mxfp8_gemm_config import RING_STAGES, Tile, pick_qkv_tile, pick_ring_tile, pick_tile
-from mxfp8_rows import exact_block_inputs  # tests/mxfp8_rows.py
+from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"
@@ -122,17 +122,6 @@ def test_every_picked_kernel_compiles_for_sm90():
 # GPU
 
 
-def _both_paths(x, w, tile):
-    """(E4M3 activation, BF16 activation quantized by the MXFP8 rule) outputs of ``tile``, buffers poisoned."""
-    xq, xs = seam.mxfp8_quantize(x)
-    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, tuple(x.shape))
-    outs = []
-    for arg, quantize in ((act, "auto"), (x, "in_gemm")):
-        out = torch.full((x.shape[0], w.shape[0]), float("nan"), dtype=torch.bfloat16, device=x.device)
-        outs.append(seam.mxfp8_linear(arg, w, out=out, tile=tile, quantize=quantize))
-    return outs
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 2048), (200, 2048)])
 @pytest.mark.parametrize("m", [65, 100, 128])
@@ -140,7 +129,7 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma and tile.block_m == 128
-    for got in _both_paths(x, w, tile):
+    for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
@@ -152,7 +141,7 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
 ], ids=str)
 def test_bit_exact_m_tiles_rings_and_splits_gpu(m, tile):
     x, w, want = exact_block_inputs(m, 640, 6144, seed=m + tile.split_k)
-    for got in _both_paths(x, w, tile):
+    for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 

@@ -69,6 +69,19 @@ def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.
                                BLOCK_R=block_r, BLOCK_K=block_k, K_PERMUTED=k_permuted, num_warps=8)
 
 
+def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None, *, k_permuted: bool = False) -> torch.Tensor:
+    """A_deq [M, K] BF16 (temporary) of MXFP8 ``xq`` / ``xs``; ``xs`` None: ``xq`` is the BF16 activation,
+    quantized to MXFP8 first (the in-GEMM rule's bytes). ``k_permuted``: see :func:`launch_mxfp8_dequant`."""
+    m, k = xq.shape
+    if xs is None:
+        x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
+        xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
+        launch_mxfp8_quant(x, xq, xs, swizzled=True)
+    a = torch.empty((m, k), dtype=torch.bfloat16, device=xq.device)
+    launch_mxfp8_dequant(xq, xs, a, k_permuted=k_permuted)
+    return a
+
+
 def _mm_f32(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """out [M, N] (fp32) = a [M, K] @ w [N, K]^T of BF16 operands: cuBLAS with fp32 output on a GPU, the
     fp32 copies of the same values on the CPU."""
@@ -86,14 +99,9 @@ def launch_mxfp8_linear_bf16_mm(
     (:func:`round_bf16_kernel`), or left unrounded in an fp32 ``out``. On the
     CPU (the interpreter's tests) the GEMM runs on the fp32 copies of the same values. Temporary
     memory: 2 * (M + N) * K bytes of BF16 operands and 4 * M * N of fp32 output."""
-    m, k = xq.shape
-    if xs is None:
-        x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
-        xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
-        launch_mxfp8_quant(x, xq, xs, swizzled=True)
-    a = torch.empty((m, k), dtype=torch.bfloat16, device=out.device)
+    m = xq.shape[0]
+    a = dequantized_activations(xq, xs)
     w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
-    launch_mxfp8_dequant(xq, xs, a)
     launch_mxfp8_dequant(wq, ws, w)
     if out.dtype == torch.float32:  # the unrounded sums (the fused QKV op's accumulator)
         _mm_f32(a, w, out)

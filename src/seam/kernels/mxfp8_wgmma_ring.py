@@ -35,9 +35,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from seam.formats.mxfp8 import mxfp8_scale_numel
-from seam.kernels.mxfp8_dequant import launch_mxfp8_dequant
-from seam.kernels.mxfp8_quant import launch_mxfp8_quant
+from seam.kernels.mxfp8_dequant import dequantized_activations
 from seam.kernels.mxfp8_wgmma import (
     BLOCK_K,
     BLOCK_N,
@@ -168,19 +166,6 @@ def mxfp8_linear_wgmma_ring_kernel(
                PARTIALS, num_warps)
 
 
-def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None) -> torch.Tensor:
-    """A_deq [M, K] BF16, K-permuted, of MXFP8 ``xq``/``xs`` (``xs`` None: ``xq`` is BF16, quantized to
-    MXFP8 first, the in-GEMM rule's bytes)."""
-    m, k = xq.shape
-    if xs is None:
-        x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
-        xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
-        launch_mxfp8_quant(x, xq, xs, swizzled=True)
-    a = torch.empty((m, k), dtype=torch.bfloat16, device=xq.device)
-    launch_mxfp8_dequant(xq, xs, a, k_permuted=True)
-    return a
-
-
 def launch_mxfp8_linear_wgmma_ring(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
@@ -193,7 +178,7 @@ def launch_mxfp8_linear_wgmma_ring(
     program's fp32 partial in ``work`` only. Temporary memory: 2 * M * K bytes (A_deq)."""
     m, k = xq.shape
     n = wq.shape[0]
-    a = dequantized_activations(xq, xs)
+    a = dequantized_activations(xq, xs, k_permuted=True)
     bk = BLOCK_K.value
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
     a_desc = TensorDescriptor.from_tensor(a, [block_m, bk], tile_layout(block_m, True))
