@@ -155,7 +155,7 @@ def test_table_keeps_op_names_whole_beside_gpu_timings_at_100_columns():
     rows = [
         runner.Row("norm", "gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]", m, "hidden=6144",
                    "tolerance: normed within 1 BF16 ulp", True, "normed 99.70% equal, max 1 ulp",
-                   fused_us=123.45, unfused_us=234.56, gbps=3456.0)
+                   fused_us=123.45, unfused_us=234.56, gbps=3456.0, baseline="the PyTorch reference (eager)")
         for m in (1, 2048)
     ]
     console = Console(width=100, file=io.StringIO(), color_system=None)
@@ -164,6 +164,27 @@ def test_table_keeps_op_names_whole_beside_gpu_timings_at_100_columns():
     assert sum("gemma_fused_add_rms_norm_mxfp8[+bf16,swizzled]" in line for line in table) == 1
     assert any(re.search(r"│ +2048 │ yes +│ +123\.45 │ +234\.56 │ +1\.90 │ +3456 │$", line) for line in table)
     assert max(len(line) for line in table) <= 100
+    # each row says what its unfused time is of
+    first_column = "".join("".join(line.split("│")[1].split()) for line in table if line.startswith("│"))
+    assert first_column.count("unfused=thePyTorchreference(eager)") == 2
+
+
+def test_every_timed_baseline_is_named():
+    """Every case's Outcome with an unfused chain to time also names it (the table prints it beside the time)."""
+    import ast
+    from pathlib import Path
+
+    import seam.verify
+
+    named = 0
+    for path in Path(seam.verify.__path__[0]).glob("case_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Outcome":
+                keywords = {k.arg: k.value for k in node.keywords}
+                if "unfused" in keywords:
+                    assert isinstance(keywords.get("baseline"), ast.Constant), f"{path.name}:{node.lineno}"
+                    named += 1
+    assert named >= 12
 
 
 @pytest.mark.parametrize("bad", ["0", "-2", "two"])

@@ -72,6 +72,7 @@ def _finalize(ctx: Context, op: FinalizeAllReduceGemmaRMSNormMxfp8, tp: int, m: 
         + ("" if armed else ", mailbox not re-armed"),
         fused=fused,
         unfused=unfused,
+        baseline="PyTorch MoE finalize and rank sum, then seam's add + Gemma RMSNorm + MXFP8 per rank",
         bytes_moved=moved,
     )
 
@@ -101,6 +102,7 @@ def _plain(ctx: Context, comm: LamportAllReduce, tp: int, m: int) -> Outcome:
         detail="sum/residual_out bytes equal, normed <= 1 ulp" if ok else "outputs differ",
         fused=fused,
         unfused=lambda: all_reduce_ref(xs),
+        baseline="the PyTorch rank sum alone (no norm)",
         bytes_moved=tp * (2 * m * hidden * (1 + 3 * tp) + 2 * m * hidden),
     )
 

@@ -41,6 +41,7 @@ def _run(ctx: Context, m: int, n: int, k: int, tile=None) -> Outcome:
         detail=detail,
         fused=lambda: seam.mxfp8_linear(act, weight, out=out, tile=tile),
         unfused=lambda: x @ w_bf16.t(),
+        baseline="cuBLAS BF16 on BF16 weights (torch.mm)",
         bytes_moved=n * k + weight.scales.numel() + m * k + xs.numel() + 2 * m * n,
     )
 
@@ -58,6 +59,7 @@ def _run_in_gemm(ctx: Context, m: int, n: int, k: int) -> Outcome:
         detail="bytes equal to quantize + GEMM" if ok else "bytes differ from quantize + GEMM",
         fused=lambda: seam.mxfp8_linear(x, weight, quantize="in_gemm", out=out),
         unfused=lambda: seam.mxfp8_linear(x, weight, quantize="separate", out=out),
+        baseline="seam.mxfp8_quantize, then the GEMM (two launches)",
         bytes_moved=n * k + weight.scales.numel() + 2 * m * k + 2 * m * n,
     )
 

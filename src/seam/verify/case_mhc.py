@@ -68,6 +68,7 @@ def _standalone(ctx: Context, m: int, hidden: int) -> Outcome:
         detail=detail,
         fused=lambda: seam.mhc_post_collapse_rms_norm(x, res, post, comb, pre, w, EPS, mxfp8_out=mx),
         unfused=lambda: unfused_chain(x, res, post, comb, pre, w, EPS),
+        baseline="PyTorch post-mix, collapse and RMSNorm, then seam.mxfp8_quantize",
         bytes_moved=standalone_bytes(m, hidden, HC),
     )
 
@@ -112,6 +113,7 @@ def _allreduce(ctx: Context, op, m: int, finalize: bool) -> Outcome:
         detail=detail + ("" if armed else ", mailbox not re-armed"),
         fused=fused,
         unfused=unfused,
+        baseline="PyTorch rank sum, then per rank PyTorch post-mix, collapse and RMSNorm + seam.mxfp8_quantize",
         bytes_moved=TP * bytes_moved(m, hidden, HC, TP),
     )
 

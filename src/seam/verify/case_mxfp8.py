@@ -20,6 +20,7 @@ def _run(ctx: Context, m: int, k: int, layout: str) -> Outcome:
         detail="bytes equal" if ok else "bytes differ",
         fused=lambda: seam.mxfp8_quantize(x, scale_layout=layout, out=out),
         unfused=lambda: mxfp8_quantize_ref(x, scale_layout=layout),
+        baseline="the PyTorch reference (eager)",
         bytes_moved=x.numel() * 2 + values.numel() + scales.numel(),
     )
 

@@ -49,6 +49,7 @@ def _run_mxfp8(ctx: Context, m: int, hidden: int, layout: str, gemma: bool = Tru
         unfused=lambda: seam.mxfp8_quantize(
             seam.fused_add_rms_norm(x, r, w, EPS, gemma=gemma, out=n_norm)[0], scale_layout=layout, out=(qv, qs)
         ),
+        baseline="seam's add + RMSNorm, then seam.mxfp8_quantize (two launches)",
         bytes_moved=x.numel() * 2 * 4 + w.numel() * 2 + values.numel() + scales.numel(),
     )
 
@@ -64,6 +65,7 @@ def _run_add_norm(ctx: Context, m: int, hidden: int) -> Outcome:
         detail=f"normed {summary}; residual_out {'bytes equal' if res_ok else 'DIFFERS'}",
         fused=lambda: seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=out),
         unfused=lambda: gemma_fused_add_rms_norm_ref(x, r, w, EPS),
+        baseline="the PyTorch reference (eager)",
         bytes_moved=x.numel() * 2 * 4 + w.numel() * 2,
     )
 
@@ -86,6 +88,7 @@ def _run_rms_norm(ctx: Context, m: int, hidden: int) -> Outcome:
         exact=within, detail=f"normed {summary}",
         fused=lambda: seam.gemma_rms_norm(x, w, EPS, out=out),
         unfused=lambda: gemma_rms_norm_ref(x, w, EPS),
+        baseline="the PyTorch reference (eager)",
         bytes_moved=x.numel() * 2 * 2 + w.numel() * 2,
     )
 

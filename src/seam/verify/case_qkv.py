@@ -145,6 +145,7 @@ def _run_fused(ctx: Context, nkv: int, m: int, k: int, block_size: int) -> Outco
         detail=detail,
         fused=lambda: seam.qkv_index_fused_epilogue(xq, xsf, weight.values, weight.scales, *args, **kw, **got),
         unfused=lambda: qkv_unfused(xq, xsf, weight, *args, epilogue="triton", qkv_out=qkv, **kw, **want),
+        baseline="seam.mxfp8_linear to BF16, then seam's epilogue kernel",
         bytes_moved=_bytes_moved(nkv, m, k),
     )
 

@@ -39,6 +39,7 @@ def _run_bf16(ctx: Context, m: int, inter: int) -> Outcome:
         detail=f"rel L2 {err:.1e} vs fp64",
         fused=lambda: seam.swiglu_oai(x, out=out),
         unfused=lambda: swiglu_oai_ref(x),
+        baseline="the PyTorch reference (eager)",
         bytes_moved=x.numel() * 2 + out.numel() * 2,
     )
 
@@ -68,6 +69,7 @@ def _run_mxfp8(ctx: Context, m: int, inter: int) -> Outcome:
         detail=detail,
         fused=lambda: seam.swiglu_oai_mxfp8(x, out=(values, scales)),
         unfused=lambda: seam.mxfp8_quantize(seam.swiglu_oai(x, out=act_buf), out=(uv, us)),
+        baseline="seam.swiglu_oai, then seam.mxfp8_quantize (two launches)",
         bytes_moved=x.numel() * 2 + values.numel() + scales.numel(),
     )
 

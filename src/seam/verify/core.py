@@ -49,6 +49,8 @@ class Outcome:
     fused: Callable[[], object] | None = None
     unfused: Callable[[], object] | None = None
     bytes_moved: int | None = None  #: minimal HBM bytes of the fused op, for GB/s
+    #: what ``unfused`` runs, named in the table beside its time (e.g. "the PyTorch reference (eager)")
+    baseline: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,6 +56,7 @@ class Row:
     fused_us: float | None = None
     unfused_us: float | None = None
     gbps: float | None = None
+    baseline: str = ""  #: what the unfused time is of
 
     @property
     def speedup(self) -> float | None:
@@ -171,6 +172,8 @@ def run_check(ctx: Context, case: Case, timing: bool) -> Row:
         row.detail = f"error: {type(exc).__name__}: {exc}"
         return row
     row.meets_spec, row.detail = outcome.exact, outcome.detail
+    if outcome.unfused is not None:
+        row.baseline = outcome.baseline
     if timing and ctx.device.type == "cuda":
         from seam.bench.timing import graph_time_us
 
@@ -208,7 +211,8 @@ def render(rows: list[Row], ctx: Context, console: Console) -> None:
     for i, r in enumerate(rows):
         if i == 0 or (rows[i - 1].op, rows[i - 1].shape) != (r.op, r.shape):
             table.add_row(Text.assemble((r.op, "bold"), f"  {r.shape}\n", (r.rule, "dim")))
-        cells = [Padding(Text(r.detail), (0, 0, 0, 2)), str(r.m), _verdict(r.meets_spec)]
+        detail = f"{r.detail}; unfused = {r.baseline}" if timed and r.unfused_us is not None and r.baseline else r.detail
+        cells = [Padding(Text(detail), (0, 0, 0, 2)), str(r.m), _verdict(r.meets_spec)]
         if timed:
             cells += [fmt(r.fused_us, ".2f"), fmt(r.unfused_us, ".2f"), fmt(r.speedup, ".2f"), fmt(r.gbps, ".0f")]
         last = i + 1 == len(rows) or (rows[i + 1].op, rows[i + 1].shape) != (r.op, r.shape)
