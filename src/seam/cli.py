@@ -28,6 +28,8 @@ def _info() -> int:
     else:
         print("device: no CUDA device")
     mode = "Triton interpreter (CPU, exact bit-level conversions)" if runtime.INTERPRET else "native Triton"
+    if runtime.KERNELS_UNAVAILABLE:
+        mode = f"cannot run in this process: {runtime.KERNELS_UNAVAILABLE}"
     print(f"kernels: {mode}")
     print(f"PDL: {'yes' if runtime.supports_pdl(runtime.kernel_device()) else 'no'}")
     return 0
