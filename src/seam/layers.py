@@ -32,15 +32,32 @@ class MXFP8Linear(torch.nn.Module):
     Args:
         weight: :class:`seam.MXFP8Weight` [N, K] (e.g. ``MXFP8Weight.from_bf16(w)``).
 
-    The module holds no autograd state: it is an inference layer.
+    The weight is held in two buffers, so ``.to()`` / ``.cuda()`` move it and ``state_dict()``
+    saves it: ``weight_values`` (its E4M3 bytes as uint8 [N, K], so that a model-wide dtype cast
+    such as ``model.to(torch.bfloat16)`` leaves them as they are) and ``weight_scales`` (uint8, the
+    128x4-swizzled scales). :attr:`weight` is the :class:`seam.MXFP8Weight` they form; assigning
+    one replaces both. The module holds no autograd state: it is an inference layer.
+
+    Raises:
+        TypeError: weight not a seam.MXFP8Weight.
     """
 
     def __init__(self, weight: MXFP8Weight) -> None:
         super().__init__()
-        if not isinstance(weight, MXFP8Weight):
-            raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
         self.weight = weight
         self._prequant: tuple | None = None  # (weakref, data_ptr, shape, stride, versions, qa)
+
+    @property
+    def weight(self) -> MXFP8Weight:
+        """The :class:`seam.MXFP8Weight` [N, K] of the buffers, wherever they are now."""
+        return MXFP8Weight(self.weight_values.view(torch.float8_e4m3fn), self.weight_scales)
+
+    @weight.setter
+    def weight(self, weight: MXFP8Weight) -> None:
+        if not isinstance(weight, MXFP8Weight):
+            raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+        self.register_buffer("weight_values", weight.values.view(torch.uint8))
+        self.register_buffer("weight_scales", weight.scales)
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
@@ -49,11 +66,16 @@ class MXFP8Linear(torch.nn.Module):
 
     @property
     def in_features(self) -> int:
-        return self.weight.shape[1]
+        """K."""
+        return self.weight_values.shape[1]
 
     @property
     def out_features(self) -> int:
-        return self.weight.shape[0]
+        """N."""
+        return self.weight_values.shape[0]
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}"
 
     def set_prequant(self, x: torch.Tensor, qa: QuantizedActivation) -> None:
         """Hand the next forward the MXFP8 rows ``qa`` of ``x``, to be used once.
