@@ -92,6 +92,11 @@ class MXFP8Linear(torch.nn.Module):
         quantizing instead of using stale rows. Tensors made under ``torch.inference_mode()``
         have no version counter; for them only the address, shape and liveness are checked.
 
+        While ``torch.compile`` traces, the arguments are checked and nothing is registered: traced
+        tensors have neither an address nor a version counter (nor an answer to ``is_inference()``)
+        to key the registration on, so a compiled forward quantizes x itself (the same bytes, one
+        launch more). In compiled code hand the layer the rows themselves: ``layer(qa)``.
+
         Raises:
             TypeError: x not a BF16 tensor or qa not a QuantizedActivation.
             ValueError: qa's shape differs from x's, or qa has row-major scales.
@@ -103,10 +108,15 @@ class MXFP8Linear(torch.nn.Module):
         if tuple(qa.shape) != tuple(x.shape):
             raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
         qa.require_layout(ScaleLayout.SWIZZLED, "qa")
+        if torch.compiler.is_compiling():
+            return
         self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), _versions(x, qa), qa)
 
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
-        """The registered rows if ``x`` is the registered tensor; clears the registration."""
+        """The registered rows if ``x`` is the registered tensor; clears the registration. While
+        ``torch.compile`` traces: None, and the registration stays (see :meth:`set_prequant`)."""
+        if torch.compiler.is_compiling():
+            return None
         pending, self._prequant = self._prequant, None
         if pending is None:
             return None
@@ -128,9 +138,11 @@ class MXFP8Linear(torch.nn.Module):
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
         without a hand-off is quantized (see :func:`seam.mxfp8_linear`)."""
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
+        if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
+            # rows used as they are; a traced forward takes no hand-off (set_prequant)
+            return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         pending = self._prequant
-        if isinstance(x, torch.Tensor):
-            x = self.take_prequant(x) or x
+        x = self.take_prequant(x) or x
         try:
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         except (TypeError, ValueError):
