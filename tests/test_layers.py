@@ -201,3 +201,17 @@ def test_weight_assignment_and_repr(device):
         layer.weight = new.values
     with pytest.raises(TypeError, match="weight must be a seam.MXFP8Weight"):
         MXFP8Linear(new.values)
+
+
+def test_from_bf16_takes_fp16_and_fp32_as_documented(device):
+    w = (torch.randn(64, 128) * 0.05).to(device)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        layer = MXFP8Linear.from_bf16(w.to(dtype))
+        assert bytes_equal(layer.weight.values, seam.MXFP8Weight.from_bf16(w.to(dtype)).values)
+    assert "BF16, FP16 or FP32" in MXFP8Linear.from_bf16.__doc__
+    with pytest.raises(TypeError, match="w must have dtype"):
+        MXFP8Linear.from_bf16(w.double())
+    raises = MXFP8Linear.forward.__doc__.split("Raises:")[1]
+    assert "TypeError / ValueError" in raises and "RuntimeError" in raises
+    with pytest.raises(ValueError, match="K"):
+        layer(torch.zeros(2, 64, dtype=torch.bfloat16, device=device))

@@ -61,7 +61,12 @@ class MXFP8Linear(torch.nn.Module):
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
-        """Quantize a BF16 weight [N, K] (K a multiple of 32) and wrap it."""
+        """Quantize a BF16, FP16 or FP32 weight [N, K] (:meth:`seam.MXFP8Weight.from_bf16`) and wrap it.
+
+        Raises:
+            TypeError: w not a BF16/FP16/FP32 tensor.
+            ValueError: w not 2-D, or K not a positive multiple of 32.
+        """
         return cls(MXFP8Weight.from_bf16(w))
 
     @property
@@ -136,7 +141,15 @@ class MXFP8Linear(torch.nn.Module):
         quantize: LinearQuantize | str = LinearQuantize.AUTO,
     ) -> torch.Tensor:
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
-        without a hand-off is quantized (see :func:`seam.mxfp8_linear`)."""
+        without a hand-off is quantized (see :func:`seam.mxfp8_linear`).
+
+        Raises:
+            TypeError / ValueError: as :func:`seam.mxfp8_linear` (x not BF16 [M, K] nor a
+                QuantizedActivation, K not in_features, row-major activation scales, bad ``out`` or
+                ``quantize``), before any launch; a registered hand-off stays registered.
+            RuntimeError: as :func:`seam.mxfp8_linear` (a split-K workspace to allocate during
+                CUDA-graph capture).
+        """
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
         if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
             # rows used as they are; a traced forward takes no hand-off (set_prequant)
