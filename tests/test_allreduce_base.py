@@ -96,3 +96,16 @@ def test_one_call_checks_each_tensor_once(name, device, monkeypatch):
     monkeypatch.setattr(checks, "tensor", counting)
     call()
     assert seen and all(n == 1 for n in Counter(seen).values()), Counter(seen)
+
+
+@pytest.mark.parametrize("method", ["all_reduce", "all_reduce_rms_norm", "all_reduce_gemma_rms_norm_mxfp8"])
+def test_one_call_methods_say_what_they_raise(method, device):
+    """Each one-call method has a Raises section, and what it says of a simulated tp > 1 holds."""
+    doc = getattr(seam.LamportAllReduce, method).__doc__
+    raises = doc[doc.index("Raises:"):]
+    assert all(e in raises for e in ("TypeError", "ValueError", "RuntimeError", "tp > 1"))
+    ar = seam.LamportAllReduce(hidden_size=64, max_num_tokens=2, group=seam.SimulatedGroup(2, device))
+    x = torch.zeros(1, 64, dtype=torch.bfloat16, device=device)
+    args = (x,) if method == "all_reduce" else (x, x.clone(), torch.zeros(64, dtype=torch.bfloat16, device=device), 1e-6)
+    with pytest.raises(ValueError, match="name the rank"):
+        getattr(ar, method)(*args)

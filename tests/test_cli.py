@@ -104,6 +104,20 @@ def test_verify_only_picks_a_family_or_ops_by_name_any_case():
     assert runner.also_named(cases, rows, "Mxfp8_Quantize[ROW") == []
 
 
+def test_verify_only_repeated_runs_the_union(monkeypatch, capsys):
+    """--only given twice runs both names' checks (argparse kept only the last), in the usual order."""
+    picked = []
+    monkeypatch.setattr(runner, "main", lambda ctx, cases, *args, **kwargs: picked.extend(cases) or 0)
+    assert main(["verify", "--only", "qkv", "--only", "SwiGLU", "--only", "swiglu_oai_mxfp8", "--no-timing"]) == 0
+    key = lambda c: (c.family, c.check.op, c.check.m, c.check.shape)  # noqa: E731  (each collect makes new checks)
+    want = [key(c) for c in runner.collect(Context.here()) if c.family in ("qkv", "swiglu")]
+    assert [key(c) for c in picked] == want and {f for f, *_ in want} == {"qkv", "swiglu"}
+    _no_check_may_run(monkeypatch)
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--only", "qkv", "--only", "nosuch"])
+    assert exit_.value.code == 2 and "only='nosuch' is no family" in capsys.readouterr().err
+
+
 def test_verify_only_runs_the_ops_the_table_names(capsys):
     assert main(["verify", "--only", "MXFP8_QUANTIZE[row_major]", "--no-timing"]) == 0
     out = capsys.readouterr().out

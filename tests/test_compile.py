@@ -91,3 +91,30 @@ def test_fullgraph_qkv_fused_epilogue(device, monkeypatch):
     for name in got:
         assert bytes_equal(got[name], want[name]), name
     assert got["kv_cache"].any()  # slot 5 was written
+
+
+def test_fullgraph_prequant_hand_off(device):
+    """README's hand-off (norm + MXFP8 -> set_prequant -> layer) traces whole. Traced tensors have no
+    address or version counter (nor is_inference()), so a traced set_prequant registers nothing and
+    the layer quantizes its input itself (the same bytes); the rows themselves (layer(qa)) need no
+    registration. An eager registration is left for an eager forward."""
+    g = torch.Generator().manual_seed(3)
+    layer = seam.MXFP8Linear.from_bf16((torch.randn(64, 128, generator=g) * 0.05).bfloat16().to(device))
+    x, r = (torch.randn(3, 128, generator=g).bfloat16().to(device) for _ in range(2))
+    w = torch.randn(128, generator=g).bfloat16().to(device)
+
+    def step(x, r):
+        values, scales, normed, _ = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True)
+        qa = seam.QuantizedActivation(values, scales, torch.bfloat16, tuple(values.shape))
+        layer.set_prequant(normed, qa)
+        return layer(normed), layer(qa)
+
+    got = _compile(step, device)(x, r)
+    want = step(x, r)  # eager: the first forward takes the hand-off
+    assert all(bytes_equal(a, b) for a, b in zip(got, want))
+
+    values, scales, normed, _ = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True)
+    qa = seam.QuantizedActivation(values, scales, torch.bfloat16, tuple(values.shape))
+    layer.set_prequant(normed, qa)
+    assert bytes_equal(_compile(layer, device)(normed), want[0])
+    assert layer.take_prequant(normed) is qa

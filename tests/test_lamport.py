@@ -479,6 +479,13 @@ def test_bad_collect_keeps_publish_pending():
     assert_armed(comm)
 
 
+def test_moe_output_annotation_says_shared_output_is_required():
+    """The spec adds shared_output to every token (and M comes from it): a tensor, never None."""
+    import typing
+
+    assert typing.get_type_hints(MoEOutput)["shared_output"] is torch.Tensor
+
+
 def test_bad_moe_inputs_raise_before_launch():
     hidden, m, top_k = 128, 3, 2
     op = FinalizeAllReduceGemmaRMSNormMxfp8(
@@ -497,7 +504,7 @@ def test_bad_moe_inputs_raise_before_launch():
         (MoEOutput(UnfinalizedMoEOutput(r.gemm2_permuted, r.expert_weights, r.expanded_idx_to_permuted_idx + 4),
                    good.shared_output), ValueError, r"must lie in \[-1, 3\]"),
         (MoEOutput(r, good.shared_output, routed_scaling_factor=2.0), ValueError, "routed_scaling_factor must be 1.0"),
-        (MoEOutput(r, None), ValueError, "shared_output is required"),
+        (MoEOutput(r, None), TypeError, r"shared_output must be a BF16 \[M, hidden\] tensor, got None"),
         (MoEOutput(r, good.shared_output.t().contiguous().t()), ValueError, "shared_output must be contiguous"),
         (r, TypeError, "moe_output must be a MoEOutput"),
     ]

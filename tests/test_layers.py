@@ -158,3 +158,60 @@ def test_prequant_under_inference_mode(device, counted_quantize):
         y = layer(x)
         assert counted_quantize == []
         assert bytes_equal(y, seam.mxfp8_linear(x, layer.weight))
+
+
+def test_weight_buffers_move_with_the_module_and_keep_their_bytes(device):
+    """.to() moves the weight (it was a plain attribute left behind); a model-wide dtype cast leaves
+    the E4M3 bytes and scales as they are, and the layer computes what it computed before."""
+    layer = _layer(device)
+    x = torch.randn(3, 128).bfloat16().to(device)
+    want, values, scales = layer(x), layer.weight.values.clone(), layer.weight.scales.clone()
+    assert {name for name, _ in layer.named_buffers()} == {"weight_values", "weight_scales"}
+    for cast in (torch.bfloat16, torch.float16, torch.float64):
+        layer.to(cast)
+        assert layer.weight.values.dtype == torch.float8_e4m3fn
+        assert bytes_equal(layer.weight.values, values) and bytes_equal(layer.weight.scales, scales)
+    assert bytes_equal(layer(x), want)
+    meta = layer.to("meta")
+    assert meta.weight.values.device.type == "meta" and meta.weight.scales.device.type == "meta"
+    assert meta.weight.shape == (64, 128) and meta.weight.values.dtype == torch.float8_e4m3fn
+
+
+def test_state_dict_round_trip(device):
+    import io
+
+    saved, other = _layer(device, seed=0), _layer(device, seed=1)
+    x = torch.randn(3, 128).bfloat16().to(device)
+    buf = io.BytesIO()
+    torch.save(saved.state_dict(), buf)
+    buf.seek(0)
+    other.load_state_dict(torch.load(buf))
+    assert bytes_equal(other.weight.values, saved.weight.values) and bytes_equal(other.weight.scales, saved.weight.scales)
+    assert bytes_equal(other(x), saved(x))
+
+
+def test_weight_assignment_and_repr(device):
+    layer = _layer(device)
+    assert repr(layer) == "MXFP8Linear(in_features=128, out_features=64)"
+    new = seam.MXFP8Weight.from_bf16(torch.randn(32, 256).bfloat16().to(device))
+    layer.weight = new
+    assert (layer.in_features, layer.out_features) == (256, 32)
+    assert bytes_equal(layer.weight.values, new.values) and bytes_equal(layer.weight_scales, new.scales)
+    with pytest.raises(TypeError, match="weight must be a seam.MXFP8Weight"):
+        layer.weight = new.values
+    with pytest.raises(TypeError, match="weight must be a seam.MXFP8Weight"):
+        MXFP8Linear(new.values)
+
+
+def test_from_bf16_takes_fp16_and_fp32_as_documented(device):
+    w = (torch.randn(64, 128) * 0.05).to(device)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        layer = MXFP8Linear.from_bf16(w.to(dtype))
+        assert bytes_equal(layer.weight.values, seam.MXFP8Weight.from_bf16(w.to(dtype)).values)
+    assert "BF16, FP16 or FP32" in MXFP8Linear.from_bf16.__doc__
+    with pytest.raises(TypeError, match="w must have dtype"):
+        MXFP8Linear.from_bf16(w.double())
+    raises = MXFP8Linear.forward.__doc__.split("Raises:")[1]
+    assert "TypeError / ValueError" in raises and "RuntimeError" in raises
+    with pytest.raises(ValueError, match="K"):
+        layer(torch.zeros(2, 64, dtype=torch.bfloat16, device=device))

@@ -3,6 +3,7 @@ torchao's RCEIL as an independent oracle, layouts, round trips and bad input."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -239,6 +240,17 @@ def test_rejects_bad_input(device):
         seam.mxfp8_dequantize(values.float(), small)
 
 
+def test_inf_and_nan_rows_raise_no_warning(device, recwarn):
+    """Under the interpreter the kernels run in NumPy, whose inf * 0 and NaN arithmetic warned in the
+    caller's code ("invalid value encountered in multiply"); compiled kernels never warn."""
+    x = torch.zeros(2, 64, device=device)
+    x[0, 0], x[1, 33] = float("inf"), float("nan")
+    values, scales = seam.mxfp8_quantize(x, scale_layout="row_major")
+    seam.gemma_fused_add_rms_norm_mxfp8(x.bfloat16(), x.bfloat16(), torch.ones(64, device=device).bfloat16(), 1e-6)
+    assert [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)] == []
+    assert bytes_equal(values, mxfp8_quantize_ref(x.cpu(), scale_layout="row_major")[0].to(device))
+
+
 def test_empty_input(device):
     v, s = seam.mxfp8_quantize(torch.empty(0, 64, dtype=torch.bfloat16, device=device))
     assert v.shape == (0, 64) and s.numel() == 0
@@ -268,9 +280,14 @@ def test_quantized_activation_record(device):
     if hasattr(torch, "float8_e8m0fnu"):  # the same scale bytes under torch's UE8M0 dtype: kept as uint8
         qa = seam.QuantizedActivation(v, s.view(torch.float8_e8m0fnu), torch.bfloat16, (3, 64))
         assert qa.scales.dtype == torch.uint8 and torch.equal(qa.scales, s)
-    for bad_shape in ((3, 64.0), (3, True, 64), (3,)):
+    for bad_shape in ((3, True, 64), (3,), 3, (-1, 64)):
         with pytest.raises(ValueError, match=r"shape must be \(M, K\)"):
             seam.QuantizedActivation(v, s, torch.bfloat16, bad_shape)
+    # sizes follow checks.integer like every other size argument: bools and floats are TypeErrors
+    for bad_shape, name, got in (((3, 64.0), "K", "float"), ((True, 64), "M", "bool"), ((3.0, 64.0), "M", "float")):
+        with pytest.raises(TypeError, match=rf"shape\[[01]\] \({name}\) must be an int, got {got}"):
+            seam.QuantizedActivation(v, s, torch.bfloat16, bad_shape)
+    assert seam.QuantizedActivation(v, s, torch.bfloat16, (np.int64(3), np.int32(64))).shape == (3, 64)
     rv, rs = seam.mxfp8_quantize(x, scale_layout="row_major")
     assert seam.QuantizedActivation(rv, rs, torch.bfloat16, (3, 64), "row_major").layout.value == "row_major"
     with pytest.raises(ValueError, match=r"scales must have shape \[3, 2\] \(row-major\)"):

@@ -153,6 +153,20 @@ def test_hidden_not_multiple_of_32_for_plain_norm(device):
     assert ok
 
 
+@pytest.mark.parametrize("name", ["gemma_rms_norm", "fused_add_rms_norm", "gemma_fused_add_rms_norm",
+                                  "fused_add_rms_norm_mxfp8", "gemma_fused_add_rms_norm_mxfp8",
+                                  "allreduce_gemma_rms_norm_mxfp8"])
+def test_hidden_limit_documented_and_enforced(device, name):
+    """One program holds a whole row: hidden 16384 + 32 is refused, and every docstring says so."""
+    op = getattr(seam, name)
+    assert "16384" in op.__doc__
+    x = torch.zeros(1, 16384 + 32, dtype=torch.bfloat16, device=device)
+    w = torch.zeros(16384 + 32, dtype=torch.bfloat16, device=device)
+    args = (x, w) if name == "gemma_rms_norm" else (x, x.clone(), w)
+    with pytest.raises(ValueError, match=r"hidden \(x.shape\[1\]\)=16416 is outside \[1, 16384\]"):
+        op(*args, 1e-6)
+
+
 def test_strided_rows(device):
     # x and residual may be row slices of wider buffers (row stride > hidden).
     big_x, big_r, _ = _inputs(4, 192, device)

@@ -239,7 +239,9 @@ def test_quantize_rejects_bad_width():
 
 @pytest.mark.parametrize("call, exc, match", [
     (lambda: nvfp4.empty_kv_cache(2, 1, 6), ValueError, "block_size must be a positive multiple of 4"),
-    (lambda: nvfp4.empty_kv_cache(2, 0, 4), ValueError, "nkv must be >= 1"),
+    (lambda: nvfp4.empty_kv_cache(2, 0, 4), ValueError, "nkv must be 1, 2 or 4, got 0"),
+    # the QKV op writes 1, 2 or 4 KV heads per rank: a cache for 3 was accepted, then refused there
+    (lambda: nvfp4.empty_kv_cache(4, 3, 16), ValueError, "nkv must be 1, 2 or 4, got 3"),
     (lambda: nvfp4.empty_kv_cache(0, 1, 4), ValueError, "num_blocks must be >= 1"),
     (lambda: nvfp4.empty_kv_cache(2, 1, 4, page_pad=8), ValueError, "page_pad must be a non-negative multiple of 32"),
     (lambda: nvfp4.empty_index_cache(2.0, 16), TypeError, "num_blocks must be an int, got float"),

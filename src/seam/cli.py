@@ -28,6 +28,8 @@ def _info() -> int:
     else:
         print("device: no CUDA device")
     mode = "Triton interpreter (CPU, exact bit-level conversions)" if runtime.INTERPRET else "native Triton"
+    if runtime.KERNELS_UNAVAILABLE:
+        mode = f"cannot run in this process: {runtime.KERNELS_UNAVAILABLE}"
     print(f"kernels: {mode}")
     print(f"PDL: {'yes' if runtime.supports_pdl(runtime.kernel_device()) else 'no'}")
     return 0
@@ -105,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="versions, device, native or interpreted kernels")
     verify = sub.add_parser("verify", help="every fused op against its reference on this device")
     verify.add_argument("--json", metavar="PATH", type=_writable, help="also save the results as JSON")
-    verify.add_argument("--only", metavar="NAME", help=f"only the family NAME ({', '.join(families())}) or the ops "
-                        "whose name contains NAME, any case")
+    verify.add_argument("--only", metavar="NAME", action="append",
+                        help=f"only the family NAME ({', '.join(families())}) or the ops whose name contains NAME, "
+                        "any case; repeat it for several (their union runs)")
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
     verify.add_argument("--workers", type=_positive, metavar="N",
                         help="processes that run the checks first, compiling in parallel (default: on a GPU half "
@@ -131,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
             cases = runner.select(every, args.only)
         except ValueError as exc:
             verify.error(str(exc))
-        if others := runner.also_named(every, cases, args.only):
-            print(f"--only {args.only}: the family {args.only.strip().lower()!r} only; not run, though their names "
-                  f"contain it: {', '.join(others)} (name one to run it)")
+        for name in args.only or ():
+            if others := runner.also_named(every, cases, name):
+                print(f"--only {name}: the family {name.strip().lower()!r} only; not run, though their names "
+                      f"contain it: {', '.join(others)} (name one to run it)")
         workers = args.workers or runner.default_workers(ctx)
         return runner.main(ctx, cases, args.json, timing=not args.no_timing, workers=workers)
     return _bench(args.name, args.m)

@@ -32,28 +32,55 @@ class MXFP8Linear(torch.nn.Module):
     Args:
         weight: :class:`seam.MXFP8Weight` [N, K] (e.g. ``MXFP8Weight.from_bf16(w)``).
 
-    The module holds no autograd state: it is an inference layer.
+    The weight is held in two buffers, so ``.to()`` / ``.cuda()`` move it and ``state_dict()``
+    saves it: ``weight_values`` (its E4M3 bytes as uint8 [N, K], so that a model-wide dtype cast
+    such as ``model.to(torch.bfloat16)`` leaves them as they are) and ``weight_scales`` (uint8, the
+    128x4-swizzled scales). :attr:`weight` is the :class:`seam.MXFP8Weight` they form; assigning
+    one replaces both. The module holds no autograd state: it is an inference layer.
+
+    Raises:
+        TypeError: weight not a seam.MXFP8Weight.
     """
 
     def __init__(self, weight: MXFP8Weight) -> None:
         super().__init__()
-        if not isinstance(weight, MXFP8Weight):
-            raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
         self.weight = weight
         self._prequant: tuple | None = None  # (weakref, data_ptr, shape, stride, versions, qa)
 
+    @property
+    def weight(self) -> MXFP8Weight:
+        """The :class:`seam.MXFP8Weight` [N, K] of the buffers, wherever they are now."""
+        return MXFP8Weight(self.weight_values.view(torch.float8_e4m3fn), self.weight_scales)
+
+    @weight.setter
+    def weight(self, weight: MXFP8Weight) -> None:
+        if not isinstance(weight, MXFP8Weight):
+            raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+        self.register_buffer("weight_values", weight.values.view(torch.uint8))
+        self.register_buffer("weight_scales", weight.scales)
+
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
-        """Quantize a BF16 weight [N, K] (K a multiple of 32) and wrap it."""
+        """Quantize a BF16, FP16 or FP32 weight [N, K] (:meth:`seam.MXFP8Weight.from_bf16`) and wrap it.
+
+        Raises:
+            TypeError: w not a BF16/FP16/FP32 tensor.
+            ValueError: w not 2-D, or K not a positive multiple of 32.
+        """
         return cls(MXFP8Weight.from_bf16(w))
 
     @property
     def in_features(self) -> int:
-        return self.weight.shape[1]
+        """K."""
+        return self.weight_values.shape[1]
 
     @property
     def out_features(self) -> int:
-        return self.weight.shape[0]
+        """N."""
+        return self.weight_values.shape[0]
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}"
 
     def set_prequant(self, x: torch.Tensor, qa: QuantizedActivation) -> None:
         """Hand the next forward the MXFP8 rows ``qa`` of ``x``, to be used once.
@@ -70,6 +97,11 @@ class MXFP8Linear(torch.nn.Module):
         quantizing instead of using stale rows. Tensors made under ``torch.inference_mode()``
         have no version counter; for them only the address, shape and liveness are checked.
 
+        While ``torch.compile`` traces, the arguments are checked and nothing is registered: traced
+        tensors have neither an address nor a version counter (nor an answer to ``is_inference()``)
+        to key the registration on, so a compiled forward quantizes x itself (the same bytes, one
+        launch more). In compiled code hand the layer the rows themselves: ``layer(qa)``.
+
         Raises:
             TypeError: x not a BF16 tensor or qa not a QuantizedActivation.
             ValueError: qa's shape differs from x's, or qa has row-major scales.
@@ -81,10 +113,15 @@ class MXFP8Linear(torch.nn.Module):
         if tuple(qa.shape) != tuple(x.shape):
             raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
         qa.require_layout(ScaleLayout.SWIZZLED, "qa")
+        if torch.compiler.is_compiling():
+            return
         self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), _versions(x, qa), qa)
 
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
-        """The registered rows if ``x`` is the registered tensor; clears the registration."""
+        """The registered rows if ``x`` is the registered tensor; clears the registration. While
+        ``torch.compile`` traces: None, and the registration stays (see :meth:`set_prequant`)."""
+        if torch.compiler.is_compiling():
+            return None
         pending, self._prequant = self._prequant, None
         if pending is None:
             return None
@@ -104,11 +141,21 @@ class MXFP8Linear(torch.nn.Module):
         quantize: LinearQuantize | str = LinearQuantize.AUTO,
     ) -> torch.Tensor:
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
-        without a hand-off is quantized (see :func:`seam.mxfp8_linear`)."""
+        without a hand-off is quantized (see :func:`seam.mxfp8_linear`).
+
+        Raises:
+            TypeError / ValueError: as :func:`seam.mxfp8_linear` (x not BF16 [M, K] nor a
+                QuantizedActivation, K not in_features, row-major activation scales, bad ``out`` or
+                ``quantize``), before any launch; a registered hand-off stays registered.
+            RuntimeError: as :func:`seam.mxfp8_linear` (a split-K workspace to allocate during
+                CUDA-graph capture).
+        """
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
+        if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
+            # rows used as they are; a traced forward takes no hand-off (set_prequant)
+            return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         pending = self._prequant
-        if isinstance(x, torch.Tensor):
-            x = self.take_prequant(x) or x
+        x = self.take_prequant(x) or x
         try:
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         except (TypeError, ValueError):

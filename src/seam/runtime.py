@@ -4,6 +4,10 @@ Triton decides between compiling and interpreting when a kernel is decorated, i.
 when ``seam.kernels`` is imported. A machine without CUDA gets ``TRITON_INTERPRET=1``
 set here, before any kernel module is imported, so that ``seam`` works on CPU tensors
 out of the box (slowly: this mode exists for tests and for checking a CPU machine).
+Triton's own library functions (``tl.max``, ``tl.sum``, ...) are decorated when triton
+is imported, so a triton imported earlier (directly, or by ``torch._dynamo``) in the
+other mode cannot serve seam's kernels: :data:`KERNELS_UNAVAILABLE` then says why, and
+every op raises it before any launch.
 
 ``INTERPRET`` also selects the conversion helpers of ``seam.kernels.numerics``: the
 interpreter's float conversions are not round-to-nearest-even (``docs/platform.md``),
@@ -13,6 +17,7 @@ so under it every fp32 -> BF16/E4M3 rounding is done with integer bit arithmetic
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -21,6 +26,36 @@ if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
 
 #: True when Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``).
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _kernels_unavailable() -> str | None:
+    """Why seam's kernels cannot run in this process, or None: they would be decorated in the other
+    mode than Triton's own library, which triton decorated when it was imported before seam."""
+    if "triton" not in sys.modules:
+        return None  # imported after this module: in the mode set above, like seam's kernels
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if isinstance(tl.standard.max, InterpretedFunction) == INTERPRET:
+        return None
+    if INTERPRET:
+        return (
+            "seam's kernels need the Triton interpreter here (no CUDA device, or TRITON_INTERPRET=1), but "
+            "triton was imported before seam without TRITON_INTERPRET=1 (directly, or by torch._dynamo / "
+            "torch.compile), so Triton's own functions (tl.max, tl.sum, ...) cannot run in the interpreter "
+            "in this process: set TRITON_INTERPRET=1 before triton is imported, or import seam first"
+        )
+    return (
+        "triton was imported before seam with TRITON_INTERPRET=1, but seam's kernels were compiled "
+        "natively (TRITON_INTERPRET unset or 0 when seam was imported): Triton's own functions (tl.max, "
+        "tl.sum, ...) run only in the interpreter in this process; keep TRITON_INTERPRET the same from "
+        "before triton is imported, or import seam first"
+    )
+
+
+#: Why seam's kernels cannot run in this process (every op raises RuntimeError with it before any
+#: launch), or None: triton was imported before seam in the other interpreter mode.
+KERNELS_UNAVAILABLE: str | None = _kernels_unavailable()
 
 # Never use NVLink multicast (project rule: on a shared host it can take the GPUs out of
 # service): forced, overriding the caller's environment, before seam's symmetric memory or
@@ -111,8 +146,16 @@ def _device_problem(name: str, device: torch.device) -> str | None:
     return f"{name} is on {device}; seam runs on CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)"
 
 
+def check_kernels_available() -> None:
+    """Raise RuntimeError with :data:`KERNELS_UNAVAILABLE` if seam's kernels cannot run in this process."""
+    if KERNELS_UNAVAILABLE is not None:
+        raise RuntimeError(KERNELS_UNAVAILABLE)
+
+
 def check_kernel_device(name: str, t: torch.Tensor) -> None:
-    """Raise ValueError if ``t`` lives where seam's kernels cannot run."""
+    """Raise ValueError if ``t`` lives where seam's kernels cannot run (RuntimeError if they cannot
+    run in this process at all: :func:`check_kernels_available`)."""
+    check_kernels_available()
     problem = _device_problem(name, t.device)
     if problem:
         raise ValueError(problem)
@@ -125,7 +168,9 @@ def device_arg(name: str, device: object) -> torch.device:
         TypeError: not a torch.device, str or int.
         ValueError: no such device, or one seam cannot run on here (e.g. ``cuda`` on a
             machine without CUDA).
+        RuntimeError: seam's kernels cannot run in this process (:data:`KERNELS_UNAVAILABLE`).
     """
+    check_kernels_available()
     if isinstance(device, bool) or not isinstance(device, (torch.device, str, int)):
         raise TypeError(f"{name} must be a torch.device, a device string or a CUDA index, got {type(device).__name__}")
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 
 import torch
 
@@ -27,9 +26,10 @@ class QuantizedActivation:
         layout: the scale layout.
 
     Raises:
-        TypeError: values/scales not tensors of those dtypes, or dtype not BF16/FP16/FP32.
-        ValueError: shape not (M, K) with K a positive multiple of 32, tensor shapes or byte counts
-            that do not match it, scales on another device than values.
+        TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not
+            a Python or NumPy int (bools and floats included).
+        ValueError: shape not a pair (M, K) with M >= 0 and K a positive multiple of 32, tensor shapes
+            or byte counts that do not match it, scales on another device than values.
     """
 
     values: torch.Tensor
@@ -43,13 +43,16 @@ class QuantizedActivation:
         if self.dtype not in _SOURCE_DTYPES:
             raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {self.dtype!r}")
         try:
-            shape = tuple(operator.index(d) for d in self.shape)
+            dims = tuple(self.shape)
         except TypeError:
-            shape = ()
-        if len(shape) != 2 or any(isinstance(d, bool) for d in self.shape) or min(shape) < 0:
+            dims = ()
+        if len(dims) != 2:
             raise ValueError(f"shape must be (M, K) of non-negative ints, got {self.shape!r}")
+        m, k = checks.integer("shape[0] (M)", dims[0]), checks.integer("shape[1] (K)", dims[1])
+        if m < 0:
+            raise ValueError(f"shape must be (M, K) of non-negative ints, got {self.shape!r}")
+        shape = (m, k)
         object.__setattr__(self, "shape", shape)
-        m, k = shape
         if k <= 0 or k % 32:
             raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
         checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, shape=shape, contiguous=False)

@@ -35,6 +35,7 @@ DATA_BYTES = HEAD_DIM // 2  #: 64
 SCALE_BYTES = HEAD_DIM // NVFP4_GROUP  #: 8
 TOKEN_BYTES = DATA_BYTES + SCALE_BYTES  #: 72
 SF_FLOOR = 2.0**-9  #: smallest E4M3 subnormal: a scale is never zero
+NKV_CHOICES = (1, 2, 4)  #: KV heads per rank that the fused QKV op writes
 
 #: E2M1 magnitudes of codes 0..7.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -232,19 +233,25 @@ def _check_cache_sizes(num_blocks: object, block_size: object, page_pad: object)
     return num_blocks, block_size, page_pad
 
 
+def check_nkv(nkv: object) -> int:
+    """KV heads per rank, one of :data:`NKV_CHOICES`; TypeError / ValueError otherwise."""
+    nkv = checks.integer("nkv", nkv)
+    if nkv not in NKV_CHOICES:
+        raise ValueError(f"nkv must be 1, 2 or 4, got {nkv}")
+    return nkv
+
+
 def empty_kv_cache(num_blocks: int, nkv: int, block_size: int, device=None, page_pad: int = 0) -> torch.Tensor:
     """A zeroed ``kv_cache`` [num_blocks, 2*nkv, block_size, 72]; ``page_pad`` extra bytes per page
     (a multiple of 32) exercise a page stride larger than a packed page.
 
     Raises:
         TypeError: a size not a Python or NumPy int.
-        ValueError: num_blocks or nkv < 1, block_size not a positive multiple of 4, page_pad not a
-            non-negative multiple of 32.
+        ValueError: num_blocks < 1, nkv not 1, 2 or 4 (what the fused QKV op writes), block_size not a
+            positive multiple of 4, page_pad not a non-negative multiple of 32.
     """
     num_blocks, block_size, page_pad = _check_cache_sizes(num_blocks, block_size, page_pad)
-    nkv = checks.integer("nkv", nkv)
-    if nkv < 1:
-        raise ValueError(f"nkv must be >= 1, got {nkv}")
+    nkv = check_nkv(nkv)
     page = 2 * nkv * block_size * TOKEN_BYTES + page_pad
     raw = torch.zeros(num_blocks, page, dtype=torch.uint8, device=device)
     return raw.as_strided(

@@ -214,8 +214,15 @@ class LamportAllReduce(LamportBase):
     def all_reduce(self, x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
         """Consumer (c) in one call: publish ``x``, return ``bf16(sum over ranks)`` (see :meth:`collect`).
 
-        Args: ``x`` as :meth:`publish`, ``out`` as :meth:`collect`. Raises: as those, before any
-        launch or collective, except RuntimeError for the fallback (which this call takes).
+        Args: ``x`` as :meth:`publish`, ``out`` as :meth:`collect`. Without peer access this call
+        takes the fallback (``torch.distributed.all_reduce``).
+
+        Raises:
+            TypeError / ValueError: bad x or out, before any launch or collective; ValueError also
+                on a :class:`~seam.comm.SimulatedGroup` of tp > 1 (use :meth:`publish` and
+                :meth:`collect` with ``rank=``), with a publish of this rank pending, and in debug
+                mode when the ranks' M differ (on every rank, before any collective).
+            RuntimeError: debug mode and a peer never published.
         """
         m = self._rows("x", x)
         out = _bf16_out("out", out, m, self.hidden_size, self.device)
@@ -231,8 +238,14 @@ class LamportAllReduce(LamportBase):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Consumer (b) in one call: publish ``x``, return ``(normed, residual_out)`` (see :meth:`collect_rms_norm`).
 
-        Args and Raises: as :meth:`publish` and :meth:`collect_rms_norm`, all checked before any
-        launch or collective.
+        Args: as :meth:`publish` and :meth:`collect_rms_norm`. Without peer access this call takes
+        the fallback (``torch.distributed.all_reduce``, then the fused norm kernel).
+
+        Raises:
+            TypeError / ValueError: bad x, residual, weight, eps or gemma, before any launch or
+                collective; ValueError also as :meth:`all_reduce` (simulated tp > 1, a pending
+                publish, the ranks' M differing in debug mode).
+            RuntimeError: debug mode and a peer never published.
         """
         m = self._rows("x", x)
         gemma = checks.flag("gemma", gemma)
@@ -248,8 +261,14 @@ class LamportAllReduce(LamportBase):
     ):
         """Consumer (a) in one call: publish ``x``, return ``(QuantizedActivation, residual_out[, normed])``.
 
-        Args, Returns and Raises: as :meth:`publish` and :meth:`collect_gemma_rms_norm_mxfp8`, all
-        checked before any launch or collective.
+        Args and Returns: as :meth:`publish` and :meth:`collect_gemma_rms_norm_mxfp8`. Without peer
+        access this call takes the fallback (``torch.distributed.all_reduce``, then the fused kernel).
+
+        Raises:
+            TypeError / ValueError: bad x, residual, weight, eps or also_bf16, before any launch or
+                collective; ValueError also as :meth:`all_reduce` (simulated tp > 1, a pending
+                publish, the ranks' M differing in debug mode).
+            RuntimeError: debug mode and a peer never published.
         """
         m = self._rows("x", x)
         also_bf16 = checks.flag("also_bf16", also_bf16)

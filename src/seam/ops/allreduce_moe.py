@@ -46,12 +46,13 @@ class MoEOutput:
 
     Attributes:
         routed: the unfinalized routed output.
-        shared_output: BF16 [M, hidden] TP-partial shared-expert output.
+        shared_output: BF16 [M, hidden] TP-partial shared-expert output, required: the spec adds it
+            to every token's sum, and its rows give M (an MoE without a shared expert passes zeros).
         routed_scaling_factor: must be 1.0 (the factor lives in ``expert_weights``).
     """
 
     routed: UnfinalizedMoEOutput
-    shared_output: torch.Tensor | None
+    shared_output: torch.Tensor
     routed_scaling_factor: float = 1.0
 
 
@@ -126,7 +127,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
                 f"got {moe_output.routed_scaling_factor}"
             )
         if moe_output.shared_output is None:
-            raise ValueError("moe_output.shared_output is required")
+            raise TypeError("moe_output.shared_output must be a BF16 [M, hidden] tensor, got None "
+                            "(an MoE without a shared expert passes zeros)")
         m = self._rows("moe_output.shared_output", moe_output.shared_output)
         checks.tensor(
             "moe_output.routed.gemm2_permuted", routed.gemm2_permuted, dtype=torch.bfloat16,

@@ -42,7 +42,8 @@ def allreduce_gemma_rms_norm_mxfp8(
       (the seed's contract).
 
     Args:
-        x: BF16 [M, hidden] this rank's partial sum (TP 1: the sublayer output). Read only.
+        x: BF16 [M, hidden] this rank's partial sum (TP 1: the sublayer output), hidden a multiple
+            of 32 and <= 16384 (``group``'s hidden_size). Read only.
         residual: BF16 [M, hidden]. Read only.
         weight: BF16 [hidden] Gemma weight (scale ``1 + w``).
         eps: RMSNorm epsilon.

@@ -119,7 +119,8 @@ def fused_add_rms_norm(
 
     Raises:
         TypeError: wrong dtypes, eps not a float, gemma not a bool, or ``out`` not a pair.
-        ValueError: wrong shapes, strides or devices, eps out of range, overlapping buffers.
+        ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps out of range,
+            overlapping buffers.
     """
     gemma = checks.flag("gemma", gemma)
     m, hidden, device, eps = _check_common(x, weight, eps)
@@ -154,7 +155,7 @@ def gemma_fused_add_rms_norm(
 
     :func:`fused_add_rms_norm` with ``gemma=True``: ``normed = bf16(s * rsqrt(sum(s^2)/hidden
     + eps) * (1 + f32(w)))``, ``residual_out = bf16(s)``. Spec: ``docs/spec/norm_act.md``.
-    Args, Returns and Raises as :func:`fused_add_rms_norm`.
+    Args, Returns and Raises as :func:`fused_add_rms_norm` (1 <= hidden <= 16384).
     """
     return fused_add_rms_norm(x, residual, weight, eps, gemma=True, out=out)
 
@@ -202,8 +203,8 @@ def fused_add_rms_norm_mxfp8(
 
     Raises:
         TypeError: wrong dtypes, eps/flags of the wrong type, ``out`` of the wrong arity.
-        ValueError: hidden not a multiple of 32, wrong shapes/strides/devices/sizes/
-            alignment, eps out of range, unknown scale_layout, overlapping buffers.
+        ValueError: hidden not a multiple of 32 or above 16384, wrong shapes/strides/devices/
+            sizes/alignment, eps out of range, unknown scale_layout, overlapping buffers.
     """
     layout = ScaleLayout.parse(scale_layout)
     for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
@@ -253,7 +254,8 @@ def gemma_fused_add_rms_norm_mxfp8(
     Spec: ``docs/spec/norm_act.md`` (... + MXFP8 output), ``docs/spec/mxfp8.md``.
 
     Args:
-        x, residual: BF16 [M, hidden], hidden a multiple of 32, rows contiguous. Read only.
+        x, residual: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read
+            only, unless passed in ``out`` (in place, see :func:`fused_add_rms_norm_mxfp8`).
         weight: BF16 [hidden].
         eps: finite float >= 0.
         also_bf16: also return the BF16 normed rows (router and routed experts need them).
@@ -266,7 +268,8 @@ def gemma_fused_add_rms_norm_mxfp8(
         with ``also_bf16`` (values, scales, normed BF16 [M, hidden], residual_out).
 
     Raises:
-        TypeError, ValueError: as :func:`fused_add_rms_norm_mxfp8`.
+        TypeError, ValueError: as :func:`fused_add_rms_norm_mxfp8` (ValueError for hidden not a
+            multiple of 32 or above 16384).
     """
     return fused_add_rms_norm_mxfp8(
         x, residual, weight, eps, gemma=True, also_bf16=also_bf16, scale_layout=scale_layout, out=out

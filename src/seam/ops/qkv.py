@@ -15,7 +15,15 @@ import torch
 
 from seam import checks, runtime
 from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
-from seam.formats.nvfp4 import HEAD_DIM, TOKEN_BYTES, empty_index_cache, empty_kv_cache, f32_reciprocal
+from seam.formats.nvfp4 import (
+    HEAD_DIM,
+    NKV_CHOICES,
+    TOKEN_BYTES,
+    check_nkv,
+    empty_index_cache,
+    empty_kv_cache,
+    f32_reciprocal,
+)
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.qkv_config import (
@@ -28,8 +36,6 @@ from seam.kernels.qkv_config import (
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.linear import check_tile
 from seam.ops.registry import register
-
-NKV_CHOICES = (1, 2, 4)
 
 
 def _launch(
@@ -456,13 +462,11 @@ def qkv_warmup(
             positive multiple of 128, max_tokens < 1, block_size not a positive multiple of 4,
             a device seam's kernels do not run on here.
     """
-    nkv = checks.integer("nkv", nkv)
+    nkv = check_nkv(nkv)
     has_q, has_qfp8 = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8)
     hidden_size = checks.integer("hidden_size", hidden_size)
     max_tokens = checks.integer("max_tokens", max_tokens)
     block_size = checks.integer("block_size", block_size)
-    if nkv not in NKV_CHOICES:
-        raise ValueError(f"nkv must be 1, 2 or 4, got {nkv}")
     if not (has_q or has_qfp8):
         raise ValueError("no q output: has_q and/or has_qfp8 must be True")
     checks.multiple_of("hidden_size", hidden_size, 128)

@@ -12,10 +12,26 @@ see every write.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 
+import numpy as np
 import torch
+
+from seam import runtime
+
+
+def _quiet_numpy(launcher: Callable[..., None]) -> Callable[..., None]:
+    """``launcher`` with NumPy's floating-point warnings off: the interpreter runs kernels in NumPy, whose
+    inf * 0 and NaN arithmetic (part of the MXFP8 and norm rules) would warn in the caller's code."""
+
+    @functools.wraps(launcher)
+    def run(*args, **kwargs) -> None:
+        with np.errstate(all="ignore"):
+            launcher(*args, **kwargs)
+
+    return run
 
 
 def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None]):
@@ -25,9 +41,12 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     inferred from their annotations); an output a variant does not write is an optional
     tensor passed as None. Returns a callable with the launcher's signature (arguments by
     position or name) that goes through the dispatcher while ``torch.compile`` traces and
-    calls ``launcher`` directly otherwise.
+    calls ``launcher`` directly otherwise. Under the interpreter both run it without NumPy's
+    floating-point warnings.
     """
-    op = torch.library.custom_op(f"seam::{name}", mutates_args=mutates)(launcher)
+    schema = torch.library.infer_schema(launcher, mutates_args=mutates)
+    run = _quiet_numpy(launcher) if runtime.INTERPRET else launcher
+    op = torch.library.custom_op(f"seam::{name}", run, mutates_args=mutates, schema=schema)
     op.register_fake(_no_output)
     params = list(inspect.signature(launcher).parameters)
     written = [(params.index(arg), arg) for arg in mutates]
@@ -36,7 +55,7 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
         if torch.compiler.is_compiling():
             op(*args, **kwargs)
         else:
-            launcher(*args, **kwargs)
+            run(*args, **kwargs)
             outs = [args[i] if i < len(args) else kwargs.get(arg) for i, arg in written]
             torch.autograd.graph.increment_version([t for t in outs if isinstance(t, torch.Tensor)])
 

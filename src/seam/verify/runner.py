@@ -79,22 +79,26 @@ def collect(ctx: Context) -> list[Case]:
     return sorted(cases, key=lambda case: order[case.check.op])
 
 
-def select(cases: list[Case], only: str | None) -> list[Case]:
+def select(cases: list[Case], only: str | list[str] | None) -> list[Case]:
     """The cases of family ``only``, or else those whose op name contains it; any case; all for None.
+    A list of names selects every case one of them selects, in the order of ``cases``.
 
     Raises:
-        ValueError: ``only`` matches no case (or is blank).
+        ValueError: a name matches no case (or is blank).
     """
     if only is None:
         return cases
-    needle = only.strip().lower()
-    # a family name picks the family (``norm``), not every op with the word in it (``lamport_..._rms_norm``)
-    chosen = [c for c in cases if c.family == needle] or [c for c in cases if needle and needle in c.check.op.lower()]
-    if not chosen:
-        ops = ", ".join(dict.fromkeys(c.check.op for c in cases))
-        raise ValueError(f"only={only!r} is no family and in no op name (any case); "
-                         f"families: {', '.join(families())}; ops: {ops}")
-    return chosen
+    picked: set[int] = set()
+    for name in [only] if isinstance(only, str) else only:
+        needle = name.strip().lower()
+        # a family name picks the family (``norm``), not every op with the word in it (``lamport_..._rms_norm``)
+        chosen = [c for c in cases if c.family == needle] or [c for c in cases if needle and needle in c.check.op.lower()]
+        if not chosen:
+            ops = ", ".join(dict.fromkeys(c.check.op for c in cases))
+            raise ValueError(f"only={name!r} is no family and in no op name (any case); "
+                             f"families: {', '.join(families())}; ops: {ops}")
+        picked.update(id(c) for c in chosen)
+    return [c for c in cases if id(c) in picked]
 
 
 def also_named(cases: list[Case], chosen: list[Case], only: str | None) -> list[str]:

@@ -1,0 +1,58 @@
+"""Where seam's kernels run: the interpreter mode must match the one triton was imported in."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import seam
+
+_SRC = str(pathlib.Path(seam.__file__).resolve().parents[1])
+
+# Quantize one row into caller buffers filled with 0x55: the buffers show whether anything launched.
+_QUANTIZE = """
+x = torch.randn(2, 64, dtype=torch.bfloat16)
+values = torch.full((2, 64), 0x55, dtype=torch.uint8).view(torch.float8_e4m3fn)
+scales = torch.full((2, 2), 0x55, dtype=torch.uint8)
+try:
+    seam.mxfp8_quantize(x, scale_layout="row_major", out=(values, scales))
+except RuntimeError as exc:
+    untouched = bool((values.view(torch.uint8) == 0x55).all() and (scales == 0x55).all())
+    print(f"RuntimeError untouched={untouched}: {exc}")
+else:
+    ref_values, ref_scales = seam.formats.mxfp8.mxfp8_quantize_ref(x, scale_layout="row_major")
+    same = torch.equal(values.view(torch.uint8), ref_values.view(torch.uint8)) and torch.equal(scales, ref_scales)
+    print("quantized", same)
+"""
+
+
+def _run(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this process set it
+    clean["PYTHONPATH"] = os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is chosen on a machine without CUDA")
+def test_triton_imported_before_seam_is_refused_before_any_launch():
+    """triton imported first (here by torch._dynamo) decorates its own tl.max etc. natively; seam's
+    interpreted kernels cannot call them: every op says what to do instead of crashing in the kernel."""
+    out = _run("import torch, torch._dynamo, seam, seam.cli" + _QUANTIZE + "\nseam.cli.main(['info'])")
+    assert "RuntimeError untouched=True: seam's kernels need the Triton interpreter here" in out
+    assert "set TRITON_INTERPRET=1 before triton is imported, or import seam first" in out
+    assert "kernels: cannot run in this process: seam's kernels need the Triton interpreter" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is chosen on a machine without CUDA")
+@pytest.mark.parametrize(
+    "imports,env",
+    [("import seam, triton, torch", {}), ("import triton, torch, seam", {"TRITON_INTERPRET": "1"})],
+    ids=["seam-first", "interpret-set-before-triton"],
+)
+def test_either_remedy_runs_the_kernels(imports, env):
+    assert _run(imports + _QUANTIZE, **env).strip() == "quantized True"
