@@ -29,7 +29,10 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   permutation and every product is still ``A_deq[m, k] * W_deq[n, k]``. The relabelling is
   free: ``convert_layout(..., assert_trivial=True)`` checks at compile time that no data moves.
 * **Software-pipelined MMA**: step i's ``wgmma`` runs while step i + 1's weights are
-  loaded and converted.
+  loaded into registers; not while they are converted: in the sm_90 SASS ptxas waits for the MMA
+  (``WARPGROUP.DEPBAR``) before the conversion, as the wait's ``deps`` name the BF16 elements and not
+  the packed registers the MMA reads (a shared-memory A operand moves the wait after the conversion;
+  branch ``wip/wgmma-overlap``, not yet measured).
 * **Split-K combine in fixed order** (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s
   protocol): partials to a workspace, the last program of a tile sums them in split order;
   the epilogue stores along N, contiguous in the output. For the fused QKV op (``PARTIALS``) the
@@ -293,7 +296,8 @@ def mxfp8_linear_wgmma_kernel(
                                                   instr_shape=[16, MP, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     acc = gl.zeros([BN, MP], gl.float32, mma)
-    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded and converted.
+    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded (not converted:
+    # ptxas waits for the MMA first, see the module docstring).
     a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
     for i in range(n_steps):
         acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)

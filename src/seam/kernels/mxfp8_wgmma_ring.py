@@ -149,7 +149,8 @@ def mxfp8_linear_wgmma_ring_kernel(
                                                   instr_shape=[16, MP, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     acc = gl.zeros([BN, MP], gl.float32, mma)
-    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded and converted.
+    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded (not converted:
+    # ptxas waits for the MMA first, see seam.kernels.mxfp8_wgmma).
     a = _weight_operand(w_ring, s_ring, bars, 0, n_steps, STAGES, a_layout)
     for i in range(n_steps):
         stage = i % STAGES
