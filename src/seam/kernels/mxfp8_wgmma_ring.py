@@ -7,7 +7,8 @@ dequantized to BF16 (``A_deq``, written K-permuted by ``seam.kernels.mxfp8_dequa
 launch before this one, so no N tile converts them again). The weight tile becomes wgmma's register
 A operand exactly as in the decode kernel (:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_operand`);
 the activation tile is its shared B operand as TMA landed it. Swap AB as there: weight rows on
-the MMA's 64-row side, MP = 128 or 256 tokens on its N side, one program per (N tile, M tile, K split).
+the MMA's 64-row side, MP = 128 tokens on its N side (256 also ran, log run 54: faster than 128 only
+from 256 tokens, where the prefill path wins), one program per (N tile, M tile, K split).
 
 The weight copies of the first ring stages are issued before the PDL wait (they do not depend on the
 previous kernel), the activation copies after it. A stage is refilled once both warpgroups' MMAs on it
@@ -48,10 +49,6 @@ from seam.kernels.mxfp8_wgmma import (
     store_tile,
     tile_layout,
 )
-
-#: Tokens per program (the MMA's N side).
-BLOCK_M_CHOICES = (128, 256)
-
 
 def stage_bytes(block_m: int) -> int:
     """Shared bytes of one ring stage: the E4M3 weight tile, its scale chunk, the BF16 activation tile."""
@@ -111,7 +108,7 @@ def mxfp8_linear_wgmma_ring_kernel(
     stride_om,
     # constexprs
     K: gl.constexpr,
-    MP: gl.constexpr,  # tokens per program, 128 or 256
+    MP: gl.constexpr,  # tokens per program (128 as picked and checked)
     SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr,
     USE_PDL: gl.constexpr,
@@ -173,8 +170,8 @@ def launch_mxfp8_linear_wgmma_ring(
     combine: int, partials: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
-    (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: 128 or 256
-    tokens per program; :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
+    (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: tokens per program
+    (128); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
     for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
     program's fp32 partial in ``work`` only. Temporary memory: 2 * M * K bytes (A_deq)."""
     m, k = xq.shape
