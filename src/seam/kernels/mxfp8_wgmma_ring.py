@@ -50,6 +50,7 @@ from seam.kernels.mxfp8_wgmma import (
     tile_layout,
 )
 
+
 def stage_bytes(block_m: int) -> int:
     """Shared bytes of one ring stage: the E4M3 weight tile, its scale chunk, the BF16 activation tile."""
     return BLOCK_N.value * BLOCK_K.value + 512 + block_m * BLOCK_K.value * 2
