@@ -215,3 +215,15 @@ def test_from_bf16_takes_fp16_and_fp32_as_documented(device):
     assert "TypeError / ValueError" in raises and "RuntimeError" in raises
     with pytest.raises(ValueError, match="K"):
         layer(torch.zeros(2, 64, dtype=torch.bfloat16, device=device))
+
+
+def test_weight_built_once_per_buffers(device):
+    """The forward's MXFP8Weight is built (and checked) once, not per call, and follows its buffers:
+    in-place loads show through it, moved or replaced buffers give a new one."""
+    layer, source = _layer(device, seed=0), _layer(device, seed=1)
+    first = layer.weight
+    assert layer.weight is first
+    layer.load_state_dict(source.state_dict())  # copies into the same buffers
+    assert layer.weight is first and bytes_equal(first.values, source.weight.values)
+    moved = layer.to("meta").weight
+    assert moved is not first and moved.values.device.type == "meta"

@@ -39,7 +39,7 @@ def test_picker_takes_65_to_128_tokens_at_k_from_2048():
     for n, k in SHAPES:
         for m in (65, 100, 128):
             t = pick_ring_tile(m, n, k, 132)
-            assert t == Tile(128, 128, 128, 8, RING_STAGES, t.split_k, wgmma=True)
+            assert t == Tile(128, 128, 128, 8, RING_STAGES, t.split_k, wgmma=True) and t.ring
             tiles, steps = -(-n // 128), k // 128
             assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
     # run 54's fastest splits

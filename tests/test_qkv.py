@@ -466,6 +466,19 @@ def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
     assert out["q_out"].view(torch.int16).eq(p.outputs(fill=7)["q_out"].view(torch.int16)).all()
 
 
+def test_gluon_tile_over_one_m_tile_is_rejected(device, monkeypatch):
+    """The epilogue sums the Gluon GEMM's partials of one M tile: a ring tile (any M in mxfp8_linear) with
+    M above its 128 rows is refused before any launch, every output as it was."""
+    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    p = make_problem(nkv=1, m=130, k=256, block_size=4, seed=63, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    out = p.outputs(fill=7)
+    with pytest.raises(ValueError, match="tile.wgmma needs M <= block_m here, got M=130 and block_m=128"):
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
+                                      tile=Tile(128, 128, 128, 8, 3, 1, wgmma=True), **out)
+    _assert_outputs_equal(out, p.outputs(fill=7))
+
+
 def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=str(device), has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else

@@ -33,7 +33,7 @@ MS = (1, 8, 16, 32, 64, 128)
 
 
 def _tile_name(t) -> str:
-    kind = ("gluon ring" if t.block_m > 64 else "gluon") if t.wgmma else "tl"
+    kind = "gluon ring" if t.ring else "gluon" if t.wgmma else "tl"
     return f"{kind} {t.block_m}x{t.block_n}x{t.block_k} sk{t.split_k} st{t.num_stages}"
 
 

@@ -18,7 +18,9 @@ from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.kernels.numerics import e4m3_to_f32, swizzled_scale_offset, to_bf16_rne, ue8m0_to_f32
 
 
-@triton.jit
+# R (rows: M for activations) only bounds masks: not specialized, so qkv_warmup's one-token launch compiles
+# the kernel every M of the ring and prefill paths runs
+@triton.jit(do_not_specialize=["R"])
 def mxfp8_dequant_kernel(
     values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr
     scales_ptr,  # uint8 128x4-swizzled scales of [R, K]

@@ -44,7 +44,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ring
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
 from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_tile
 from seam.kernels.numerics import (
@@ -526,9 +526,8 @@ def launch_gluon(
     program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. Returns
     None, launching nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
-    ring = tile.block_m > mxfp8_gemm_config.WGMMA_MAX_M
     # the ring kernel reads the activations from its own dequantized copy
-    if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws) if ring
+    if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws) if tile.ring
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
@@ -536,7 +535,7 @@ def launch_gluon(
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    launch = mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring if ring else mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    launch = mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring if tile.ring else mxfp8_wgmma.launch_mxfp8_linear_wgmma
     launch(xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
            use_pdl, combine_group(tile.block_m, tile.split_k), partials=partials)
     if partials:

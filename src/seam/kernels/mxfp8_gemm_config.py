@@ -46,6 +46,11 @@ class Tile:
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM with fp32 output (``torch.mm``).
     bf16_mm: bool = False
 
+    @property
+    def ring(self) -> bool:
+        """A ``wgmma`` tile of the ring kernel (``block_m`` 128), not of the decode kernel."""
+        return self.wgmma and self.block_m > WGMMA_MAX_M
+
     def to_args(self) -> tuple:
         """The fields in order, as the flat arguments of a custom op (which cannot take a Tile)."""
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))

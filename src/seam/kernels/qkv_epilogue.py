@@ -360,7 +360,7 @@ def qkv_epilogue_kernel(
     block_size,
     kv_slots,  # kv pages * block_size
     idx_slots,  # index pages * block_size
-    nkv,  # KV heads: a runtime value (one compile serves every nkv; a few scalar compares per program)
+    nkv,  # KV heads: a runtime value (one compile per tile, not per nkv; a few scalar compares per program)
     # constexprs
     K: tl.constexpr,  # per layer; a constexpr loop bound (the interpreter rejects runtime ones with numpy 2.4)
     HAS_Q: tl.constexpr,

@@ -92,7 +92,7 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not 1 <= tile.split_k <= k // 128:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
     # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
-    fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(128)) if tile.block_m == 128
+    fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(128)) if tile.ring
                     else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k)))
     if not fewest <= tile.num_stages <= most:
         raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "

@@ -254,10 +254,11 @@ def qkv_index_fused_epilogue(
 
     The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
     accumulator; the accumulator is within fp32 reordering error of the dequantized GEMM.
-    Where ``mxfp8_linear`` would take its Gluon decode kernel (Hopper, M 2..64) or its prefill
-    path (CUDA, M >= 129), that GEMM writes ``acc`` (fp32, 4 * M * N bytes of temporary memory)
-    and the epilogue kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the
-    tl GEMM mainloop and the epilogue on ``acc`` in registers.
+    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, ring M 65..128) or its
+    prefill path (CUDA, M >= 129), that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the
+    per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
+    kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
+    epilogue on ``acc`` in registers.
 
     Args:
         xq: float8_e4m3fn [M, K] contiguous activation, K a multiple of 128. Not modified.
@@ -448,9 +449,10 @@ def qkv_warmup(
     """Compile every tile configuration the fused kernel picks for 1..max_tokens tokens; returns them.
 
     Each runs once on a one-token dummy problem (slots -1, so no cache byte changes).
-    M, nkv and block_size are not specialized on, so a serving step with the same
-    (hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
-    compile-time constant of the kernel), whatever its nkv (one warm-up serves them all). Under the Triton interpreter (CPU) nothing
+    M and block_size are not specialized on, so a serving step with the same (nkv,
+    hidden_size K, has_q, has_qfp8) and M <= max_tokens never compiles (K is a
+    compile-time constant of the kernel; nkv is not, but N sets the tiles' K split, which is:
+    warm up with the nkv that will serve, docs/benchmarks-log.md run 52). Under the Triton interpreter (CPU) nothing
     compiles, so no dummy problem runs: the arguments are still checked and the tiles
     returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
     that the fused kernel and :func:`qkv_epilogue` need at any M <= max_tokens, so call it
