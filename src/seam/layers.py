@@ -51,12 +51,13 @@ class MXFP8Linear(torch.nn.Module):
     def weight(self) -> MXFP8Weight:
         """The :class:`seam.MXFP8Weight` [N, K] of the buffers, wherever they are now (built again only
         when ``.to()`` or an assignment replaced them: building one checks it, ~5 us a forward)."""
-        buffers = (self.weight_values, self.weight_scales)
+        values, scales = self.weight_values, self.weight_scales
+        if torch.compiler.is_compiling():  # traced once: no cache to keep
+            return MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
         cached = self._weight
-        if cached is None or any(a is not b or a.data_ptr() != c.data_ptr()
-                                 for a, b, c in zip(cached[0], buffers, (cached[1].values, cached[1].scales))):
-            cached = self._weight = buffers, MXFP8Weight(buffers[0].view(torch.float8_e4m3fn), buffers[1])
-        return cached[1]
+        if cached is None or cached[0] is not values or cached[1] is not scales:
+            cached = self._weight = values, scales, MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
+        return cached[2]
 
     @weight.setter
     def weight(self, weight: MXFP8Weight) -> None:
@@ -64,7 +65,7 @@ class MXFP8Linear(torch.nn.Module):
             raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
         self.register_buffer("weight_values", weight.values.view(torch.uint8))
         self.register_buffer("weight_scales", weight.scales)
-        self._weight: tuple | None = None  # (the buffers it was built from, the MXFP8Weight)
+        self._weight: tuple | None = None  # (the two buffers it was built from, the MXFP8Weight)
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
