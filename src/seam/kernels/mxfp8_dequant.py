@@ -30,7 +30,6 @@ def mxfp8_dequant_kernel(
     stride_vr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,  # multiple of 32
-    K_PERMUTED: tl.constexpr,  # store each 128-column step K-permuted (``seam.kernels.mxfp8_wgmma.k_permute``)
 ):
     rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -41,11 +40,7 @@ def mxfp8_dequant_kernel(
     s = tl.load(scales_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], (K // 32 + 3) // 4 * 4),
                 mask=s_mask, other=0)
     f = tl.reshape(e4m3_to_f32(v), (BLOCK_R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
-    dest = cols
-    if K_PERMUTED:  # column 32j + 4c + 2h + i of a step to 16c + 8h + 2j + i
-        r = cols % 128
-        dest = cols - r + (r % 32 // 4) * 16 + (r % 4 // 2) * 8 + (r // 32) * 2 + r % 2
-    tl.store(out_ptr + rows[:, None] * K + dest[None, :], to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
+    tl.store(out_ptr + rows[:, None] * K + cols[None, :], to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
 
 
 @triton.jit
@@ -56,11 +51,9 @@ def round_bf16_kernel(src_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, to_bf16_rne(tl.load(src_ptr + offs, mask=mask, other=0.0)), mask=mask)
 
 
-def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *,
-                         k_permuted: bool = False) -> None:
+def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
     """out [R, K] (BF16, contiguous) = the dequantized E4M3 ``values`` [R, K] (unit column stride) with
-    128x4-swizzled ``scales``; operands validated by the caller, K a multiple of 32 (of 128 with
-    ``k_permuted``: each 128-column step stored in the Gluon GEMMs' K order, ``mxfp8_wgmma.k_permute``)."""
+    128x4-swizzled ``scales``; operands validated by the caller, K a multiple of 32."""
     r, k = values.shape
     if r == 0:
         return
@@ -68,19 +61,19 @@ def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.
     block_r = 8192 // block_k  # 8K elements per program
     grid = (triton.cdiv(r, block_r), triton.cdiv(k, block_k))
     mxfp8_dequant_kernel[grid](values.view(torch.uint8), scales.view(torch.uint8), out, r, k, values.stride(0),
-                               BLOCK_R=block_r, BLOCK_K=block_k, K_PERMUTED=k_permuted, num_warps=8)
+                               BLOCK_R=block_r, BLOCK_K=block_k, num_warps=8)
 
 
-def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None, *, k_permuted: bool = False) -> torch.Tensor:
+def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None) -> torch.Tensor:
     """A_deq [M, K] BF16 (temporary) of MXFP8 ``xq`` / ``xs``; ``xs`` None: ``xq`` is the BF16 activation,
-    quantized to MXFP8 first (the in-GEMM rule's bytes). ``k_permuted``: see :func:`launch_mxfp8_dequant`."""
+    quantized to MXFP8 first (the in-GEMM rule's bytes)."""
     m, k = xq.shape
     if xs is None:
         x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
         xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
         launch_mxfp8_quant(x, xq, xs, swizzled=True)
     a = torch.empty((m, k), dtype=torch.bfloat16, device=xq.device)
-    launch_mxfp8_dequant(xq, xs, a, k_permuted=k_permuted)
+    launch_mxfp8_dequant(xq, xs, a)
     return a
 
 

@@ -189,8 +189,11 @@ def pick_ring_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     H200 (2026-12-01, ``docs/benchmarks-log.md`` run 54, us, M 65 then 128; tl kernel's pick / this tile /
     cuBLAS BF16 on BF16 weights): N 2560 K 6144 38.5 / 26.9 / 12.9, 31.4 / 28.8 / 12.9 (split 6); N 4992
     K 6144 73.6 / 35.5 / 18.5, 75.4 / 38.1 / 19.9 (split 3); N 6144 K 2048 26.5 / 24.4 / 9.2, 26.7 / 25.1 /
-    9.0 (split 2): the fastest split of 1-6 at each, 4 stages within 4% of 3. From 256 tokens it lost to
-    the prefill path (1.03-2.3x): each step moves 48 KB into shared memory for one 128-cube of MMA.
+    9.0 (split 2): the fastest split of 1-6 at each, 4 stages within 4% of 3. With the weights read from
+    shared memory (run 58) the same splits are still the fastest, 10-20% faster (22.1, 23.7; 32.0, 32.2;
+    21.2, 21.2), and the kernel has room for 3 stages only. From 129 tokens the prefill path is picked: at
+    256 the ring's best of 10 tiles took 0.81-0.98x its time, but that tile differs per shape (128 tokens
+    split 3 or 1, 256 tokens split 3) and the others lose up to 2x; at 2048 the ring took 0.90-1.57x (run 58).
     """
     if not WGMMA_MAX_M < m <= RING_MAX_M or k % 128 or k < RING_MIN_K:
         return None

@@ -29,10 +29,11 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   permutation and every product is still ``A_deq[m, k] * W_deq[n, k]``. The relabelling is
   free: ``convert_layout(..., assert_trivial=True)`` checks at compile time that no data moves.
 * **Software-pipelined MMA**: step i's ``wgmma`` runs while step i + 1's weights are
-  loaded into registers; not while they are converted: in the sm_90 SASS ptxas waits for the MMA
-  (``WARPGROUP.DEPBAR``) before the conversion, as the wait's ``deps`` name the BF16 elements and not
-  the packed registers the MMA reads (a shared-memory A operand moves the wait after the conversion;
-  branch ``wip/wgmma-overlap``, not yet measured).
+  loaded into registers; not while they are converted: in the sm_90 SASS ptxas sinks the conversion
+  below the MMA's wait (``WARPGROUP.DEPBAR``; the wait names no registers in the PTX, and only
+  shared-memory stores do not cross it). Converting into two shared BF16 slots that ``wgmma`` reads
+  (the ring kernel's way, 10-20% faster there) was slower here at every M but one (log run 59: N 2560
+  x K 6144 M 8 8.33 -> 9.74 us, M 64 14.47 -> 23.7 at the best split that fits beside the slots).
 * **Split-K combine in fixed order** (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s
   protocol): partials to a workspace, the last program of a tile sums them in split order;
   the epilogue stores along N, contiguous in the output. For the fused QKV op (``PARTIALS``) the
@@ -223,13 +224,18 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
 
 
 @gluon.jit
-def dequantize_weight_operand(w, sc, a_layout: gl.constexpr):
+def dequantize_weight_tile(w, sc):
     """A [BLOCK_N, BLOCK_K] E4M3 tile in :data:`WEIGHT_LAYOUT` and its scale chunk in
-    :data:`WEIGHT_SCALE_LAYOUT` as wgmma's register A operand: BF16 ``e4m3 * 2^(s - 127)``, K-permuted."""
+    :data:`WEIGHT_SCALE_LAYOUT` as BF16 ``e4m3 * 2^(s - 127)``, [BLOCK_N, BLOCK_K] in the same registers."""
     w3 = gl.reshape(e4m3_to_f32(w), [BLOCK_N, 4, 32])
     sc = gl.convert_layout(_chunk_rows(sc, 32, 4), gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
-    w_deq = to_bf16_rne(w3 * ue8m0_to_f32(sc)[:, :, None])
-    return gl.convert_layout(k_permute(gl.reshape(w_deq, [BLOCK_N, BLOCK_K]), BLOCK_N), a_layout, assert_trivial=True)
+    return gl.reshape(to_bf16_rne(w3 * ue8m0_to_f32(sc)[:, :, None]), [BLOCK_N, BLOCK_K])
+
+
+@gluon.jit
+def dequantize_weight_operand(w, sc, a_layout: gl.constexpr):
+    """:func:`dequantize_weight_tile` as wgmma's register A operand, K-permuted (:func:`k_permute`)."""
+    return gl.convert_layout(k_permute(dequantize_weight_tile(w, sc), BLOCK_N), a_layout, assert_trivial=True)
 
 
 @gluon.jit(do_not_specialize=["M"])

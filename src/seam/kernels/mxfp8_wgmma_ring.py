@@ -3,12 +3,17 @@
 The decode kernel (``seam.kernels.mxfp8_wgmma``) keeps each program's activations resident in shared
 memory, which caps it at 64 tokens. Here every ring stage carries one K step of both operands: the
 E4M3 weight tile with its scale chunk, as there, and a [MP, 128] tile of the activations already
-dequantized to BF16 (``A_deq``, written K-permuted by ``seam.kernels.mxfp8_dequant``'s kernel, one
-launch before this one, so no N tile converts them again). The weight tile becomes wgmma's register
-A operand exactly as in the decode kernel (:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_operand`);
-the activation tile is its shared B operand as TMA landed it. Swap AB as there: weight rows on
-the MMA's 64-row side, MP = 128 tokens on its N side (256 also ran, log run 54: faster than 128 only
-from 256 tokens, where the prefill path wins), one program per (N tile, M tile, K split).
+dequantized to BF16 (``A_deq``, by ``seam.kernels.mxfp8_dequant``'s kernel one launch before this one,
+so no N tile converts them again). The weight tile is dequantized in registers as in the decode kernel
+(:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_tile`) and stored, BF16, into one of two shared slots:
+wgmma reads both operands from shared memory, so step i + 1's conversion runs while step i's MMA does
+(with the weights as a register operand ptxas waited for the MMA before converting the next tile:
+``WARPGROUP.DEPBAR`` ahead of the conversion in the sm_90 SASS). That made the picked tiles 10-20%
+faster (log run 58, H200, us, register A -> shared A: N 2560 x K 6144 M 65 27.00 -> 22.13, M 128 29.77
+-> 23.68; N 4992 x 6144 35.56 -> 31.99, 37.66 -> 32.18; N 6144 x 2048 24.26 -> 21.17, 25.19 -> 21.19).
+Swap AB as there: weight rows on the MMA's 64-row side, MP = 128 tokens on its N side (256 also runs:
+faster than 128 only from 256 tokens, where the prefill path is picked), one program per (N tile, M
+tile, K split).
 
 The weight copies of the first ring stages are issued before the PDL wait (they do not depend on the
 previous kernel), the activation copies after it. A stage is refilled once both warpgroups' MMAs on it
@@ -44,7 +49,7 @@ from seam.kernels.mxfp8_wgmma import (
     SHARED_BUDGET,
     WEIGHT_LAYOUT,
     WEIGHT_SCALE_LAYOUT,
-    dequantize_weight_operand,
+    dequantize_weight_tile,
     scale_descriptor,
     store_tile,
     tile_layout,
@@ -62,8 +67,8 @@ MIN_STAGES = 2
 
 
 def max_stages(block_m: int) -> int:
-    """Deepest ring that fits :data:`seam.kernels.mxfp8_wgmma.SHARED_BUDGET`."""
-    return SHARED_BUDGET // (stage_bytes(block_m) + 8)
+    """Deepest ring that fits :data:`seam.kernels.mxfp8_wgmma.SHARED_BUDGET` beside the two BF16 weight slots."""
+    return (SHARED_BUDGET - 2 * BLOCK_N.value * BLOCK_K.value * 2) // (stage_bytes(block_m) + 8)
 
 
 @gluon.jit
@@ -83,14 +88,14 @@ def _issue_activations(a_desc, a_ring, bars, stage, step, m0, pred):
 
 
 @gluon.jit
-def _weight_operand(w_ring, s_ring, bars, i, n_steps, STAGES: gl.constexpr, a_layout: gl.constexpr):
-    """Step i's weight tile as wgmma's register A operand, once its stage has landed (past the last step:
-    unused values). The stage is refilled only after the step's MMAs, which read its activations."""
+def _stage_weights(w_ring, s_ring, bars, w_bf16, i, n_steps, STAGES: gl.constexpr):
+    """Step i's weight tile, once its ring stage has landed, dequantized to BF16 into ``w_bf16`` slot i % 2
+    (wgmma's shared A operand; K in natural order). The ring stage is refilled only after the step's MMAs."""
     stage = i % STAGES
     mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
     w = w_ring.index(stage).load(WEIGHT_LAYOUT)
     sc = s_ring.index(stage).load(WEIGHT_SCALE_LAYOUT)
-    return dequantize_weight_operand(w, sc, a_layout)
+    w_bf16.index(i % 2).store(dequantize_weight_tile(w, sc))
 
 
 @gluon.jit(do_not_specialize=["M"])
@@ -98,7 +103,7 @@ def mxfp8_linear_wgmma_ring_kernel(
     # TMA descriptors
     w_desc,  # E4M3 weights as uint8 [N, K], block [BLOCK_N, BLOCK_K]
     s_desc,  # swizzled weight scales as uint8 [N_pad * K / 4096, 16], block [32, 16] (one 128x4 chunk)
-    a_desc,  # A_deq, BF16 [M, K], K-permuted per 128-column step, block [MP, BLOCK_K]
+    a_desc,  # A_deq, BF16 [M, K], block [MP, BLOCK_K]
     # pointers
     out_ptr,  # bf16 [M, N], row stride stride_om (fp32 partials only with PARTIALS)
     ws_ptr,  # fp32 split-K workspace [tiles, SPLIT_K, MP, BLOCK_N]
@@ -145,22 +150,28 @@ def mxfp8_linear_wgmma_ring_kernel(
 
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, MP, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     acc = gl.zeros([BN, MP], gl.float32, mma)
-    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded (not converted:
-    # ptxas waits for the MMA first, see seam.kernels.mxfp8_wgmma).
-    a = _weight_operand(w_ring, s_ring, bars, 0, n_steps, STAGES, a_layout)
+    # Software-pipelined: the MMA of step i runs while step i + 1's weights are converted into the other
+    # BF16 slot. Both operands come from shared memory: with the weights as a register operand, ptxas
+    # waited for the MMA before the next conversion (sm_90 SASS: WARPGROUP.DEPBAR ahead of it).
+    w_bf16 = gl.allocate_shared_memory(gl.bfloat16, [2, BN, BLOCK_K],
+                                       gl.NVMMASharedLayout.get_default_for([BN, BLOCK_K], gl.bfloat16))
+    _stage_weights(w_ring, s_ring, bars, w_bf16, 0, n_steps, STAGES)
+    fence_async_shared()
+    gl.thread_barrier()
     for i in range(n_steps):
         stage = i % STAGES
-        acc = warpgroup_mma(a, a_ring.index(stage).permute((1, 0)), acc, is_async=True)
-        a_next = _weight_operand(w_ring, s_ring, bars, i + 1, n_steps, STAGES, a_layout)
-        acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
+        acc = warpgroup_mma(w_bf16.index(i % 2), a_ring.index(stage).permute((1, 0)), acc, is_async=True)
+        if i + 1 < n_steps:  # its slot was read by the MMA of step i - 1, waited for below
+            _stage_weights(w_ring, s_ring, bars, w_bf16, i + 1, n_steps, STAGES)
+        # Each thread orders its BF16 stores and its ring loads before the async proxy's next MMA and
+        # refill; the barrier then covers every warp, and both warpgroups' MMAs on the stage.
+        fence_async_shared()
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()
         if i + STAGES < n_steps:
-            gl.thread_barrier()  # both warpgroups' MMAs on the stage are done before the copy engine refills it
-            fence_async_shared()
             _issue_weights(w_desc, s_desc, a_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
             _issue_activations(a_desc, a_ring, bars, stage, lo + i + STAGES, m0, True)
-        a = a_next
     store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
                PARTIALS, num_warps)
 
@@ -177,7 +188,7 @@ def launch_mxfp8_linear_wgmma_ring(
     program's fp32 partial in ``work`` only. Temporary memory: 2 * M * K bytes (A_deq)."""
     m, k = xq.shape
     n = wq.shape[0]
-    a = dequantized_activations(xq, xs, k_permuted=True)
+    a = dequantized_activations(xq, xs)
     bk = BLOCK_K.value
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
     a_desc = TensorDescriptor.from_tensor(a, [block_m, bk], tile_layout(block_m, True))
