@@ -254,3 +254,18 @@ def test_a_broken_worker_pool_leaves_its_checks_to_this_process(monkeypatch, cap
     captured = capsys.readouterr()
     assert "BrokenProcessPool: a worker died" in captured.err
     assert captured.out.count("yes  mxfp8  mxfp8_quantize[row_major]") == 3 and "3 passed, 0 failed" in captured.out
+
+
+def test_verify_times_the_smallest_and_largest_m_of_each_op_and_shape():
+    """Timing every check took longer than the checks (log run 60); the table times two M per op and shape."""
+    cases = runner.collect(Context.here())
+    picked = runner.timed(cases)
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cases):
+        groups.setdefault((c.family, c.check.op, c.check.shape), []).append(c.check.m)
+    want = sum(1 if min(ms) == max(ms) else 2 for ms in groups.values())
+    assert len(picked) == want < len(cases)
+    for i in picked:
+        c = cases[i]
+        ms = groups[(c.family, c.check.op, c.check.shape)]
+        assert c.check.m in (min(ms), max(ms))

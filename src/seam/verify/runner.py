@@ -8,7 +8,10 @@ Exit status is 1 when any check fails its rule or raises.
 On a GPU most of a fresh run's time is Triton compiling kernels, one CPU core at a time (log run 52:
 qkv 129 of its 46 checks' 130 s). So the checks first run in worker processes (:func:`default_workers`),
 which compile in parallel into Triton's on-disk cache and report each check's outcome; the timings then
-run one at a time in this process, where every kernel is already compiled.
+run one at a time in this process, where every kernel is already compiled. They time the smallest and
+the largest M of each op and shape (:func:`timed`) with short graph replays (:data:`TIMING`): timing every
+check took longer than the checks themselves (log run 60: 149 checks in 54 s, their timings past 176 s).
+``seam bench NAME`` times every M, against more peers.
 """
 
 from __future__ import annotations
@@ -110,6 +113,22 @@ def also_named(cases: list[Case], chosen: list[Case], only: str | None) -> list[
     return list(dict.fromkeys(c.check.op for c in cases if c.check.op not in picked and needle in c.check.op.lower()))
 
 
+#: Graph replays per timing (``seam.bench.timing.graph_time_us``): a quick table, not a benchmark.
+TIMING = {"iters": 50, "reps": 7}
+
+
+def timed(cases: list[Case]) -> set[int]:
+    """Indices of the cases whose timings the table shows: the smallest and the largest M of each op and shape."""
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cases):
+        groups.setdefault((c.family, c.check.op, c.check.shape), []).append(i)
+    picked = set()
+    for members in groups.values():
+        by_m = sorted(members, key=lambda i: cases[i].check.m)
+        picked.update((by_m[0], by_m[-1]))
+    return picked
+
+
 def default_workers(ctx: Context) -> int:
     """Processes for the checks' first pass: on a GPU up to 8, half the CPU cores (compiles are CPU-bound;
     the GPU work of a check is short); under the interpreter 1 (there is nothing to compile, and the checks
@@ -144,10 +163,10 @@ def _worker_check(key: tuple) -> tuple[tuple, Row, float]:
     return key, run_check(ctx, _worker_cases[key], timing=False), time.perf_counter() - t0
 
 
-def _first_pass(ctx: Context, cases: list[Case], workers: int, timing: bool) -> Iterator[tuple[int, Row, float]]:
+def _first_pass(ctx: Context, cases: list[Case], workers: int, to_time: set[int]) -> Iterator[tuple[int, Row, float]]:
     """(index into ``cases``, row, seconds) of every case as it finishes: untimed in ``workers`` spawned
-    processes (more than one), else here (timed with ``timing``), and here, untimed, whatever a broken pool
-    (a worker killed) left."""
+    processes (more than one), else here (the indices in ``to_time`` timed), and here, untimed, whatever a
+    broken pool (a worker killed) left."""
     keys = _keys(cases)
     position = {key: i for i, key in enumerate(keys)}
     done: set[int] = set()
@@ -163,7 +182,7 @@ def _first_pass(ctx: Context, cases: list[Case], workers: int, timing: bool) -> 
     for i, case in enumerate(cases):
         if i not in done:
             t0 = time.perf_counter()
-            yield i, run_check(ctx, case, timing=timing and workers == 1), time.perf_counter() - t0
+            yield i, run_check(ctx, case, timing=workers == 1 and i in to_time), time.perf_counter() - t0
 
 
 def run_check(ctx: Context, case: Case, timing: bool) -> Row:
@@ -183,11 +202,11 @@ def run_check(ctx: Context, case: Case, timing: bool) -> Row:
 
         try:
             if outcome.fused is not None:
-                row.fused_us = graph_time_us(outcome.fused)
+                row.fused_us = graph_time_us(outcome.fused, **TIMING)
                 if outcome.bytes_moved:
                     row.gbps = outcome.bytes_moved / (row.fused_us * 1e-6) / 1e9
             if outcome.unfused is not None:
-                row.unfused_us = graph_time_us(outcome.unfused)
+                row.unfused_us = graph_time_us(outcome.unfused, **TIMING)
         except Exception as exc:  # timing trouble is reported, not a failed check
             traceback.print_exc()
             row.detail += f" (timing failed: {type(exc).__name__})"
@@ -228,26 +247,28 @@ def main(ctx: Context, cases: list[Case], json_path: str | None = None, timing: 
          workers: int = 1) -> int:
     """Run ``cases`` (from :func:`select` on :func:`collect`'s list: ``workers`` > 1 finds them there), print a
     line per check and the table, save ``json_path``. More than one of ``workers`` processes run the checks
-    first (:func:`default_workers`); with timing on a GPU each check then runs again here, timed, and that
-    run's outcome is the one the table reports."""
+    first (:func:`default_workers`); with timing on a GPU the checks :func:`timed` picks then run again here,
+    timed, and that run's outcome is the one the table reports."""
     console = Console()
     if not console.is_terminal:  # a file or a pipe: wider than rich's default 80 columns, fewer wrapped details
         console.width = 160
     rows: list[Row | None] = [None] * len(cases)
     start = time.perf_counter()
-    timed = timing and ctx.device.type == "cuda"
+    to_time = timed(cases) if timing and ctx.device.type == "cuda" else set()
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("verifying", total=len(cases))
-        for i, row, seconds in _first_pass(ctx, cases, workers, timed):
+        for i, row, seconds in _first_pass(ctx, cases, workers, to_time):
             rows[i] = row
             # above the bar on a terminal; the only progress output in a file or a pipe
             line = Text.assemble(_verdict(row.meets_spec), f"  {row.family}  {row.op}  M={row.m}  {row.shape} ")
             progress.console.print(line, f"({seconds:.1f} s)")
             progress.advance(task)
-        if timed and workers > 1:
-            progress.console.print(f"timing {len(cases)} checks, one at a time ({time.perf_counter() - start:.0f} s)")
-            progress.reset(task, description="timing")
-            for i, case in enumerate(cases):
+        if to_time and workers > 1:
+            progress.console.print(f"timing {len(to_time)} of {len(cases)} checks (the smallest and largest M of "
+                                   f"each op), one at a time ({time.perf_counter() - start:.0f} s)")
+            progress.reset(task, total=len(to_time), description="timing")
+            for i in sorted(to_time):
+                case = cases[i]
                 progress.update(task, description=escape(f"timing {case.check.op} M={case.check.m}"))
                 rows[i] = run_check(ctx, case, timing=True)  # its outcome again, with the kernels compiled
                 progress.advance(task)
