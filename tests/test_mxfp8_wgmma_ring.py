@@ -1,4 +1,4 @@
-"""The Gluon ring GEMM behind ``seam.mxfp8_linear`` at 65 <= M <= 128 on Hopper (``seam.kernels.mxfp8_wgmma_ring``).
+"""The Gluon ring GEMM behind ``seam.mxfp8_linear`` at 65 <= M <= 256 on Hopper (``seam.kernels.mxfp8_wgmma_ring``).
 
 On CPU: the picker, tile validation and that every kernel the picker chooses compiles for sm_90 within
 the shared memory budget. On the GPU: bytes against the exact result on operands whose sums are exact in
@@ -20,7 +20,15 @@ import torch
 
 import seam
 from seam.kernels import mxfp8_wgmma_ring
-from seam.kernels.mxfp8_gemm_config import RING_STAGES, Tile, pick_qkv_tile, pick_ring_tile, pick_tile
+from seam.kernels.mxfp8_gemm_config import (
+    BF16_MM_TILE,
+    RING_256_MIN_STEPS,
+    RING_STAGES,
+    Tile,
+    pick_qkv_tile,
+    pick_ring_tile,
+    pick_tile,
+)
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +39,7 @@ SHAPES = ((1536, 6144), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144), 
 
 def test_picker_takes_65_to_128_tokens_at_k_from_2048():
     assert pick_ring_tile(64, 2560, 6144, 132) is None  # the decode kernel's
-    assert pick_ring_tile(129, 2560, 6144, 132) is None  # the prefill path's
+    assert pick_ring_tile(129, 2560, 6144, 132) is None  # the prefill path's: 8 steps per 256-token program
     assert pick_ring_tile(100, 6144, 768, 132) is None  # K below the measured range
     assert pick_ring_tile(100, 2560, 6112, 132) is None  # K not a multiple of 128
     for n, k in SHAPES:
@@ -44,10 +52,30 @@ def test_picker_takes_65_to_128_tokens_at_k_from_2048():
     assert [pick_ring_tile(100, n, k, 132).split_k for n, k in ((2560, 6144), (4992, 6144), (6144, 2048))] == [6, 3, 2]
 
 
+def test_picker_takes_129_to_256_tokens_where_programs_keep_16_steps():
+    """Run 61: 256-token programs beat the prefill path where each runs >= 16 K steps (N 4992 and 9856 at
+    K 6144), and lost with 4-8 (N 1536, 2560 at K 6144; N 6144 at K 2048): those keep the prefill path."""
+    for m in (129, 200, 256):
+        assert pick_ring_tile(m, 4992, 6144, 132) == Tile(256, 128, 128, 8, 2, 3, wgmma=True)
+        assert pick_ring_tile(m, 9856, 6144, 132) == Tile(256, 128, 128, 8, 2, 1, wgmma=True)
+        for n, k in ((1536, 6144), (2560, 6144), (3072, 6144), (6144, 2048)):
+            assert pick_ring_tile(m, n, k, 132) is None, (n, k)
+    assert pick_ring_tile(257, 4992, 6144, 132) is None
+    for n, k in SHAPES:
+        for m in (129, 256):
+            t = pick_ring_tile(m, n, k, 132)
+            if t is not None:
+                tiles, steps = -(-n // 128), k // 128
+                assert t.ring and t.num_stages == mxfp8_wgmma_ring.max_stages(256) == 2
+                assert tiles * t.split_k <= max(132, tiles) and -(-steps // t.split_k) >= RING_256_MIN_STEPS
+
 def test_default_pick_on_hopper(monkeypatch):
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
+    assert pick_tile(200, 4992, 6144, cuda) == pick_ring_tile(200, 4992, 6144, 132)  # ahead of the prefill path
+    assert pick_tile(200, 2560, 6144, cuda) == BF16_MM_TILE
     for m in (65, 128):
         assert pick_tile(m, 2560, 6144, cuda) == pick_ring_tile(m, 2560, 6144, 132)
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
@@ -63,7 +91,10 @@ def test_ring_tiles_checked(monkeypatch):
     monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
     cuda = torch.device("cuda")
     _check_wgmma_tile(Tile(128, 128, 128, 8, 3, 6, wgmma=True), 300, 6144, cuda)  # any M: M tiles
-    with pytest.raises(ValueError, match="or 128 \\(the ring kernel\\), got 96"):
+    _check_wgmma_tile(Tile(256, 128, 128, 8, 2, 3, wgmma=True), 300, 6144, cuda)
+    with pytest.raises(ValueError, match="num_stages in \\[2, 2\\]"):  # two 256-token stages fill shared memory
+        _check_wgmma_tile(Tile(256, 128, 128, 8, 3, 3, wgmma=True), 300, 6144, cuda)
+    with pytest.raises(ValueError, match="or 128 or 256 \\(the ring kernel\\), got 96"):
         _check_wgmma_tile(Tile(96, 128, 128, 8, 3, 1, wgmma=True), 80, 6144, cuda)
     most = mxfp8_wgmma_ring.max_stages(128)
     for stages in (1, most + 1):  # one stage would wait for a refill issued only after it (a hang)
@@ -80,28 +111,34 @@ def _tool_available() -> bool:
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
 def test_every_picked_kernel_compiles_for_sm90():
-    """Every distinct picked kernel (split and K change the code), BF16 output and the QKV op's partials.
-    Split 2's split-K combine keeps 8 bytes on the stack (its unrolled loop's two partial loads)."""
-    runs = sorted({(pick_ring_tile(100, n, k, 132).split_k, k) for n, k in SHAPES})
-    runs += [(s, 6144) for s in sorted({pick_ring_tile(100, (19 * nkv + 1) * 128, 6144, 132).split_k
-                                        for nkv in (1, 2, 4)})]
+    """Every distinct picked kernel (tokens per program, split and K change the code), BF16 output and the QKV
+    op's partials. Split 2's split-K combine keeps 8 bytes on the stack (its unrolled loop's two partial loads);
+    at 256 tokens the combine's [128, 256] fp32 sum beside each loaded partial takes all 255 registers and 152
+    bytes of stack (the tile measured in run 61 with it: 17% faster than the prefill path)."""
+    picks = [pick_ring_tile(m, n, k, 132) for n, k in SHAPES for m in (100, 200)]
+    runs = sorted({(t.block_m, t.num_stages, t.split_k, k, False) for t, (n, k) in zip(picks, [s for s in SHAPES for _ in "mm"])
+                   if t is not None})
+    qkv = [pick_ring_tile(m, (19 * nkv + 1) * 128, 6144, 132) for nkv in (1, 2, 4) for m in (100, 200)]
+    runs += sorted({(t.block_m, t.num_stages, t.split_k, 6144, True) for t in qkv if t is not None})
+    assert {r[0] for r in runs} == {128, 256}
     script = (
         "import importlib.util, json\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
         "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
-        f"for i, (sk, k) in enumerate({runs!r}):\n"
-        f"    partials = i >= {len(runs) - 3}\n"
-        f"    r = tool.resources('wgmma', 128, split_k=sk, num_stages={RING_STAGES}, k=k, partials=partials)\n"
-        "    print(json.dumps([sk, k, partials, r]))\n"
+        f"for bm, st, sk, k, partials in {runs!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials)\n"
+        "    print(json.dumps([bm, sk, k, partials, r]))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
                          env={**__import__("os").environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT / "src")})
     assert out.returncode == 0, out.stderr[-3000:]
     results = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(results) == len(runs)
-    for sk, k, partials, r in results:
-        assert r["stack_bytes"] <= (8 if sk == 2 and not partials else 0), (sk, k, partials, r)
-        assert r["shared_bytes"] <= SM90_SHARED_BYTES, (sk, k, r)
+    for bm, sk, k, partials, r in results:
+        combines = sk > 1 and not partials
+        allowed = 152 if combines and bm == 256 else 8 if combines and sk == 2 else 0
+        assert r["stack_bytes"] <= allowed, (bm, sk, k, partials, r)
+        assert r["shared_bytes"] <= SM90_SHARED_BYTES, (bm, sk, k, r)
 
 
 # GPU
@@ -114,6 +151,17 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma and tile.block_m == 128
+    for got in linear_both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [4992, 9856])
+@pytest.mark.parametrize("m", [129, 200, 256])
+def test_bit_exact_picked_256_token_tiles_gpu(m, n):
+    x, w, want = exact_block_inputs(m, n, 6144, seed=m + n)
+    tile = pick_tile(m, n, 6144, x.device)
+    assert tile.ring and tile.block_m == 256
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 

@@ -31,6 +31,7 @@ from seam.kernels.mxfp8_gemm_config import (
     TWO_PER_SM_REGISTERS,
     Tile,
     pick_qkv_tile,
+    pick_ring_tile,
     pick_tile,
     small_tile,
 )
@@ -434,15 +435,15 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64), its Gluon ring tile (M 65..128,
-    K >= 2048) and its prefill tile (M >= 129); one token keeps the one-kernel tl path, refit; tl_only
-    always does."""
+    K >= 2048, and M 129..256 where pick_ring_tile takes the shape: nkv 2) and its prefill tile (M >= 129
+    otherwise); one token keeps the one-kernel tl path, refit; tl_only always does."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
         n = (19 * nkv + 1) * 128
-        for m in (1, 2, 8, 33, 64, 65, 128, 129, 2048):
+        for m in (1, 2, 8, 33, 64, 65, 128, 129, 256, 257, 2048):
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
@@ -450,6 +451,8 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t == linear and t.wgmma and t.block_m <= 64, m
             elif 65 <= m <= 128:
                 assert t == linear and t.wgmma and t.block_m == 128, m
+            elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
+                assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
             elif m >= 129:
                 assert t == linear == BF16_MM_TILE, m
             else:

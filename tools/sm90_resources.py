@@ -7,8 +7,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..64) or, with ``block_m`` 128, the
-Gluon ring kernel (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and
+``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..64) or, with ``block_m`` 128 or 256,
+the Gluon ring kernel (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and
 ``--num-warps`` do not apply, the ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).
 
@@ -124,10 +124,10 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 
-    if block_m == 128:
-        return _ring_resources(split_k=split_k, num_stages=num_stages, k=k, partials=partials)
+    if block_m in (128, 256):
+        return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials)
     if block_m not in (8, 16, 32, 64):
-        raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64 or 128, got {block_m}")
+        raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64, 128 or 256, got {block_m}")
     most = mxfp8_wgmma.max_stages(block_m, k, split_k)
     if not 1 <= num_stages <= most:
         room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
@@ -149,24 +149,24 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     return _compile(fn, types, consts, {"M"}, options, GluonASTSource)
 
 
-def _ring_resources(*, split_k: int, num_stages: int, k: int, partials: bool) -> dict:
-    """Resources of the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``), 128 tokens per program."""
+def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, partials: bool) -> dict:
+    """Resources of the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``), ``block_m`` tokens per program."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma_ring
 
-    most = mxfp8_wgmma_ring.max_stages(128)
+    most = mxfp8_wgmma_ring.max_stages(block_m)
     if not 1 <= num_stages <= most:
-        raise ValueError(f"wgmma: num_stages {num_stages} at block_m 128: shared memory allows 1 to {most}")
+        raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}: shared memory allows 1 to {most}")
     w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
-    a_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.bfloat16)
+    a_layout = gl.NVMMASharedLayout.get_default_for([block_m, 128], gl.bfloat16)
     s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc,
-             "a_desc": f"tensordesc<bf16[128, 128],{a_layout!r}>", "out_ptr": "*fp32" if partials else "*bf16",
+             "a_desc": f"tensordesc<bf16[{block_m}, 128],{a_layout!r}>", "out_ptr": "*fp32" if partials else "*bf16",
              "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
-    consts = dict(K=k, MP=128, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True,
-                  COMBINE=mxfp8_gemm_config.combine_group(128, split_k), PARTIALS=partials,
+    consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True,
+                  COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
                   num_warps=mxfp8_wgmma_ring.NUM_WARPS)
     return _compile(mxfp8_wgmma_ring.mxfp8_linear_wgmma_ring_kernel, types, consts, {"M"},
                     dict(num_warps=mxfp8_wgmma_ring.NUM_WARPS), GluonASTSource)

@@ -6,7 +6,8 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 
 * ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the
   Gluon decode kernel at 2 <= M <= 64 on Hopper, ``seam.kernels.mxfp8_wgmma``; the Gluon ring
-  kernel at 65 <= M <= 128 where K >= 2048, ``seam.kernels.mxfp8_wgmma_ring``);
+  kernel at 65 <= M <= 128 where K >= 2048, and at 129 <= M <= 256 where ``pick_ring_tile`` takes the
+  shape, ``seam.kernels.mxfp8_wgmma_ring``);
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,

@@ -17,7 +17,7 @@ import torch
 import triton
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +39,8 @@ class Tile:
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
     #: depth, ``split_k`` any count up to K / 128: with ``block_m`` 8, 16, 32 or 64 (M padded, the MMA's N
-    #: side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 128 the
-    #: ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
+    #: side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 128 or 256
+    #: the ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM with fp32 output (``torch.mm``).
@@ -48,7 +48,7 @@ class Tile:
 
     @property
     def ring(self) -> bool:
-        """A ``wgmma`` tile of the ring kernel (``block_m`` 128), not of the decode kernel."""
+        """A ``wgmma`` tile of the ring kernel (``block_m`` 128 or 256), not of the decode kernel."""
         return self.wgmma and self.block_m > WGMMA_MAX_M
 
     def to_args(self) -> tuple:
@@ -175,33 +175,45 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-#: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring,
-#: 128 tokens per program) takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured).
-RING_MAX_M = 128
+#: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
+#: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured): 128 tokens per program up
+#: to 128, 256 tokens per program above where each program still runs RING_256_MIN_STEPS K steps.
+RING_MAX_M = 256
 RING_MIN_K = 2048
 RING_STAGES = 3
+RING_256_MIN_STEPS = 16
 
 
 def pick_ring_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The ring kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`RING_MAX_M` (K a multiple of 128, at least
-    :data:`RING_MIN_K`), else None: 128 tokens, a 3-stage ring, K split to fill one wave, each split >= 4 steps.
+    :data:`RING_MIN_K`), else None. The K split fills one wave of programs with >= 4 steps each; up to 128
+    tokens one 128-token M tile, 3 stages; from 129 one 256-token M tile, 2 stages, where each program then
+    runs >= :data:`RING_256_MIN_STEPS` steps (else None: the prefill path).
 
     H200 (2026-12-01, ``docs/benchmarks-log.md`` run 54, us, M 65 then 128; tl kernel's pick / this tile /
     cuBLAS BF16 on BF16 weights): N 2560 K 6144 38.5 / 26.9 / 12.9, 31.4 / 28.8 / 12.9 (split 6); N 4992
     K 6144 73.6 / 35.5 / 18.5, 75.4 / 38.1 / 19.9 (split 3); N 6144 K 2048 26.5 / 24.4 / 9.2, 26.7 / 25.1 /
     9.0 (split 2): the fastest split of 1-6 at each, 4 stages within 4% of 3. With the weights read from
     shared memory (run 58) the same splits are still the fastest, 10-20% faster (22.1, 23.7; 32.0, 32.2;
-    21.2, 21.2), and the kernel has room for 3 stages only. From 129 tokens the prefill path is picked: at
-    256 the ring's best of 10 tiles took 0.81-0.98x its time, but that tile differs per shape (128 tokens
-    split 3 or 1, 256 tokens split 3) and the others lose up to 2x; at 2048 the ring took 0.90-1.57x (run 58).
+    21.2, 21.2), and the kernel has room for 3 stages only.
+    From 129 tokens (run 61, prefill path / this tile at M 129, 160, 192, 256): the two shapes with 16 or
+    more steps per program win at every M, N 4992 x K 6144 (split 3, 16 steps) 56.1 / 48.1, 58.3 / 48.0,
+    58.7 / 48.4, 58.6 / 48.4 and N 9856 x 6144 (split 1) 95.4 / 88.4, 104.9 / 88.2, 104.6 / 88.2, 103.3 /
+    88.8; with 10 steps (N 3072 x 6144, split 5) it lost at 129 (34.7 / 36.7) and won above; with 4-8 steps
+    (N 1536 and 2560 x 6144, N 6144 x 2048) it lost 1.03-1.7x. 128-token tiles won by 4-8% at some of those
+    shapes from 160 tokens and lost at 129 (run 61): not picked.
     """
     if not WGMMA_MAX_M < m <= RING_MAX_M or k % 128 or k < RING_MIN_K:
         return None
+    block_m = 128 if m <= 128 else 256
     tiles, steps = -(-n // 128), k // 128
-    return Tile(128, 128, 128, 8, RING_STAGES, max(1, min(sms // tiles, steps // 4)), wgmma=True)
+    split = max(1, min(sms // tiles, steps // 4))
+    if block_m == 256 and -(-steps // split) < RING_256_MIN_STEPS:
+        return None
+    return Tile(block_m, 128, 128, 8, min(RING_STAGES, mxfp8_wgmma_ring.max_stages(block_m)), split, wgmma=True)
 
 
-_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 128: 1}
+_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 128: 1, 256: 1}
 
 
 def combine_group(block_m: int, split_k: int) -> int:
@@ -250,18 +262,18 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`), 65 <= M <= 128 the
-    Gluon ring kernel where K >= 2048 (:func:`pick_ring_tile`); on any
-    CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` takes the prefill path (:data:`BF16_MM_TILE`); ``tl_only``
+    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`), 65 <= M <= 256 the
+    Gluon ring kernel where K >= 2048 and :func:`pick_ring_tile` takes the shape; on any
+    CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel.
     """
     sms = runtime.num_sms(device)
-    if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
-        return BF16_MM_TILE
     if not tl_only and wgmma_supported(device):
         wgmma_tile = pick_wgmma_tile(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
         if wgmma_tile is not None:
             return wgmma_tile
+    if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
+        return BF16_MM_TILE
     tile = GEMV_TILE if m == 1 else small_tile(m)
     if m > tile.block_m:
         waves_small = -(-(-(-m // tile.block_m) * -(-n // tile.block_n)) // sms)

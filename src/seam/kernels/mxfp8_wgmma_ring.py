@@ -11,9 +11,8 @@ wgmma reads both operands from shared memory, so step i + 1's conversion runs wh
 ``WARPGROUP.DEPBAR`` ahead of the conversion in the sm_90 SASS). That made the picked tiles 10-20%
 faster (log run 58, H200, us, register A -> shared A: N 2560 x K 6144 M 65 27.00 -> 22.13, M 128 29.77
 -> 23.68; N 4992 x 6144 35.56 -> 31.99, 37.66 -> 32.18; N 6144 x 2048 24.26 -> 21.17, 25.19 -> 21.19).
-Swap AB as there: weight rows on the MMA's 64-row side, MP = 128 tokens on its N side (256 also runs:
-faster than 128 only from 256 tokens, where the prefill path is picked), one program per (N tile, M
-tile, K split).
+Swap AB as there: weight rows on the MMA's 64-row side, MP = 128 or 256 tokens on its N side (256 holds
+twice the MMA work per weight byte), one program per (N tile, M tile, K split).
 
 The weight copies of the first ring stages are issued before the PDL wait (they do not depend on the
 previous kernel), the activation copies after it. A stage is refilled once both warpgroups' MMAs on it
@@ -46,7 +45,6 @@ from seam.kernels.mxfp8_wgmma import (
     BLOCK_K,
     BLOCK_N,
     NUM_WARPS,
-    SHARED_BUDGET,
     WEIGHT_LAYOUT,
     WEIGHT_SCALE_LAYOUT,
     dequantize_weight_tile,
@@ -66,8 +64,13 @@ def stage_bytes(block_m: int) -> int:
 MIN_STAGES = 2
 
 
+#: Shared memory a program may use: sm_90's opt-in maximum per block (227 KB) less 1 KB (Triton asked for
+#: 32 bytes beyond the buffers in run 58's compile errors). Two 256-token stages need 225 KB.
+SHARED_BUDGET = 226 * 1024
+
+
 def max_stages(block_m: int) -> int:
-    """Deepest ring that fits :data:`seam.kernels.mxfp8_wgmma.SHARED_BUDGET` beside the two BF16 weight slots."""
+    """Deepest ring that fits :data:`SHARED_BUDGET` beside the two BF16 weight slots."""
     return (SHARED_BUDGET - 2 * BLOCK_N.value * BLOCK_K.value * 2) // (stage_bytes(block_m) + 8)
 
 
@@ -114,7 +117,7 @@ def mxfp8_linear_wgmma_ring_kernel(
     stride_om,
     # constexprs
     K: gl.constexpr,
-    MP: gl.constexpr,  # tokens per program (128 as picked and checked)
+    MP: gl.constexpr,  # tokens per program, 128 or 256
     SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr,
     USE_PDL: gl.constexpr,
@@ -183,7 +186,7 @@ def launch_mxfp8_linear_wgmma_ring(
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
     (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: tokens per program
-    (128); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
+    (128 or 256); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
     for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
     program's fp32 partial in ``work`` only. Temporary memory: 2 * M * K bytes (A_deq)."""
     m, k = xq.shape

@@ -81,9 +81,9 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
     if not wgmma_supported(device):
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
-    if not (tile.block_m in (8, 16, 32, 64) and m <= tile.block_m or tile.block_m == 128):
+    if not (tile.block_m in (8, 16, 32, 64) and m <= tile.block_m or tile.block_m in (128, 256)):
         raise ValueError(f"tile.wgmma needs block_m in (8, 16, 32, 64) and >= M={m} (the decode kernel), or 128 "
-                         f"(the ring kernel), got {tile.block_m}")
+                         f"or 256 (the ring kernel), got {tile.block_m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
         raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
                          f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
@@ -92,7 +92,7 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not 1 <= tile.split_k <= k // 128:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
     # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
-    fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(128)) if tile.ring
+    fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(tile.block_m)) if tile.ring
                     else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k)))
     if not fewest <= tile.num_stages <= most:
         raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "
@@ -187,12 +187,13 @@ def mxfp8_linear(
             Hopper GPU at 2 <= M <= 64 (K a multiple of 128) the Gluon decode kernel's tile (M
             padded to 8..64, the K split and a 2-stage ring), at 65 <= M <= 128 (K a multiple of
             128, >= 2048) the Gluon ring kernel's (block_m 128, 2 * M * K bytes of temporary BF16
-            activations); from M 129 on a CUDA GPU the prefill path; otherwise BLOCK_M (1, the GEMV,
+            activations), at 129 <= M <= 256 its 256-token tile where ``pick_ring_tile`` takes the
+            shape; from M 129 on a CUDA GPU otherwise the prefill path; otherwise BLOCK_M (1, the GEMV,
             for one token; 16 to 128 otherwise), the K split by wave count on the SM count and,
             for 64-row tiles split at most two ways, a register cap (split-K launches
             share a per-device workspace: keep them on one stream, and make a first call
             before graph capture). ``block_m`` must be 1 or a power of two >= 16; a
-            ``wgmma`` tile (Hopper only) takes block_m 8..64 >= M or 128 (any M), block_n = block_k = 128,
+            ``wgmma`` tile (Hopper only) takes block_m 8..64 >= M or 128 / 256 (any M), block_n = block_k = 128,
             8 warps, K a multiple of 128 (it falls back to the tl kernel's pick where an
             operand's base or row stride is not 16-byte aligned, which TMA needs).
             ``f16_operands`` applies to MXFP8 activations (in-GEMM
