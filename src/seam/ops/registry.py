@@ -48,12 +48,19 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     run = _quiet_numpy(launcher) if runtime.INTERPRET else launcher
     op = torch.library.custom_op(f"seam::{name}", run, mutates_args=mutates, schema=schema)
     op.register_fake(_no_output)
-    params = list(inspect.signature(launcher).parameters)
+    signature = inspect.signature(launcher).parameters
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in signature.values()):
+        raise TypeError(f"{name}: a registered launcher takes positional parameters only")
+    params = list(signature)
+    defaults = {n: p.default for n, p in signature.items() if p.default is not p.empty}
     written = [(params.index(arg), arg) for arg in mutates]
 
     def call(*args, **kwargs):
         if torch.compiler.is_compiling():
-            op(*args, **kwargs)
+            # Every argument by position, defaults included: torch 2.11's trace of a call that left out an
+            # optional written argument failed in its fake-tensor run (IndexError: seam bench step's compiled
+            # unfused chain on the H200, log run 63); torch 2.13 traced it.
+            op(*args, *(kwargs[n] if n in kwargs else defaults[n] for n in params[len(args):]))
         else:
             run(*args, **kwargs)
             outs = [args[i] if i < len(args) else kwargs.get(arg) for i, arg in written]
