@@ -6,6 +6,11 @@ import torch
 import seam  # noqa: F401  (sets TRITON_INTERPRET=1 on CPU-only machines before kernels load)
 from seam import runtime
 
+if runtime.INTERPRET:
+    import fast_interpreter  # tests/fast_interpreter.py
+
+    fast_interpreter.install()
+
 
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available() and not runtime.INTERPRET:
