@@ -227,3 +227,18 @@ def test_weight_built_once_per_buffers(device):
     assert layer.weight is first and bytes_equal(first.values, source.weight.values)
     moved = layer.to("meta").weight
     assert moved is not first and moved.values.device.type == "meta"
+
+
+def test_leading_dimensions_as_nn_linear(device):
+    """x [..., K] -> [..., N], the same bytes as the flattened 2-D call; out= of that shape; bad out refused."""
+    layer = _layer(device)
+    x = torch.randn(2, 3, 128, generator=torch.Generator().manual_seed(4)).bfloat16().to(device)
+    want = layer(x.reshape(6, 128))
+    got = layer(x)
+    assert got.shape == (2, 3, 64) and bytes_equal(got.reshape(6, 64), want)
+    out = torch.empty(2, 3, 64, dtype=torch.bfloat16, device=device)
+    assert layer(x, out=out) is not None and bytes_equal(out.reshape(6, 64), want)
+    for bad in (torch.empty(6, 64, dtype=torch.bfloat16, device=device),
+                torch.empty(2, 64, 3, dtype=torch.bfloat16, device=device).transpose(1, 2)):
+        with pytest.raises(ValueError, match="out must be a contiguous tensor of shape \\[2, 3, 64\\]"):
+            layer(x, out=bad)

@@ -149,16 +149,27 @@ class MXFP8Linear(torch.nn.Module):
         quantize: LinearQuantize | str = LinearQuantize.AUTO,
     ) -> torch.Tensor:
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
-        without a hand-off is quantized (see :func:`seam.mxfp8_linear`).
+        without a hand-off is quantized (see :func:`seam.mxfp8_linear`). As ``torch.nn.Linear``, a BF16
+        x [..., K] gives [..., N] (its leading dimensions are the tokens; ``out``, if given, contiguous
+        [..., N]); the hand-off applies to 2-D x only.
 
         Raises:
-            TypeError / ValueError: as :func:`seam.mxfp8_linear` (x not BF16 [M, K] nor a
+            TypeError / ValueError: as :func:`seam.mxfp8_linear` (x not BF16 [..., K] nor a
                 QuantizedActivation, K not in_features, row-major activation scales, bad ``out`` or
                 ``quantize``), before any launch; a registered hand-off stays registered.
             RuntimeError: as :func:`seam.mxfp8_linear` (a split-K workspace to allocate during
                 CUDA-graph capture).
         """
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
+        if isinstance(x, torch.Tensor) and x.dim() > 2:
+            lead = tuple(x.shape[:-1])
+            if out is not None and not (isinstance(out, torch.Tensor) and out.is_contiguous()
+                                        and tuple(out.shape) == (*lead, self.out_features)):
+                raise ValueError(f"out must be a contiguous tensor of shape {[*lead, self.out_features]} for x of "
+                                 f"shape {list(x.shape)}, got {getattr(out, 'shape', type(out).__name__)}")
+            rows = x.reshape(-1, x.shape[-1])
+            y = self.forward(rows, out=None if out is None else out.view(rows.shape[0], -1), quantize=quantize)
+            return y.view(*lead, self.out_features)
         if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
             # rows used as they are; a traced forward takes no hand-off (set_prequant)
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import seam
 from seam.compare import bytes_equal, ulp_summary
-from seam.ref.norm import fused_add_rms_norm_ref, gemma_fused_add_rms_norm_ref, gemma_rms_norm_ref
+from seam.ref.norm import fused_add_rms_norm_ref, gemma_rms_norm_ref
 from seam.verify.core import Check, Context, Outcome
 
 EPS = 1e-6
@@ -54,17 +54,18 @@ def _run_mxfp8(ctx: Context, m: int, hidden: int, layout: str, gemma: bool = Tru
     )
 
 
-def _run_add_norm(ctx: Context, m: int, hidden: int) -> Outcome:
+def _run_add_norm(ctx: Context, m: int, hidden: int, gemma: bool = True) -> Outcome:
     x, r, w = _inputs(ctx, m, hidden)
-    out = seam.gemma_fused_add_rms_norm(x, r, w, EPS)
-    ref_n, ref_ro = gemma_fused_add_rms_norm_ref(x, r, w, EPS)
+    add_norm = seam.gemma_fused_add_rms_norm if gemma else seam.fused_add_rms_norm  # the public name checked
+    out = add_norm(x, r, w, EPS)
+    ref_n, ref_ro = fused_add_rms_norm_ref(x, r, w, EPS, gemma=gemma)
     within, summary = ulp_summary(out[0], ref_n)
     res_ok = bytes_equal(out[1], ref_ro)
     return Outcome(
         exact=within and res_ok,
         detail=f"normed {summary}; residual_out {'bytes equal' if res_ok else 'DIFFERS'}",
-        fused=lambda: seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=out),
-        unfused=lambda: gemma_fused_add_rms_norm_ref(x, r, w, EPS),
+        fused=lambda: add_norm(x, r, w, EPS, out=out),
+        unfused=lambda: fused_add_rms_norm_ref(x, r, w, EPS, gemma=gemma),
         baseline="the PyTorch reference (eager)",
         bytes_moved=x.numel() * 2 * 4 + w.numel() * 2,
     )
@@ -114,6 +115,8 @@ def checks(ctx: Context) -> list[Check]:
                          rule=ADD_NORM_RULE))
         out.append(Check("gemma_fused_add_rms_norm[in place]", m, shape, lambda m=m: _run_in_place(ctx, m, hidden),
                          rule=IN_PLACE_RULE))
+        out.append(Check("fused_add_rms_norm[plain weight]", m, shape,
+                         lambda m=m: _run_add_norm(ctx, m, hidden, gemma=False), rule=ADD_NORM_RULE))
         out.append(Check("fused_add_rms_norm_mxfp8[plain weight,+bf16,swizzled]", m, shape,
                          lambda m=m: _run_mxfp8(ctx, m, hidden, "swizzled", gemma=False), rule=MXFP8_RULE))
         out.append(Check("gemma_rms_norm", m, shape, lambda m=m: _run_rms_norm(ctx, m, hidden), rule=NORMED))
