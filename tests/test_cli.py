@@ -17,8 +17,12 @@ from seam.verify.core import Context
 
 
 def test_bench_rejects_unknown_name(capsys):
-    assert main(["bench", "nope"]) == 2
-    assert "unknown benchmark 'nope'" in capsys.readouterr().err
+    """A usage error, as the other CLI errors: the usage line, then "seam bench: error: ...", status 2."""
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "nope"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: seam bench" in err and "seam bench: error: unknown benchmark 'nope'" in err
 
 
 def test_bench_dist_points_to_torchrun(capsys):
@@ -27,8 +31,9 @@ def test_bench_dist_points_to_torchrun(capsys):
 
 
 def test_bench_rejects_token_counts_below_one(capsys):
-    assert main(["bench", "qkv", "--m", "1", "0"]) == 2
-    assert "--m takes token counts >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "qkv", "--m", "1", "0"])
+    assert exc.value.code == 2 and "seam bench: error: --m takes token counts >= 1" in capsys.readouterr().err
 
 
 def test_bench_m_needs_integers():

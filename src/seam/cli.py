@@ -51,12 +51,6 @@ def _bench(name: str, ms: list[int] | None) -> int:
     if name in _MULTI_PROCESS:
         print(f"seam bench {name} runs one process per GPU: {_MULTI_PROCESS[name]}", file=sys.stderr)
         return 2
-    if name not in _bench_names():
-        print(f"unknown benchmark {name!r}; choose from {', '.join(_bench_names())}", file=sys.stderr)
-        return 2
-    if ms is not None and any(m < 1 for m in ms):
-        print(f"--m takes token counts >= 1, got {ms}", file=sys.stderr)
-        return 2
     module = importlib.import_module(f"seam.bench.{name}")
     import torch
 
@@ -140,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"contain it: {', '.join(others)} (name one to run it)")
         workers = args.workers or runner.default_workers(ctx)
         return runner.main(ctx, cases, args.json, timing=not args.no_timing, workers=workers)
+    if args.name not in _bench_names() and args.name not in _MULTI_PROCESS:
+        bench.error(f"unknown benchmark {args.name!r}; choose from {', '.join(_bench_names())}")
+    if args.m is not None and any(m < 1 for m in args.m):
+        bench.error(f"--m takes token counts >= 1, got {args.m}")
     return _bench(args.name, args.m)
 
 
