@@ -30,8 +30,9 @@ def install() -> bool:
     launches: list[set | None] = []  # per running launch: the language modules it patched (None: not yet)
     for_good: set = set()  # language modules a helper's call patched (never restored)
 
-    def langs(fn) -> set:
-        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+    @functools.cache
+    def langs(fn) -> frozenset:  # per function: a helper is called many times per launch
+        return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core))
 
     @functools.wraps(patch_lang)
     def patch_lang_once(fn):

@@ -156,9 +156,9 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma_ring
 
-    most = mxfp8_wgmma_ring.max_stages(block_m)
-    if not 1 <= num_stages <= most:
-        raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}: shared memory allows 1 to {most}")
+    fewest, most = mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(block_m)
+    if not fewest <= num_stages <= most:
+        raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}: the ring takes {fewest} to {most}")
     w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
     a_layout = gl.NVMMASharedLayout.get_default_for([block_m, 128], gl.bfloat16)
     s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"

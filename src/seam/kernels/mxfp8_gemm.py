@@ -522,7 +522,7 @@ def launch_gluon(
     tile: Tile, use_pdl: bool, *, partials: bool = False,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
-    (``block_m`` <= 64) or the ring kernel (128), into ``out`` or, with ``partials`` (``out`` unused), each
+    (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. Returns
     None, launching nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
