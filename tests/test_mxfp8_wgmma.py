@@ -25,7 +25,8 @@ import torch
 
 import seam
 from seam.kernels import mxfp8_wgmma
-from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, pick_qkv_tile, pick_tile, pick_wgmma_tile
+from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, pick_qkv_tile, pick_tile,
+                                           pick_wgmma_tile, wgmma_early_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -75,6 +76,18 @@ def test_picker_at_64_tokens_takes_the_measured_best_split():
     """Run 53 (H200, M 64, K 6144): the fastest split of each N, which the former rule (one wave, grown
     until the activations fit) missed at N 4992 (split 5: 28.9 us, 6: 26.4)."""
     assert [pick_wgmma_tile(64, n, 6144, 132).split_k for n in (2560, 3072, 4992)] == [6, 5, 6]
+
+
+def test_early_steps_at_the_measured_picks():
+    """Runs 65-66 (H200): one weight step converted before the PDL wait at 8, 16 and 64 tokens, none at 32
+    (its registers), two at 64 tokens where a program runs <= 3 steps (N 6144 x K 768: split 2)."""
+    cases = {(8, 2560, 6144): 1, (16, 6144, 2048): 1, (32, 2560, 6144): 0, (64, 2560, 6144): 1,
+             (64, 6144, 768): 2, (8, 6144, 768): 1}
+    got = {}
+    for m, n, k in cases:
+        t = pick_wgmma_tile(m, n, k, 132)
+        got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k)
+    assert got == cases
 
 
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():
@@ -155,8 +168,9 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth and
     steps per program change the code; the split and K beyond that do not), E4M3 activations, and
     BF16 ones at each block_m's longest range, and the partials-only kernels the QKV op picks (nkv 1, 2, 4):
-    no spills, shared memory within the limit. One process compiles them all
-    (``tools/sm90_resources.py``'s ``resources``)."""
+    no spills, shared memory within the limit, and up to 32 tokens at most 128 registers (two programs per
+    SM; the weight steps converted before the PDL wait are held across the activation staging).
+    One process compiles them all (``tools/sm90_resources.py``'s ``resources``)."""
     configs = {}
     for n, k in SHAPES:
         for m in range(2, WGMMA_MAX_M + 1):
@@ -186,6 +200,8 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     assert len(results) == len(runs)
     for *config, r in results:
         assert r["stack_bytes"] == 0, (config, r)
+        if config[0] <= 32:  # two programs per SM (256 threads each): the picker's two waves count on them
+            assert r["registers"] <= 128, (config, r)
         assert r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
 
 

@@ -175,6 +175,25 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
+def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
+    """Weight steps the Gluon decode kernel converts to its BF16 operand before its PDL wait (0, 1 or 2).
+
+    Before the wait a program only streams weights (the activations may still be written by the
+    previous kernel), so each step converted there is one fewer after it; each costs registers held
+    across the activation staging. H200 (2026-12-01, ``docs/benchmarks-log.md`` runs 65-66, picked
+    tiles, us, 0 / 1 / 2 steps): 8 and 16 tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768
+    M 8 5.42 / 5.14; 13 of 15 shapes faster, two 1% slower), 2 would hold more than 128 registers, so one
+    program per SM (12-14 us); 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 /
+    14.56); 64 tokens (one program per SM) take 1 (0.1-0.3 us faster) or, where a program runs <= 3 steps,
+    2 (N 6144 x 768 10.60 / 10.30 / **7.40**; with 4-8 steps 2 is 1-2 us slower).
+    """
+    if block_m == 32:
+        return 0
+    if block_m == 64 and mxfp8_wgmma.max_steps(k, split_k) <= 3:
+        return 2
+    return 1
+
+
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
 #: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured): 128 tokens per program up
 #: to 128, 256 tokens per program above where each program still runs RING_256_MIN_STEPS K steps.

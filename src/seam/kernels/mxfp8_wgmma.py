@@ -13,6 +13,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   before anything else, before the PDL wait too: the weights (and their scales) must not
   be written by a PDL predecessor. In a PDL chain they can then stream while the previous
   kernel finishes (not yet seen in the measurements: docs/benchmarks-log.md runs 32 and 36).
+  The first one or two steps are also converted to their BF16 operand there, before the wait
+  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: 1-4% faster, 30% at 64 tokens with
+  3 steps per program; log runs 65-66).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; every seam PDL kernel writes, and reads what others produce,
@@ -46,6 +49,12 @@ MMA -> partial -> arrival -> partials -> store), not the stream or the issue rat
 Compute at 8 tokens (run 40) shows DRAM 30% busy, SMs idle 27% of the cycles and global-load
 waits (the split-K combine) leading the stalls; a K loop with 40% fewer instructions (F16
 operands, run 39), deeper rings and more programs per SM (runs 38, 42) were all slower.
+Run 64's per-program timeline (``%globaltimer`` stamps in a graph of back-to-back calls, N 2560 x
+K 6144) at 8 tokens: a call's programs start during the previous call and wait in ``gdc_wait``; from
+its release the call's last program ends ~8 us later: activations staged 1.0 us, first weight operand
+0.5, the 4-step loop 2.8 (two programs share each SM's issue slots), partial stored and arrival 1.0,
+then the combine. At 64 tokens staging takes 3.1 us and the 8-step loop 5.4. The split-K combine
+(arrival, the last program's loads and store) costs 1.6-3.2 us: partials-only launches (run 66).
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
 fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
@@ -262,6 +271,7 @@ def mxfp8_linear_wgmma_kernel(
     USE_PDL: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
+    EARLY_STEPS: gl.constexpr,  # weight steps converted before the PDL wait (0, 1 or 2)
     num_warps: gl.constexpr,
 ):
     BN: gl.constexpr = 16 * num_warps
@@ -293,24 +303,40 @@ def mxfp8_linear_wgmma_kernel(
         # The next kernel may start now and stream its own weights: its gdc_wait still waits for
         # all of this one. Measured on the H200 (docs/benchmarks-log.md run 34): 0.04-0.8 us faster per call.
         tl.extra.cuda.gdc_launch_dependents()
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, MP, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    # Steps converted before the wait: nothing there depends on the previous kernel.
+    if EARLY_STEPS >= 1:
+        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+    if EARLY_STEPS == 2:
+        b = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+    if USE_PDL:
         tl.extra.cuda.gdc_wait()
     _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)
     fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
     gl.thread_barrier()
 
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, MP, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     acc = gl.zeros([BN, MP], gl.float32, mma)
-    # Software-pipelined: the MMA of step i runs while step i + 1's weights are loaded (not converted:
-    # ptxas waits for the MMA first, see the module docstring).
-    a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
-    for i in range(n_steps):
-        acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)
-        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS, STAGES,
-                                 a_layout)
-        acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
-        a = a_next
+    if EARLY_STEPS == 0:
+        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+    # Software-pipelined: the MMA of step i runs while the weights of the next step not yet converted are
+    # loaded (not converted: ptxas waits for the MMA first, see the module docstring).
+    if EARLY_STEPS < 2:
+        for i in range(n_steps):
+            acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)
+            a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
+                                     STAGES, a_layout)
+            acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
+            a = a_next
+    else:
+        for i in range(n_steps):
+            acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)
+            c = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS, STAGES,
+                                a_layout)
+            acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
+            a = b
+            b = c
 
     store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
                PARTIALS, num_warps)
@@ -384,12 +410,14 @@ def operands_ready(xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, 
 def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
-    combine: int, partials: bool = False,
+    combine: int, *, partials: bool = False, early_steps: int,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
-    scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip.
+    scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
+    ``early_steps``: weight steps converted before the PDL wait, 0, 1 or 2
+    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``)."""
@@ -409,5 +437,5 @@ def launch_mxfp8_linear_wgmma(
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
-        COMBINE=combine, PARTIALS=partials, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from collections.abc import Callable
 
 import numpy as np
@@ -44,7 +45,7 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     calls ``launcher`` directly otherwise. Under the interpreter both run it without NumPy's
     floating-point warnings.
     """
-    schema = torch.library.infer_schema(launcher, mutates_args=mutates)
+    schema = _schema_without_defaults(launcher, mutates)
     run = _quiet_numpy(launcher) if runtime.INTERPRET else launcher
     op = torch.library.custom_op(f"seam::{name}", run, mutates_args=mutates, schema=schema)
     op.register_fake(_no_output)
@@ -57,9 +58,7 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
 
     def call(*args, **kwargs):
         if torch.compiler.is_compiling():
-            # Every argument by position, defaults included: torch 2.11's trace of a call that left out an
-            # optional written argument failed in its fake-tensor run (IndexError: seam bench step's compiled
-            # unfused chain on the H200, log run 63); torch 2.13 traced it.
+            # Every argument, defaults included: the schema has none (_schema_without_defaults).
             op(*args, *(kwargs[n] if n in kwargs else defaults[n] for n in params[len(args):]))
         else:
             run(*args, **kwargs)
@@ -68,6 +67,25 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
 
     call.op = op
     return call
+
+
+def _schema_without_defaults(launcher: Callable[..., None], mutates: tuple[str, ...]) -> str:
+    """``launcher``'s op schema with no default values.
+
+    The dispatcher hands a Python kernel its arguments with the trailing ones that equal their
+    defaults left out, and torch 2.11's custom ops then look up a written argument left out as
+    None by position (``IndexError``, pytorch#176078: ``seam bench step``'s compiled unfused chain
+    on the H200, log runs 63-64). Without defaults in the schema no argument is left out.
+    """
+    hints = typing.get_type_hints(launcher)
+    signature = inspect.signature(launcher)
+    params = [p.replace(default=p.empty, annotation=hints[p.name]) for p in signature.parameters.values()]
+
+    def prototype(*args) -> None:
+        """Only its signature is read."""
+
+    prototype.__signature__ = signature.replace(parameters=params, return_annotation=None)
+    return torch.library.infer_schema(prototype, mutates_args=mutates)
 
 
 def _no_output(*args) -> None:
