@@ -25,8 +25,9 @@ import torch
 
 import seam
 from seam.kernels import mxfp8_wgmma
+from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, pick_qkv_tile, pick_tile,
-                                           pick_wgmma_tile, wgmma_early_steps)
+                                           pick_wgmma_tile, wgmma_combiners, wgmma_early_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -88,6 +89,14 @@ def test_early_steps_at_the_measured_picks():
         t = pick_wgmma_tile(m, n, k, 132)
         got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k)
     assert got == cases
+
+
+def test_combiners_spread_only_large_partials():
+    """Run 68 (H200): one combiner for 8 tokens at split 12 and 64 tokens at split 2; a power of two of the
+    tile's programs, at most 16, from 160 split x tokens (16 tokens at split 10)."""
+    got = [wgmma_combiners(bm, sk) for bm, sk in [(8, 12), (8, 4), (16, 6), (64, 2), (16, 10), (8, 22), (32, 12),
+                                                  (64, 6), (64, 5), (128, 2), (128, 11), (256, 3), (8, 48)]]
+    assert got == [1, 1, 1, 1, 8, 16, 8, 4, 4, 2, 8, 2, 16]
 
 
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():
@@ -287,3 +296,5 @@ def test_deterministic_and_in_bounds_gpu(split, k):
     again = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(out.view(torch.int16), again.view(torch.int16))
     assert not out.isnan().any() and buf[:pad].isnan().all() and buf[pad + m * n:].isnan().all()
+    # the arrival counters are back at zero for the next launch (both combine protocols)
+    assert not split_k_scratch(x.device, 2, tile)[1].any()

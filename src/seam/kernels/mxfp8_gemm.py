@@ -46,7 +46,7 @@ import triton.language as tl
 from seam import runtime
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_tile, wgmma_early_steps
+from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_tile, wgmma_combiners, wgmma_early_steps
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -537,11 +537,13 @@ def launch_gluon(
         work, counters = out, out  # unused
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, combine_group(tile.block_m, tile.split_k))
+    combiners = wgmma_combiners(tile.block_m, tile.split_k)
     if tile.ring:
-        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials)
+        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=combiners)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(
-            *args, partials=partials, early_steps=wgmma_early_steps(tile.block_m, xq.shape[1], tile.split_k))
+            *args, partials=partials, early_steps=wgmma_early_steps(tile.block_m, xq.shape[1], tile.split_k),
+            combiners=combiners)
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out

@@ -240,6 +240,28 @@ def combine_group(block_m: int, split_k: int) -> int:
     return min(split_k, _COMBINE_GROUP[block_m])
 
 
+#: Split-K partial sizes (split_k x block_m, in 512-byte units: 128 fp32 rows per token) from which a tile's
+#: partials are combined by several of its programs, a row slice each, rather than by the last to arrive.
+SPREAD_COMBINE_MIN = 160
+
+
+def wgmma_combiners(block_m: int, split_k: int) -> int:
+    """Programs of a Gluon kernel's output tile that combine its split-K partials (``store_tile``): 1, the last
+    to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's first 2^j <= min(split_k, 16)
+    programs, each waiting for every arrival and then summing its row slice in split order (same bytes).
+
+    One program loading every partial takes split_k x block_m x 512 bytes through its SM (N 2560 x K 6144
+    at 64 tokens, split 6: 192 KB). H200 (2026-12-01, ``docs/benchmarks-log.md`` run 68, us, 1 / spread):
+    decode 64 tokens N 2560 x K 6144 14.51 / 13.15, N 1536 x 6144 (split 10) 11.57 / 10.07; 32 tokens
+    N 2560 12.14 / 10.35; ring kernel 65 tokens N 2560 24.23 / 21.05, N 1536 (split 11) 24.34 / 17.75,
+    256-token tiles N 4992 M 200 48.17 / 45.11. Below the threshold one combiner was as fast or faster
+    (8 tokens, split 12: 8.17 / 8.69; 64 tokens, split 2: 12.63 / 12.75), at one point of 26 2.6% slower.
+    """
+    if split_k * block_m < SPREAD_COMBINE_MIN:
+        return 1
+    return 1 << (min(split_k, 16).bit_length() - 1)
+
+
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:
 #: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and multiply them with
 #: cuBLAS (``torch.mm`` with fp32 output, rounded to BF16 once). H200 (2026-12-01, ``docs/benchmarks-log.md``

@@ -37,10 +37,15 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   shared-memory stores do not cross it). Converting into two shared BF16 slots that ``wgmma`` reads
   (the ring kernel's way, 10-20% faster there) was slower here at every M but one (log run 59: N 2560
   x K 6144 M 8 8.33 -> 9.74 us, M 64 14.47 -> 23.7 at the best split that fits beside the slots).
-* **Split-K combine in fixed order** (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s
-  protocol): partials to a workspace, the last program of a tile sums them in split order;
-  the epilogue stores along N, contiguous in the output. For the fused QKV op (``PARTIALS``) the
-  programs only store their partials: its epilogue kernel, next in the stream, sums them.
+* **Split-K combine in fixed order**: partials to a workspace; the last program of a tile to arrive
+  sums them in split order (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s protocol) or, where
+  a tile's partials are large (:func:`seam.kernels.mxfp8_gemm_config.wgmma_combiners`), its first
+  2^j programs each wait for every arrival and sum a slice of its rows, in the same order, so the
+  bytes are the same. The wait assumes that a tile's programs, consecutive in launch order, all
+  become resident: none waits on a later tile, and a PDL dependent launches only once every program
+  here has started. The epilogue stores along N, contiguous in the output. For the fused QKV op
+  (``PARTIALS``) the programs only store their partials: its epilogue kernel, next in the stream,
+  sums them.
 
 Measured on the H200 (``docs/benchmarks-log.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
 M 8..64 (N 2560 x K 6144 at 64 tokens 17.7 -> 14.5 us with run 41's combine rule), still 1.9-5x the
@@ -54,7 +59,8 @@ K 6144) at 8 tokens: a call's programs start during the previous call and wait i
 its release the call's last program ends ~8 us later: activations staged 1.0 us, first weight operand
 0.5, the 4-step loop 2.8 (two programs share each SM's issue slots), partial stored and arrival 1.0,
 then the combine. At 64 tokens staging takes 3.1 us and the 8-step loop 5.4. The split-K combine
-(arrival, the last program's loads and store) costs 1.6-3.2 us: partials-only launches (run 66).
+(arrival, the last program's loads and store) cost 1.6-3.2 us: partials-only launches (run 66); the
+spread combine took 0.3-1.8 us of that back at 32-64 tokens (run 68).
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
 fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
@@ -272,6 +278,7 @@ def mxfp8_linear_wgmma_kernel(
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
     EARLY_STEPS: gl.constexpr,  # weight steps converted before the PDL wait (0, 1 or 2)
+    COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     num_warps: gl.constexpr,
 ):
     BN: gl.constexpr = 16 * num_warps
@@ -339,15 +346,16 @@ def mxfp8_linear_wgmma_kernel(
             b = c
 
     store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
-               PARTIALS, num_warps)
+               PARTIALS, COMBINERS, num_warps)
 
 
 @gluon.jit
 def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN: gl.constexpr,
                MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, PARTIALS: gl.constexpr,
-               num_warps: gl.constexpr):
+               COMBINERS: gl.constexpr, num_warps: gl.constexpr):
     """Store a program's [BN, MP] fp32 sums, out^T rows n0.. and columns m0..: as BF16 (no split), as its
-    split-K partial (``PARTIALS``), or as a partial that the tile's last program to arrive combines."""
+    split-K partial (``PARTIALS``), or as a partial that the tile's last program to arrive combines
+    (``COMBINERS`` 1) or that the first ``COMBINERS`` programs of the tile combine, a slice of rows each."""
     # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
     acc = gl.convert_layout(acc, EPI)
@@ -360,7 +368,7 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
         gl.store(base + kid * (BN * MP), acc)
     elif SPLIT_K == 1:
         gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
-    else:
+    elif COMBINERS == 1:
         gl.store(base + kid * (BN * MP), acc)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
@@ -374,6 +382,41 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
                                      cache_modifier=".cg")  # at L2, where the partials landed
             gl.store(counter_ptr + tile, 0)
             gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+    else:
+        gl.store(base + kid * (BN * MP), acc)
+        gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
+        gl.atomic_add(counter_ptr + tile, 1, sem="release")
+        if kid < COMBINERS:
+            _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, SPLIT_K,
+                          COMBINE, COMBINERS, num_warps)
+
+
+@gluon.jit
+def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN: gl.constexpr,
+                  MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr,
+                  num_warps: gl.constexpr):
+    """Rows [kid * R, kid * R + R) of the tile (R = BN / COMBINERS), once every split's partial has arrived:
+    their sum in split order, stored as BF16. The counter counts SPLIT_K arrivals, then COMBINERS departures;
+    the last to leave zeroes it for the next launch (every combiner has seen the arrivals by then)."""
+    R: gl.constexpr = BN // COMBINERS
+    TR: gl.constexpr = 32 if R >= 32 else R
+    SL: gl.constexpr = gl.BlockedLayout([1, 1], [TR, 32 // TR], [1, num_warps], [0, 1])
+    r_idx = kid * R + gl.arange(0, R, layout=gl.SliceLayout(1, SL))
+    m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, SL))
+    base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
+    seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
+    while seen < SPLIT_K:
+        seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
+    total = gl.zeros([R, MP], gl.float32, SL)
+    for s0 in range(0, SPLIT_K, COMBINE):  # split order, as the single combiner sums them
+        for j in gl.static_range(COMBINE):
+            total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0, cache_modifier=".cg")
+    left = gl.atomic_add(counter_ptr + tile, 1, sem="relaxed")
+    if left == SPLIT_K + COMBINERS - 1:
+        gl.store(counter_ptr + tile, 0)
+    out_mask = (n0 + r_idx[:, None] < N) & (m0 + m_idx[None, :] < M)
+    out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
+    gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
 
 
 @functools.cache
@@ -410,14 +453,15 @@ def operands_ready(xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, 
 def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
-    combine: int, *, partials: bool = False, early_steps: int,
+    combine: int, *, partials: bool = False, early_steps: int, combiners: int,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
     ``early_steps``: weight steps converted before the PDL wait, 0, 1 or 2
-    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`).
+    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``combiners``: programs per tile that
+    combine its partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``)."""
@@ -437,5 +481,6 @@ def launch_mxfp8_linear_wgmma(
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
-        COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, COMBINERS=combiners, num_warps=NUM_WARPS,
+        launch_pdl=use_pdl,
     )

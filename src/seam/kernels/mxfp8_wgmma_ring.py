@@ -122,6 +122,7 @@ def mxfp8_linear_wgmma_ring_kernel(
     STAGES: gl.constexpr,
     USE_PDL: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
+    COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     PARTIALS: gl.constexpr,  # only store each program's partial
     num_warps: gl.constexpr,
 ):
@@ -176,19 +177,20 @@ def mxfp8_linear_wgmma_ring_kernel(
             _issue_weights(w_desc, s_desc, a_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
             _issue_activations(a_desc, a_ring, bars, stage, lo + i + STAGES, m0, True)
     store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
-               PARTIALS, num_warps)
+               PARTIALS, COMBINERS, num_warps)
 
 
 def launch_mxfp8_linear_wgmma_ring(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
-    combine: int, partials: bool = False,
+    combine: int, partials: bool = False, *, combiners: int,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
     (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: tokens per program
     (128 or 256); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
     for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
-    program's fp32 partial in ``work`` only. Temporary memory: 2 * M * K bytes (A_deq)."""
+    program's fp32 partial in ``work`` only; ``combiners``: programs per tile that combine its partials
+    (``seam.kernels.mxfp8_gemm_config.wgmma_combiners``). Temporary memory: 2 * M * K bytes (A_deq)."""
     m, k = xq.shape
     n = wq.shape[0]
     a = dequantized_activations(xq, xs)
@@ -199,5 +201,5 @@ def launch_mxfp8_linear_wgmma_ring(
     mxfp8_linear_wgmma_ring_kernel[grid](
         w_desc, scale_descriptor(ws), a_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, USE_PDL=use_pdl, COMBINE=combine, PARTIALS=partials,
-        num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINERS=combiners, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )
