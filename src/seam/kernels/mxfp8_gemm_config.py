@@ -254,8 +254,9 @@ def wgmma_combiners(block_m: int, split_k: int) -> int:
     at 64 tokens, split 6: 192 KB). H200 (2026-12-01, ``docs/benchmarks-log.md`` run 68, us, 1 / spread):
     decode 64 tokens N 2560 x K 6144 14.51 / 13.15, N 1536 x 6144 (split 10) 11.57 / 10.07; 32 tokens
     N 2560 12.14 / 10.35; ring kernel 65 tokens N 2560 24.23 / 21.05, N 1536 (split 11) 24.34 / 17.75,
-    256-token tiles N 4992 M 200 48.17 / 45.11. Below the threshold one combiner was as fast or faster
-    (8 tokens, split 12: 8.17 / 8.69; 64 tokens, split 2: 12.63 / 12.75), at one point of 26 2.6% slower.
+    256-token tiles N 4992 M 200 48.17 / 45.11. Below the threshold one combiner was the faster (8 tokens,
+    split 12: 8.17 / 8.69; 64 tokens, split 2: 12.63 / 12.75) at all but one of the 35 points measured
+    (N 6144 x 768 at 16 tokens, split 4: 5.83 / 5.68).
     """
     if split_k * block_m < SPREAD_COMBINE_MIN:
         return 1
