@@ -80,7 +80,7 @@ def test_picker_at_64_tokens_takes_the_measured_best_split():
 
 
 def test_early_steps_at_the_measured_picks():
-    """Runs 65-66 (H200): one weight step converted before the PDL wait at 8, 16 and 64 tokens, none at 32
+    """Runs 65-66 (H200): one weight step read before the PDL wait at 8, 16 and 64 tokens, none at 32
     (its registers), two at 64 tokens where a program runs <= 3 steps (N 6144 x K 768: split 2)."""
     cases = {(8, 2560, 6144): 1, (16, 6144, 2048): 1, (32, 2560, 6144): 0, (64, 2560, 6144): 1,
              (64, 6144, 768): 2, (8, 6144, 768): 1}
@@ -178,7 +178,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     steps per program change the code; the split and K beyond that do not), E4M3 activations, and
     BF16 ones at each block_m's longest range, and the partials-only kernels the QKV op picks (nkv 1, 2, 4):
     no spills, shared memory within the limit, and up to 32 tokens at most 128 registers (two programs per
-    SM; the weight steps converted before the PDL wait are held across the activation staging).
+    SM; the weight steps read before the PDL wait are held across the activation staging).
     One process compiles them all (``tools/sm90_resources.py``'s ``resources``)."""
     configs = {}
     for n, k in SHAPES:

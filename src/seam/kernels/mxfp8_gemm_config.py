@@ -176,11 +176,12 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
 
 
 def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
-    """Weight steps the Gluon decode kernel converts to its BF16 operand before its PDL wait (0, 1 or 2).
+    """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2).
 
     Before the wait a program only streams weights (the activations may still be written by the
-    previous kernel), so each step converted there is one fewer after it; each costs registers held
-    across the activation staging. H200 (2026-12-01, ``docs/benchmarks-log.md`` runs 65-66, picked
+    previous kernel). Such a step's ring-stage wait and shared-memory loads happen there; its conversion
+    to the BF16 operand is placed after the wait by ptxas (sm_90 SASS), as it sinks it below the MMA
+    wait in the loop. Each costs registers held across the activation staging. H200 (2026-12-01, ``docs/benchmarks-log.md`` runs 65-66, picked
     tiles, us, 0 / 1 / 2 steps): 8 and 16 tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768
     M 8 5.42 / 5.14; 13 of 15 shapes faster, two 1% slower), 2 would hold more than 128 registers, so one
     program per SM (12-14 us); 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 /

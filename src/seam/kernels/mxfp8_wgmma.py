@@ -13,9 +13,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   before anything else, before the PDL wait too: the weights (and their scales) must not
   be written by a PDL predecessor. In a PDL chain they can then stream while the previous
   kernel finishes (not yet seen in the measurements: docs/benchmarks-log.md runs 32 and 36).
-  The first one or two steps are also converted to their BF16 operand there, before the wait
+  The first one or two steps are also waited for and loaded into registers there
   (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: 1-4% faster, 30% at 64 tokens with
-  3 steps per program; log runs 65-66).
+  3 steps per program; log runs 65-66); ptxas places their conversion after the wait (SASS).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; every seam PDL kernel writes, and reads what others produce,
@@ -277,7 +277,7 @@ def mxfp8_linear_wgmma_kernel(
     USE_PDL: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
-    EARLY_STEPS: gl.constexpr,  # weight steps converted before the PDL wait (0, 1 or 2)
+    EARLY_STEPS: gl.constexpr,  # weight steps loaded into registers before the PDL wait (0, 1 or 2)
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     num_warps: gl.constexpr,
 ):
@@ -313,7 +313,7 @@ def mxfp8_linear_wgmma_kernel(
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, MP, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    # Steps converted before the wait: nothing there depends on the previous kernel.
+    # Steps read before the wait (nothing there depends on the previous kernel); ptxas converts them after it.
     if EARLY_STEPS >= 1:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
     if EARLY_STEPS == 2:
@@ -459,7 +459,7 @@ def launch_mxfp8_linear_wgmma(
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
-    ``early_steps``: weight steps converted before the PDL wait, 0, 1 or 2
+    ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
     (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``combiners``: programs per tile that
     combine its partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
