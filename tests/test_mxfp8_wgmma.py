@@ -24,10 +24,10 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_wgmma
+from seam.kernels import mxfp8_gemm, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, pick_qkv_tile, pick_tile,
-                                           pick_wgmma_tile, wgmma_combiners, wgmma_early_steps)
+from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, combine_group, pick_qkv_tile,
+                                           pick_tile, pick_wgmma_tile, wgmma_combiners, wgmma_early_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -97,6 +97,16 @@ def test_combiners_spread_only_large_partials():
     got = [wgmma_combiners(bm, sk) for bm, sk in [(8, 12), (8, 4), (16, 6), (64, 2), (16, 10), (8, 22), (32, 12),
                                                   (64, 6), (64, 5), (128, 2), (128, 11), (256, 3), (8, 48)]]
     assert got == [1, 1, 1, 1, 8, 16, 8, 4, 4, 2, 8, 2, 16]
+
+
+def test_combiners_out_of_range_rejected():
+    """More combiners than splits would leave the counter above zero (the next launch would read partials
+    before they arrive): the launchers refuse them, and counts that are not powers of two, before any launch."""
+    mxfp8_wgmma.check_combiners(4, 6)
+    mxfp8_wgmma.check_combiners(16, 48)
+    for combiners, split in [(0, 4), (3, 12), (8, 4), (32, 48)]:
+        with pytest.raises(ValueError, match="combiners"):
+            mxfp8_wgmma.check_combiners(combiners, split)
 
 
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():
@@ -184,10 +194,13 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     for n, k in SHAPES:
         for m in range(2, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
-            configs.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k)), (t.split_k, k))
-    longest = {bm: max(key for key in configs if key[0] == bm) for bm, _, _ in configs}
-    runs = [(bm, st, sk, k, False, False) for (bm, st, _), (sk, k) in sorted(configs.items())]
-    runs += [(bm, st, *configs[(bm, st, steps)], True, False) for bm, st, steps in sorted(longest.values())]
+            # the split reaches the code through the combiners and the combine group only
+            key = (t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k),
+                   wgmma_combiners(t.block_m, t.split_k), combine_group(t.block_m, t.split_k))
+            configs.setdefault(key, (t.split_k, k))
+    longest = {key[0]: max(other for other in configs if other[0] == key[0]) for key in configs}
+    runs = [(key[0], key[1], sk, k, False, False) for key, (sk, k) in sorted(configs.items())]
+    runs += [(key[0], key[1], *configs[key], True, False) for key in sorted(longest.values())]
     qkv = {}
     for nkv in (1, 2, 4):
         for m in range(2, WGMMA_MAX_M + 1):
@@ -278,7 +291,8 @@ def test_operands_tma_cannot_read_fall_back_to_the_tl_kernel_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("split,k", [(None, 6144), (1, 768)], ids=["picked split-K", "direct store"])
+@pytest.mark.parametrize("split,k", [(None, 6144), (4, 6144), (1, 768)],
+                         ids=["picked split-K (spread combine)", "one combiner", "direct store"])
 def test_deterministic_and_in_bounds_gpu(split, k):
     """Random sums (not exact in fp32): two calls give the same bytes (the split-K combine sums in split
     order, not arrival order), and the output, inside a poisoned buffer, is written nowhere else."""
@@ -296,5 +310,24 @@ def test_deterministic_and_in_bounds_gpu(split, k):
     again = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(out.view(torch.int16), again.view(torch.int16))
     assert not out.isnan().any() and buf[:pad].isnan().all() and buf[pad + m * n:].isnan().all()
-    # the arrival counters are back at zero for the next launch (both combine protocols)
+    # the arrival counters are back at zero for the next launch
+    assert wgmma_combiners(tile.block_m, tile.split_k) == {None: 16, 4: 1, 1: 1}[split]
     assert not split_k_scratch(x.device, 2, tile)[1].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(13, 200, 6144), (16, 1536, 6144), (64, 2560, 6144)],
+                         ids=["M below padding, N 200", "split 22 (combine group 8: a tail)", "64 tokens"])
+def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
+    """Random sums: the picked spread combine (2^j programs, a row slice each) and one combiner sum the same
+    partials in the same order, so the bytes are equal; the counters end at zero either way."""
+    g = torch.Generator().manual_seed(m + n)
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma and wgmma_combiners(tile.block_m, tile.split_k) > 1
+    spread = seam.mxfp8_linear(x, w, tile=tile)
+    monkeypatch.setattr(mxfp8_gemm, "wgmma_combiners", lambda *args, **kwargs: 1)
+    one = seam.mxfp8_linear(x, w, tile=tile)
+    assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
+    assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()

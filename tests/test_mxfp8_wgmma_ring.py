@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_wgmma_ring
+from seam.kernels import mxfp8_gemm, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
@@ -29,6 +29,7 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_qkv_tile,
     pick_ring_tile,
     pick_tile,
+    wgmma_combiners,
 )
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -194,3 +195,20 @@ def test_deterministic_and_in_bounds_gpu():
     assert not split_k_scratch(x.device, 4, tile)[1].any()  # the two combiners' counters are back at zero
     tl_out = seam.mxfp8_linear(x, w, tile=pick_tile(m, n, k, x.device, tl_only=True))
     assert ((out.float() - tl_out.float()).abs() <= 2.0**-7 * tl_out.float().abs() + 1e-3).all()
+
+
+@pytest.mark.gpu
+def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch):
+    """Random sums, two M tiles (m0 > 0), N below two tiles: the two combiners of a split-3 tile write the
+    bytes one combiner writes (same partials, same order); the counters end at zero."""
+    m, n, k = 130, 200, 2048
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
+    tile = Tile(128, 128, 128, 8, 3, 3, wgmma=True)
+    assert wgmma_combiners(tile.block_m, tile.split_k) == 2
+    spread = seam.mxfp8_linear(x, w, tile=tile)
+    monkeypatch.setattr(mxfp8_gemm, "wgmma_combiners", lambda *args, **kwargs: 1)
+    one = seam.mxfp8_linear(x, w, tile=tile)
+    assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
+    assert not split_k_scratch(x.device, 4, tile)[1].any()

@@ -142,7 +142,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
              "out_ptr": "*fp32" if partials else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
                   COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
-                  COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k),
+                  COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k, partials=partials),
                   EARLY_STEPS=mxfp8_gemm_config.wgmma_early_steps(block_m, k, split_k),
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
@@ -169,7 +169,7 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
              "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True,
                   COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
-                  COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k),
+                  COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k, partials=partials),
                   num_warps=mxfp8_wgmma_ring.NUM_WARPS)
     return _compile(mxfp8_wgmma_ring.mxfp8_linear_wgmma_ring_kernel, types, consts, {"M"},
                     dict(num_warps=mxfp8_wgmma_ring.NUM_WARPS), GluonASTSource)

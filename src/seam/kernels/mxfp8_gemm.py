@@ -537,7 +537,7 @@ def launch_gluon(
         work, counters = out, out  # unused
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, combine_group(tile.block_m, tile.split_k))
-    combiners = wgmma_combiners(tile.block_m, tile.split_k)
+    combiners = wgmma_combiners(tile.block_m, tile.split_k, partials=partials)
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=combiners)
     else:

@@ -179,14 +179,19 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
     """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2).
 
     Before the wait a program only streams weights (the activations may still be written by the
-    previous kernel). Such a step's ring-stage wait and shared-memory loads happen there; its conversion
-    to the BF16 operand is placed after the wait by ptxas (sm_90 SASS), as it sinks it below the MMA
-    wait in the loop. Each costs registers held across the activation staging. H200 (2026-12-01, ``docs/benchmarks-log.md`` runs 65-66, picked
-    tiles, us, 0 / 1 / 2 steps): 8 and 16 tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768
-    M 8 5.42 / 5.14; 13 of 15 shapes faster, two 1% slower), 2 would hold more than 128 registers, so one
-    program per SM (12-14 us); 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 /
-    14.56); 64 tokens (one program per SM) take 1 (0.1-0.3 us faster) or, where a program runs <= 3 steps,
-    2 (N 6144 x 768 10.60 / 10.30 / **7.40**; with 4-8 steps 2 is 1-2 us slower).
+    previous kernel). Such a step's ring-stage wait and shared-memory loads happen there; ptxas places
+    its conversion to the BF16 operand after the wait (sm_90 SASS), as it places the loop's conversions
+    after the MMA wait. Each costs registers held across the activation staging.
+
+    H200 (2026-12-01, ``docs/benchmarks-log.md`` run 66, picked tiles, us, 0 / 1 / 2 steps): 8 and 16
+    tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768 M 8 5.42 / 5.14: faster at 8 of 10
+    points, 1.2-1.3% slower at two); 2 holds more than 128 registers, so one program per SM (1.4-1.7x
+    slower). 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 / 14.56, run 65).
+    64 tokens (one program per SM) take 1 (0.01-0.34 us faster) or, where a program runs <= 3 steps, 2
+    (N 6144 x 768 10.64 / 10.30 / **7.42**; with 4-8 steps 2 is 1.3-2 us slower). Measured in graphs of
+    back-to-back calls, where a call's programs start during the previous one; where the previous kernel
+    has already ended, the wait for the first weight stage now precedes the activation copies (norm ->
+    qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
     """
     if block_m == 32:
         return 0
@@ -246,20 +251,23 @@ def combine_group(block_m: int, split_k: int) -> int:
 SPREAD_COMBINE_MIN = 160
 
 
-def wgmma_combiners(block_m: int, split_k: int) -> int:
+def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> int:
     """Programs of a Gluon kernel's output tile that combine its split-K partials (``store_tile``): 1, the last
-    to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's first 2^j <= min(split_k, 16)
-    programs, each waiting for every arrival and then summing its row slice in split order (same bytes).
+    to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's first 2^j programs for the
+    largest 2^j <= min(split_k, 16), each waiting for every arrival and then summing its row slice in split
+    order (same bytes). 1 where nothing is combined (split 1, or ``partials``: the QKV op's partials-only
+    launch), so those launches compile one kernel.
 
     One program loading every partial takes split_k x block_m x 512 bytes through its SM (N 2560 x K 6144
     at 64 tokens, split 6: 192 KB). H200 (2026-12-01, ``docs/benchmarks-log.md`` run 68, us, 1 / spread):
     decode 64 tokens N 2560 x K 6144 14.51 / 13.15, N 1536 x 6144 (split 10) 11.57 / 10.07; 32 tokens
     N 2560 12.14 / 10.35; ring kernel 65 tokens N 2560 24.23 / 21.05, N 1536 (split 11) 24.34 / 17.75,
     256-token tiles N 4992 M 200 48.17 / 45.11. Below the threshold one combiner was the faster (8 tokens,
-    split 12: 8.17 / 8.69; 64 tokens, split 2: 12.63 / 12.75) at all but one of the 35 points measured
-    (N 6144 x 768 at 16 tokens, split 4: 5.83 / 5.68).
+    split 12: 8.17 / 8.69; 64 tokens, split 2: 12.63 / 12.75). Of the two, the rule takes the faster at 34
+    of the 35 points measured (not at N 6144 x 768, 16 tokens, split 4: 5.83 / 5.68); 2 combiners beat 16
+    at N 1536 x 6144, 8 tokens, split 22 (7.28 / 7.54).
     """
-    if split_k * block_m < SPREAD_COMBINE_MIN:
+    if partials or split_k * block_m < SPREAD_COMBINE_MIN:
         return 1
     return 1 << (min(split_k, 16).bit_length() - 1)
 

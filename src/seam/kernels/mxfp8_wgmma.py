@@ -14,8 +14,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   be written by a PDL predecessor. In a PDL chain they can then stream while the previous
   kernel finishes (not yet seen in the measurements: docs/benchmarks-log.md runs 32 and 36).
   The first one or two steps are also waited for and loaded into registers there
-  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: 1-4% faster, 30% at 64 tokens with
-  3 steps per program; log runs 65-66); ptxas places their conversion after the wait (SASS).
+  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: up to 5% faster at 8-16 tokens, 30% at
+  64 tokens with 3 steps per program; log runs 65-66); ptxas places their conversion after the wait
+  (SASS).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; every seam PDL kernel writes, and reads what others produce,
@@ -31,7 +32,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   (:func:`k_permute`), so the activations are written to shared memory with the same
   permutation and every product is still ``A_deq[m, k] * W_deq[n, k]``. The relabelling is
   free: ``convert_layout(..., assert_trivial=True)`` checks at compile time that no data moves.
-* **Software-pipelined MMA**: step i's ``wgmma`` runs while step i + 1's weights are
+* **Software-pipelined MMA**: step i's ``wgmma`` runs while the next unread step's weights are
   loaded into registers; not while they are converted: in the sm_90 SASS ptxas sinks the conversion
   below the MMA's wait (``WARPGROUP.DEPBAR``; the wait names no registers in the PTX, and only
   shared-memory stores do not cross it). Converting into two shared BF16 slots that ``wgmma`` reads
@@ -41,9 +42,12 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   sums them in split order (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s protocol) or, where
   a tile's partials are large (:func:`seam.kernels.mxfp8_gemm_config.wgmma_combiners`), its first
   2^j programs each wait for every arrival and sum a slice of its rows, in the same order, so the
-  bytes are the same. The wait assumes that a tile's programs, consecutive in launch order, all
-  become resident: none waits on a later tile, and a PDL dependent launches only once every program
-  here has started. The epilogue stores along N, contiguous in the output. For the fused QKV op
+  bytes are the same. The wait needs every program of the tile to become resident while its
+  combiners spin: the tile's programs are consecutive in launch order (the hardware starts blocks in
+  that order, which CUDA does not promise), none waits on a later tile, a PDL dependent launches only
+  once every program here has started, and at least COMBINERS + 1 programs must fit on the GPU at
+  once (16 + 1 at most; a partition of very few SMs could hang). The epilogue stores along N,
+  contiguous in the output. For the fused QKV op
   (``PARTIALS``) the programs only store their partials: its epilogue kernel, next in the stream,
   sums them.
 
@@ -60,7 +64,7 @@ its release the call's last program ends ~8 us later: activations staged 1.0 us,
 0.5, the 4-step loop 2.8 (two programs share each SM's issue slots), partial stored and arrival 1.0,
 then the combine. At 64 tokens staging takes 3.1 us and the 8-step loop 5.4. The split-K combine
 (arrival, the last program's loads and store) cost 1.6-3.2 us: partials-only launches (run 66); the
-spread combine took 0.3-1.8 us of that back at 32-64 tokens (run 68).
+spread combine took 0.5-2.1 us of that back at 32-64 tokens (run 68).
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in
 fp32, so the output equals the tl kernel's up to fp32 summation order and is bit-identical
@@ -317,7 +321,7 @@ def mxfp8_linear_wgmma_kernel(
     if EARLY_STEPS >= 1:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
     if EARLY_STEPS == 2:
-        b = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
     _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)
@@ -339,11 +343,11 @@ def mxfp8_linear_wgmma_kernel(
     else:
         for i in range(n_steps):
             acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)
-            c = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS, STAGES,
-                                a_layout)
+            a_after_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS,
+                                           STAGES, a_layout)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
-            a = b
-            b = c
+            a = a_next
+            a_next = a_after_next
 
     store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
                PARTIALS, COMBINERS, num_warps)
@@ -419,6 +423,13 @@ def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_
     gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
 
 
+def check_combiners(combiners: int, split_k: int) -> None:
+    """Raise ValueError unless ``combiners`` is a power of two <= min(split_k, 16): with more combiners than
+    splits the counter never returns to zero, and a later launch would read partials before they arrive."""
+    if combiners < 1 or combiners & (combiners - 1) or combiners > min(split_k, 16):
+        raise ValueError(f"combiners must be a power of two <= min(split_k, 16) = {min(split_k, 16)}, got {combiners}")
+
+
 @functools.cache
 def tile_layout(rows: int, bf16: bool) -> gl.NVMMASharedLayout:
     """Shared layout of a [rows, BLOCK_K] TMA tile (built once: an eager call builds four descriptors)."""
@@ -464,7 +475,13 @@ def launch_mxfp8_linear_wgmma(
     combine its partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
-    epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``)."""
+    epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
+
+    Raises:
+        ValueError: ``early_steps`` or ``combiners`` out of range (:func:`check_combiners`)."""
+    if early_steps not in (0, 1, 2):
+        raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
+    check_combiners(combiners, split_k)
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value

@@ -79,7 +79,8 @@ def _schema_without_defaults(launcher: Callable[..., None], mutates: tuple[str, 
     """
     hints = typing.get_type_hints(launcher)
     signature = inspect.signature(launcher)
-    params = [p.replace(default=p.empty, annotation=hints[p.name]) for p in signature.parameters.values()]
+    params = [p.replace(default=p.empty, annotation=hints.get(p.name, p.annotation))
+              for p in signature.parameters.values()]
 
     def prototype(*args) -> None:
         """Only its signature is read."""
