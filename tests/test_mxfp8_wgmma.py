@@ -109,6 +109,17 @@ def test_combiners_out_of_range_rejected():
             mxfp8_wgmma.check_combiners(combiners, split)
 
 
+def test_launcher_refuses_bad_early_steps_and_combiners_before_launch():
+    """The decode kernel's launcher checks its rule-given arguments first: nothing is read or launched
+    (CPU tensors here, which no Gluon launch could take)."""
+    t = torch.zeros(8, 256, dtype=torch.uint8)
+    args = (t, t, t, t, t, 8, 4, 2, t, t, False, 4)
+    with pytest.raises(ValueError, match="early_steps"):
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=3, combiners=1)
+    with pytest.raises(ValueError, match="combiners"):
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=1, combiners=8)
+
+
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():
     cpu = torch.device("cpu")
     for m in (2, 8, 64):

@@ -377,13 +377,7 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
         if count == SPLIT_K - 1:
-            total = gl.zeros([BN, MP], gl.float32, EPI)
-            # in split order, COMBINE loads in flight at a time (combine_group); the masked tail adds
-            # +0.0, which leaves every sum as it is (none is -0.0: it starts at +0.0)
-            for s0 in range(0, SPLIT_K, COMBINE):
-                for j in gl.static_range(COMBINE):
-                    total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0,
-                                     cache_modifier=".cg")  # at L2, where the partials landed
+            total = _sum_partials(base, BN * MP, gl.zeros([BN, MP], gl.float32, EPI), SPLIT_K, COMBINE)
             gl.store(counter_ptr + tile, 0)
             gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
     else:
@@ -411,16 +405,25 @@ def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_
     seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
     while seen < SPLIT_K:
         seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
-    total = gl.zeros([R, MP], gl.float32, SL)
-    for s0 in range(0, SPLIT_K, COMBINE):  # split order, as the single combiner sums them
-        for j in gl.static_range(COMBINE):
-            total += gl.load(base + (s0 + j) * (BN * MP), mask=s0 + j < SPLIT_K, other=0.0, cache_modifier=".cg")
+    total = _sum_partials(base, BN * MP, gl.zeros([R, MP], gl.float32, SL), SPLIT_K, COMBINE)
     left = gl.atomic_add(counter_ptr + tile, 1, sem="relaxed")
     if left == SPLIT_K + COMBINERS - 1:
         gl.store(counter_ptr + tile, 0)
     out_mask = (n0 + r_idx[:, None] < N) & (m0 + m_idx[None, :] < M)
     out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
     gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+
+
+@gluon.jit
+def _sum_partials(base, stride, total, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr):
+    """``total`` (+0.0) plus the SPLIT_K partials at ``base + s * stride``, in split order, COMBINE loads in
+    flight at a time (combine_group); the masked tail adds +0.0, which leaves every sum as it is (none is
+    -0.0: it starts at +0.0)."""
+    for s0 in range(0, SPLIT_K, COMBINE):
+        for j in gl.static_range(COMBINE):
+            total += gl.load(base + (s0 + j) * stride, mask=s0 + j < SPLIT_K, other=0.0,
+                             cache_modifier=".cg")  # at L2, where the partials landed
+    return total
 
 
 def check_combiners(combiners: int, split_k: int) -> None:
