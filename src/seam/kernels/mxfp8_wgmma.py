@@ -40,14 +40,13 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   x K 6144 M 8 8.33 -> 9.74 us, M 64 14.47 -> 23.7 at the best split that fits beside the slots).
 * **Split-K combine in fixed order**: partials to a workspace; the last program of a tile to arrive
   sums them in split order (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s protocol) or, where
-  a tile's partials are large (:func:`seam.kernels.mxfp8_gemm_config.wgmma_combiners`), its first
+  a tile's partials are large (:func:`seam.kernels.mxfp8_gemm_config.wgmma_combiners`), its last
   2^j programs each wait for every arrival and sum a slice of its rows, in the same order, so the
-  bytes are the same. The wait needs every program of the tile to become resident while its
-  combiners spin: the tile's programs are consecutive in launch order (the hardware starts blocks in
-  that order, which CUDA does not promise), none waits on a later tile, a PDL dependent launches only
-  once every program here has started, and at least COMBINERS + 1 programs must fit on the GPU at
-  once (16 + 1 at most; a partition of very few SMs could hang). The epilogue stores along N,
-  contiguous in the output. For the fused QKV op
+  bytes are the same. The combiners are the tile's last programs in launch order, which the hardware
+  follows in starting blocks (CUDA does not promise it): every other program of the tile has started
+  before them and finishes without waiting, so what a combiner waits for is the other combiners,
+  which need room on the GPU at the same time (COMBINERS <= 16 blocks); none waits on a later tile,
+  and a PDL dependent launches only once every program here has started. The epilogue stores along N, contiguous in the output. For the fused QKV op
   (``PARTIALS``) the programs only store their partials: its epilogue kernel, next in the stream,
   sums them.
 
@@ -359,7 +358,7 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
                COMBINERS: gl.constexpr, num_warps: gl.constexpr):
     """Store a program's [BN, MP] fp32 sums, out^T rows n0.. and columns m0..: as BF16 (no split), as its
     split-K partial (``PARTIALS``), or as a partial that the tile's last program to arrive combines
-    (``COMBINERS`` 1) or that the first ``COMBINERS`` programs of the tile combine, a slice of rows each."""
+    (``COMBINERS`` 1) or that the last ``COMBINERS`` programs of the tile combine, a slice of rows each."""
     # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
     acc = gl.convert_layout(acc, EPI)
@@ -384,22 +383,23 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
         gl.store(base + kid * (BN * MP), acc)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         gl.atomic_add(counter_ptr + tile, 1, sem="release")
-        if kid < COMBINERS:
-            _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, SPLIT_K,
-                          COMBINE, COMBINERS, num_warps)
+        # the tile's last programs: the others started before them (launch order) and never wait
+        if kid >= SPLIT_K - COMBINERS:
+            _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid - (SPLIT_K - COMBINERS), n0, m0, M, N, stride_om,
+                          BN, MP, SPLIT_K, COMBINE, COMBINERS, num_warps)
 
 
 @gluon.jit
-def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN: gl.constexpr,
+def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, part, n0, m0, M, N, stride_om, BN: gl.constexpr,
                   MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr,
                   num_warps: gl.constexpr):
-    """Rows [kid * R, kid * R + R) of the tile (R = BN / COMBINERS), once every split's partial has arrived:
+    """Rows [part * R, part * R + R) of the tile (R = BN / COMBINERS), once every split's partial has arrived:
     their sum in split order, stored as BF16. The counter counts SPLIT_K arrivals, then COMBINERS departures;
     the last to leave zeroes it for the next launch (every combiner has seen the arrivals by then)."""
     R: gl.constexpr = BN // COMBINERS
     TR: gl.constexpr = 32 if R >= 32 else R
     SL: gl.constexpr = gl.BlockedLayout([1, 1], [TR, 32 // TR], [1, num_warps], [0, 1])
-    r_idx = kid * R + gl.arange(0, R, layout=gl.SliceLayout(1, SL))
+    r_idx = part * R + gl.arange(0, R, layout=gl.SliceLayout(1, SL))
     m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, SL))
     base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
     seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
