@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from seam import runtime
 from seam.formats.mxfp8 import mxfp8_scale_numel
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.kernels.numerics import e4m3_to_f32, swizzled_scale_offset, to_bf16_rne, ue8m0_to_f32
@@ -30,7 +31,13 @@ def mxfp8_dequant_kernel(
     stride_vr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,  # multiple of 32
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:
+        # The next kernel (the ring GEMM) may launch now and stream its weights; its own wait still
+        # waits for all of this one. The values may be written by the previous kernel: read after the wait.
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     scols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
@@ -60,8 +67,9 @@ def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.
     block_k = min(triton.next_power_of_2(k), 512)
     block_r = 8192 // block_k  # 8K elements per program
     grid = (triton.cdiv(r, block_r), triton.cdiv(k, block_k))
+    use_pdl = runtime.supports_pdl(values.device)
     mxfp8_dequant_kernel[grid](values.view(torch.uint8), scales.view(torch.uint8), out, r, k, values.stride(0),
-                               BLOCK_R=block_r, BLOCK_K=block_k, num_warps=8)
+                               BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, num_warps=8, launch_pdl=use_pdl)
 
 
 def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None) -> torch.Tensor:
