@@ -27,13 +27,15 @@ import seam
 from seam.kernels import mxfp8_gemm, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, combine_group, pick_qkv_tile,
-                                           pick_tile, pick_wgmma_tile, wgmma_combiners, wgmma_early_steps)
+                                           pick_tile, pick_wgmma_tile, wgmma_combiners, wgmma_early_steps,
+                                           wgmma_smem_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "sm90_resources.py"
 SM90_SHARED_BYTES = 227 * 1024  # per block, opt-in maximum
+SM90_SHARED_BYTES_PER_SM = 228 * 1024  # 1 KB of it reserved per resident block
 #: (N, K) per rank of the MiniMax-M3.1 layer at TP 4 (gate_up, down, o_proj, qkv) and the TP 2 QKV / a
 #: 3072-wide projection: the shapes ``seam bench gemm`` times.
 SHAPES = ((1536, 6144), (6144, 768), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144))
@@ -83,12 +85,20 @@ def test_early_steps_at_the_measured_picks():
     """Runs 65-66 (H200): one weight step read before the PDL wait at 8, 16 and 64 tokens, none at 32
     (its registers), two at 64 tokens where a program runs <= 3 steps (N 6144 x K 768: split 2)."""
     cases = {(8, 2560, 6144): 1, (16, 6144, 2048): 1, (32, 2560, 6144): 0, (64, 2560, 6144): 1,
-             (64, 6144, 768): 2, (8, 6144, 768): 1}
+             (64, 6144, 768): 2, (8, 6144, 768): 1, (32, 6144, 2048): 1}
     got = {}
     for m, n, k in cases:
         t = pick_wgmma_tile(m, n, k, 132)
         got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k)
     assert got == cases
+
+
+def test_smem_steps_at_the_measured_picks():
+    """Run 72 (H200): weight steps converted into shared memory before the PDL wait where K <= 2048 (2 at 8
+    tokens, 1 at 16-32), none at K 6144 (slower there) nor at 64 tokens."""
+    cases = {(8, 6144, 2048): 2, (16, 6144, 2048): 1, (32, 6144, 768): 1, (64, 6144, 2048): 0,
+             (8, 2560, 6144): 0, (32, 4992, 6144): 0}
+    assert {key: wgmma_smem_steps(pick_wgmma_tile(*key, 132).block_m, key[2]) for key in cases} == cases
 
 
 def test_combiners_spread_only_large_partials():
@@ -115,9 +125,12 @@ def test_launcher_refuses_bad_early_steps_and_combiners_before_launch():
     t = torch.zeros(8, 256, dtype=torch.uint8)
     args = (t, t, t, t, t, 8, 4, 2, t, t, False, 4)
     with pytest.raises(ValueError, match="early_steps"):
-        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=3, combiners=1)
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=3, smem_steps=0, combiners=1)
+    for smem_steps, early_steps in [(3, 1), (1, 2), (-1, 0)]:
+        with pytest.raises(ValueError, match="smem_steps"):
+            mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=early_steps, smem_steps=smem_steps, combiners=1)
     with pytest.raises(ValueError, match="combiners"):
-        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=1, combiners=8)
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, early_steps=1, smem_steps=0, combiners=8)
 
 
 def test_picker_never_chooses_gluon_without_a_hopper_gpu():
@@ -195,11 +208,13 @@ def test_wgmma_tile_sizes_checked_gpu():
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
-    """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth and
-    steps per program change the code; the split and K beyond that do not), E4M3 activations, and
-    BF16 ones at each block_m's longest range, and the partials-only kernels the QKV op picks (nkv 1, 2, 4):
-    no spills, shared memory within the limit, and up to 32 tokens at most 128 registers (two programs per
-    SM; the weight steps read before the PDL wait are held across the activation staging).
+    """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
+    per program and shared-memory weight steps change the code; the split and K beyond that do not), E4M3
+    activations, and BF16 ones at each block_m's longest range with and without shared-memory steps, and
+    the partials-only kernels the QKV op picks (nkv 1, 2, 4): no spills, shared memory within the limit,
+    up to 32 tokens at most 128 registers (two programs per SM; the weight steps read before the PDL
+    wait are held across the activation staging), and with shared-memory steps at most half an SM's
+    shared memory.
     One process compiles them all (``tools/sm90_resources.py``'s ``resources``)."""
     configs = {}
     for n, k in SHAPES:
@@ -207,9 +222,11 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
             t = pick_wgmma_tile(m, n, k, 132)
             # the split reaches the code through the combiners and the combine group only
             key = (t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k),
-                   wgmma_combiners(t.block_m, t.split_k), combine_group(t.block_m, t.split_k))
+                   wgmma_combiners(t.block_m, t.split_k), combine_group(t.block_m, t.split_k),
+                   wgmma_smem_steps(t.block_m, k))
             configs.setdefault(key, (t.split_k, k))
-    longest = {key[0]: max(other for other in configs if other[0] == key[0]) for key in configs}
+    longest = {(key[0], key[-1]): max(other for other in configs if (other[0], other[-1]) == (key[0], key[-1]))
+               for key in configs}
     runs = [(key[0], key[1], sk, k, False, False) for key, (sk, k) in sorted(configs.items())]
     runs += [(key[0], key[1], *configs[key], True, False) for key in sorted(longest.values())]
     qkv = {}
@@ -235,6 +252,8 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
         assert r["stack_bytes"] == 0, (config, r)
         if config[0] <= 32:  # two programs per SM (256 threads each): the picker's two waves count on them
             assert r["registers"] <= 128, (config, r)
+        if wgmma_smem_steps(config[0], config[3]):  # the slots keep two programs per SM (run 72's premise)
+            assert r["shared_bytes"] <= SM90_SHARED_BYTES_PER_SM // 2 - 1024, (config, r)
         assert r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
 
 

@@ -46,7 +46,8 @@ import triton.language as tl
 from seam import runtime
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import Tile, combine_group, pick_tile, wgmma_combiners, wgmma_early_steps
+from seam.kernels.mxfp8_gemm_config import (Tile, combine_group, pick_tile, wgmma_combiners, wgmma_early_steps,
+                                             wgmma_smem_steps)
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -543,7 +544,7 @@ def launch_gluon(
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(
             *args, partials=partials, early_steps=wgmma_early_steps(tile.block_m, xq.shape[1], tile.split_k),
-            combiners=combiners)
+            smem_steps=wgmma_smem_steps(tile.block_m, xq.shape[1]), combiners=combiners)
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out

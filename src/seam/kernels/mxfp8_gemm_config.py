@@ -194,10 +194,32 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
     qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
     """
     if block_m == 32:
-        return 0
+        return 1 if wgmma_smem_steps(block_m, k) else 0
     if block_m == 64 and mxfp8_wgmma.max_steps(k, split_k) <= 3:
         return 2
     return 1
+
+
+#: Largest K at which the Gluon decode kernel converts weight steps into shared memory before its PDL wait.
+SMEM_STEPS_MAX_K = 2048
+
+
+def wgmma_smem_steps(block_m: int, k: int) -> int:
+    """Weight steps the Gluon decode kernel converts to BF16 into shared-memory slots (32 KB each, an
+    operand ``wgmma`` reads from shared memory) before its PDL wait, ahead of the register steps of
+    :func:`wgmma_early_steps`: 2 at 8 tokens and 1 at 16-32 where K <= :data:`SMEM_STEPS_MAX_K`, else 0.
+
+    A register step's conversion is moved after the wait by ptxas; the shared-memory stores keep these
+    before it, so in a PDL chain they run while the previous kernel finishes. H200 (2026-12-01,
+    ``docs/benchmarks-log.md`` run 72, back-to-back calls, picked tiles, us without -> with): N 6144 x
+    K 2048 M 8 7.75 -> 7.16, M 16 8.32 -> 7.99, M 32 9.61 -> 9.19; N 6144 x K 768 M 8 5.18 -> 4.55,
+    M 16 5.77 -> 5.35, M 32 6.75 -> 6.18; M 64 within 1%. At K 6144 (N 1536-4992) nowhere faster by more
+    than 2% and up to 30% slower at 16-32 tokens (N 4992 M 32 15.92 -> 20.69: a program's shared memory
+    outgrows two per SM); 2 slots at 16 tokens, K 2048: 10.9 us.
+    """
+    if k > SMEM_STEPS_MAX_K or block_m > 32:
+        return 0
+    return 2 if block_m == 8 else 1
 
 
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)

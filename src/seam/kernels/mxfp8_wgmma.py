@@ -16,7 +16,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   The first one or two steps are also waited for and loaded into registers there
   (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: up to 5% faster at 8-16 tokens, 30% at
   64 tokens with 3 steps per program; log runs 65-66); ptxas places their conversion after the wait
-  (SASS).
+  (SASS). Where K <= 2048, up to 32 tokens, one or two steps before those are converted there into
+  shared BF16 slots that ``wgmma`` reads from shared memory (the stores keep the conversion before the
+  wait: :func:`seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`, 4-12% faster, log run 72).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; every seam PDL kernel writes, and reads what others produce,
@@ -35,9 +37,10 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 * **Software-pipelined MMA**: step i's ``wgmma`` runs while the next unread step's weights are
   loaded into registers; not while they are converted: in the sm_90 SASS ptxas sinks the conversion
   below the MMA's wait (``WARPGROUP.DEPBAR``; the wait names no registers in the PTX, and only
-  shared-memory stores do not cross it). Converting into two shared BF16 slots that ``wgmma`` reads
-  (the ring kernel's way, 10-20% faster there) was slower here at every M but one (log run 59: N 2560
-  x K 6144 M 8 8.33 -> 9.74 us, M 64 14.47 -> 23.7 at the best split that fits beside the slots).
+  shared-memory stores do not cross it). Converting every step into two shared BF16 slots that
+  ``wgmma`` reads (the ring kernel's way, 10-20% faster there) was slower here at every M but one (log
+  run 59: N 2560 x K 6144 M 8 8.33 -> 9.74 us, M 64 14.47 -> 23.7 at the best split that fits beside
+  the slots).
 * **Split-K combine in fixed order**: partials to a workspace; the last program of a tile to arrive
   sums them in split order (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s protocol) or, where
   a tile's partials are large (:func:`seam.kernels.mxfp8_gemm_config.wgmma_combiners`), its last
@@ -242,6 +245,22 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
 
 
 @gluon.jit
+def _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
+                      STAGES: gl.constexpr):
+    """Step i's weight tile as BF16, K-permuted, into shared slot i (a shared A operand of wgmma); refills its
+    ring stage with step i + STAGES. Past the last step: unused values."""
+    stage = i % STAGES
+    mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
+    w = w_ring.index(stage).load(WEIGHT_LAYOUT)
+    sc = s_ring.index(stage).load(WEIGHT_SCALE_LAYOUT)
+    if i + STAGES < n_steps:
+        gl.thread_barrier()  # every warp has read the stage before the copy engine refills it
+        fence_async_shared()
+        _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
+    w_bf16.index(i).store(k_permute(dequantize_weight_tile(w, sc), BLOCK_N))
+
+
+@gluon.jit
 def dequantize_weight_tile(w, sc):
     """A [BLOCK_N, BLOCK_K] E4M3 tile in :data:`WEIGHT_LAYOUT` and its scale chunk in
     :data:`WEIGHT_SCALE_LAYOUT` as BF16 ``e4m3 * 2^(s - 127)``, [BLOCK_N, BLOCK_K] in the same registers."""
@@ -281,6 +300,7 @@ def mxfp8_linear_wgmma_kernel(
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
     EARLY_STEPS: gl.constexpr,  # weight steps loaded into registers before the PDL wait (0, 1 or 2)
+    SMEM_STEPS: gl.constexpr,  # steps before those converted into shared BF16 slots before the wait (EARLY_STEPS <= 1)
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     num_warps: gl.constexpr,
 ):
@@ -316,9 +336,16 @@ def mxfp8_linear_wgmma_kernel(
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, MP, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    # Steps read before the wait (nothing there depends on the previous kernel); ptxas converts them after it.
+    # Steps read before the wait (nothing there depends on the previous kernel); ptxas converts those held in
+    # registers after it, the shared-memory stores keep the SMEM_STEPS conversions before it.
+    if SMEM_STEPS > 0:
+        w_bf16 = gl.allocate_shared_memory(gl.bfloat16, [SMEM_STEPS, BN, BLOCK_K],
+                                           gl.NVMMASharedLayout.get_default_for([BN, BLOCK_K], gl.bfloat16))
+        for j in gl.static_range(SMEM_STEPS):
+            _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, j, lo, n_steps, n0, K_STEPS, STAGES)
     if EARLY_STEPS >= 1:
-        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
+                            a_layout)
     if EARLY_STEPS == 2:
         a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
     if USE_PDL:
@@ -328,12 +355,17 @@ def mxfp8_linear_wgmma_kernel(
     gl.thread_barrier()
 
     acc = gl.zeros([BN, MP], gl.float32, mma)
+    for j in gl.static_range(SMEM_STEPS):  # both operands K-permuted, as in the register steps
+        if j < n_steps:
+            acc = warpgroup_mma(w_bf16.index(j), x_smem.index(j).permute((1, 0)), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if EARLY_STEPS == 0:
-        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 0, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
+                            a_layout)
     # Software-pipelined: the MMA of step i runs while the weights of the next step not yet converted are
     # loaded (not converted: ptxas waits for the MMA first, see the module docstring).
     if EARLY_STEPS < 2:
-        for i in range(n_steps):
+        for i in range(SMEM_STEPS, n_steps):
             acc = warpgroup_mma(a, x_smem.index(i).permute((1, 0)), acc, is_async=True)
             a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
                                      STAGES, a_layout)
@@ -467,23 +499,28 @@ def operands_ready(xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, 
 def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
-    combine: int, *, partials: bool = False, early_steps: int, combiners: int,
+    combine: int, *, partials: bool = False, early_steps: int, smem_steps: int, combiners: int,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
     ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
-    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``combiners``: programs per tile that
+    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``smem_steps``: weight steps converted
+    into shared memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
+    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`); ``combiners``: programs per tile that
     combine its partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
 
     Raises:
-        ValueError: ``early_steps`` or ``combiners`` out of range (:func:`check_combiners`)."""
+        ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`)."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
+    if smem_steps not in (0, 1, 2) or (smem_steps and early_steps == 2):
+        raise ValueError(f"smem_steps must be 0, 1 or 2, and 0 where early_steps is 2; got smem_steps "
+                         f"{smem_steps} with early_steps {early_steps}")
     check_combiners(combiners, split_k)
     m, k = xq.shape
     n = wq.shape[0]
@@ -501,6 +538,7 @@ def launch_mxfp8_linear_wgmma(
     mxfp8_linear_wgmma_kernel[grid](
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
-        COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, COMBINERS=combiners, num_warps=NUM_WARPS,
+        COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, SMEM_STEPS=smem_steps,
+        COMBINERS=combiners, num_warps=NUM_WARPS,
         launch_pdl=use_pdl,
     )
