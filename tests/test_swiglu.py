@@ -82,6 +82,22 @@ def test_swiglu_mxfp8_matches_fp32_reference_bytes(device, scale_layout):
     assert float((v.cpu().view(torch.uint8) != rv.view(torch.uint8)).float().mean()) < 0.01
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_launch_config_writes_the_same_bytes(device, monkeypatch, layout):
+    """Each (BLOCK_M, BLOCK_I) swiglu_config can return, forced at 13 rows (a partial row block, swizzled
+    padding rows): the bytes of the one-row-per-program launch, MXFP8 and BF16."""
+    from seam.kernels import swiglu_quant
+    x = _gate_up(13, 160, device, seed=5)  # I 160: 5 scale columns, 3 padding columns
+    want = (*seam.swiglu_oai_mxfp8(x, layout=layout), seam.swiglu_oai(x, layout=layout))
+    assert swiglu_quant.swiglu_config(13, 256)[0] == 1
+    configs = {swiglu_quant.swiglu_config(m, cover) for m in (1, 64, 2048, 8192) for cover in (128, 256)}
+    assert {c[0] for c in configs} == {1, 2, 4, 8} and {c[1] for c in configs} == {128, 256}
+    for config in sorted(configs):
+        monkeypatch.setattr(swiglu_quant, "swiglu_config", lambda m, cover, config=config: config)
+        got = (*seam.swiglu_oai_mxfp8(x, layout=layout), seam.swiglu_oai(x, layout=layout))
+        assert all(bytes_equal(a, b) for a, b in zip(got, want)), config
+
+
 def test_seed_data_scales_identical(device):
     # The seed's measurement: randn * 8 at decode sizes, I = 768: 0 differing scale blocks.
     x = _gate_up(8, 768, device, seed=0, scale=8.0)
