@@ -83,22 +83,31 @@ def test_picker_at_64_tokens_takes_the_measured_best_split():
 
 def test_early_steps_at_the_measured_picks():
     """Runs 65-66 (H200): one weight step read before the PDL wait at 8, 16 and 64 tokens, none at 32
-    (its registers), two at 64 tokens where a program runs <= 3 steps (N 6144 x K 768: split 2)."""
+    (its registers) unless shared-memory steps come first (run 72: K <= 2048), two at 64 tokens where a
+    program runs <= 3 steps (N 6144 x K 768: split 2)."""
     cases = {(8, 2560, 6144): 1, (16, 6144, 2048): 1, (32, 2560, 6144): 0, (64, 2560, 6144): 1,
              (64, 6144, 768): 2, (8, 6144, 768): 1, (32, 6144, 2048): 1}
     got = {}
     for m, n, k in cases:
         t = pick_wgmma_tile(m, n, k, 132)
-        got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k)
+        got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k, t.num_stages)
     assert got == cases
 
 
 def test_smem_steps_at_the_measured_picks():
     """Run 72 (H200): weight steps converted into shared memory before the PDL wait where K <= 2048 (2 at 8
-    tokens, 1 at 16-32), none at K 6144 (slower there) nor at 64 tokens."""
+    tokens, 1 at 16-32), none at K 6144 (slower there) nor at 64 tokens; fewer where the slots would leave
+    no room for a second program on the SM (wide N: split 2 keeps 8 K steps of activations; a deep ring)."""
     cases = {(8, 6144, 2048): 2, (16, 6144, 2048): 1, (32, 6144, 768): 1, (64, 6144, 2048): 0,
-             (8, 2560, 6144): 0, (32, 4992, 6144): 0}
-    assert {key: wgmma_smem_steps(pick_wgmma_tile(*key, 132).block_m, key[2]) for key in cases} == cases
+             (8, 2560, 6144): 0, (32, 4992, 6144): 0, (8, 12288, 2048): 1, (32, 12288, 2048): 0}
+    got = {}
+    for key in cases:
+        t = pick_wgmma_tile(*key, 132)
+        got[key] = wgmma_smem_steps(t.block_m, key[2], t.split_k, t.num_stages)
+    assert got == cases
+    # a user tile's deep ring (the launcher takes the same rule): no slots, the program still fits
+    assert wgmma_smem_steps(8, 2048, 1, 10) == 0 and wgmma_smem_steps(16, 2048, 1, 8) == 0
+    assert mxfp8_wgmma.shared_bytes(8, 2048, 1, 10, 0) <= mxfp8_wgmma.SHARED_BUDGET
 
 
 def test_combiners_spread_only_large_partials():
@@ -223,7 +232,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
             # the split reaches the code through the combiners and the combine group only
             key = (t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k),
                    wgmma_combiners(t.block_m, t.split_k), combine_group(t.block_m, t.split_k),
-                   wgmma_smem_steps(t.block_m, k))
+                   wgmma_smem_steps(t.block_m, k, t.split_k, t.num_stages))
             configs.setdefault(key, (t.split_k, k))
     longest = {(key[0], key[-1]): max(other for other in configs if (other[0], other[-1]) == (key[0], key[-1]))
                for key in configs}
@@ -252,7 +261,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
         assert r["stack_bytes"] == 0, (config, r)
         if config[0] <= 32:  # two programs per SM (256 threads each): the picker's two waves count on them
             assert r["registers"] <= 128, (config, r)
-        if wgmma_smem_steps(config[0], config[3]):  # the slots keep two programs per SM (run 72's premise)
+        if wgmma_smem_steps(config[0], config[3], config[2], config[1]):  # slots keep two programs per SM (run 72)
             assert r["shared_bytes"] <= SM90_SHARED_BYTES_PER_SM // 2 - 1024, (config, r)
         assert r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
 

@@ -143,8 +143,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
                   COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
                   COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k, partials=partials),
-                  EARLY_STEPS=mxfp8_gemm_config.wgmma_early_steps(block_m, k, split_k),
-                  SMEM_STEPS=mxfp8_gemm_config.wgmma_smem_steps(block_m, k),
+                  EARLY_STEPS=mxfp8_gemm_config.wgmma_early_steps(block_m, k, split_k, num_stages),
+                  SMEM_STEPS=mxfp8_gemm_config.wgmma_smem_steps(block_m, k, split_k, num_stages),
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:

@@ -543,8 +543,9 @@ def launch_gluon(
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=combiners)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(
-            *args, partials=partials, early_steps=wgmma_early_steps(tile.block_m, xq.shape[1], tile.split_k),
-            smem_steps=wgmma_smem_steps(tile.block_m, xq.shape[1]), combiners=combiners)
+            *args, partials=partials, combiners=combiners,
+            early_steps=wgmma_early_steps(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages),
+            smem_steps=wgmma_smem_steps(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages))
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out

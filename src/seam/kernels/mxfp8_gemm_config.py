@@ -175,7 +175,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
+def wgmma_early_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
     """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2).
 
     Before the wait a program only streams weights (the activations may still be written by the
@@ -186,7 +186,9 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
     H200 (2026-12-01, ``docs/benchmarks-log.md`` run 66, picked tiles, us, 0 / 1 / 2 steps): 8 and 16
     tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768 M 8 5.42 / 5.14: faster at 8 of 10
     points, 1.2-1.3% slower at two); 2 holds more than 128 registers, so one program per SM (1.4-1.7x
-    slower). 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 / 14.56, run 65).
+    slower). 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 / 14.56, run 65), but 1
+    after shared-memory steps (:func:`wgmma_smem_steps`; 120-124 registers there, run 72: N 6144 x K 2048
+    9.26 / 9.19 us, K 768 6.27 / 6.18).
     64 tokens (one program per SM) take 1 (0.01-0.34 us faster) or, where a program runs <= 3 steps, 2
     (N 6144 x 768 10.64 / 10.30 / **7.42**; with 4-8 steps 2 is 1.3-2 us slower). Measured in graphs of
     back-to-back calls, where a call's programs start during the previous one; where the previous kernel
@@ -194,7 +196,7 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
     qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
     """
     if block_m == 32:
-        return 1 if wgmma_smem_steps(block_m, k) else 0
+        return 1 if wgmma_smem_steps(block_m, k, split_k, stages) else 0
     if block_m == 64 and mxfp8_wgmma.max_steps(k, split_k) <= 3:
         return 2
     return 1
@@ -204,10 +206,12 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int) -> int:
 SMEM_STEPS_MAX_K = 2048
 
 
-def wgmma_smem_steps(block_m: int, k: int) -> int:
+def wgmma_smem_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
     """Weight steps the Gluon decode kernel converts to BF16 into shared-memory slots (32 KB each, an
     operand ``wgmma`` reads from shared memory) before its PDL wait, ahead of the register steps of
-    :func:`wgmma_early_steps`: 2 at 8 tokens and 1 at 16-32 where K <= :data:`SMEM_STEPS_MAX_K`, else 0.
+    :func:`wgmma_early_steps`: 2 at 8 tokens and 1 at 16-32 where K <= :data:`SMEM_STEPS_MAX_K`, fewer
+    where the slots would leave no room for a second program on the SM
+    (:data:`seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`), else 0.
 
     A register step's conversion is moved after the wait by ptxas; the shared-memory stores keep these
     before it, so in a PDL chain they run while the previous kernel finishes. H200 (2026-12-01,
@@ -219,7 +223,10 @@ def wgmma_smem_steps(block_m: int, k: int) -> int:
     """
     if k > SMEM_STEPS_MAX_K or block_m > 32:
         return 0
-    return 2 if block_m == 8 else 1
+    steps = 2 if block_m == 8 else 1
+    while steps and mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, steps) > mxfp8_wgmma.TWO_PER_SM_BYTES:
+        steps -= 1
+    return steps
 
 
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)

@@ -107,6 +107,8 @@ BLOCK_N = gl.constexpr(128)
 NUM_WARPS = 8
 #: Shared memory a program may use (H200: 227 KiB per block, less the barriers and Triton's reserve).
 SHARED_BUDGET = 220 * 1024
+#: Shared memory of a program that leaves room for a second one on its SM (228 KiB per SM, 1 KiB per block).
+TWO_PER_SM_BYTES = 113 * 1024
 
 
 def max_steps(k: int, split_k: int) -> int:
@@ -122,6 +124,12 @@ def stage_bytes() -> int:
 def activation_bytes(block_m: int, k: int, split_k: int) -> int:
     """Shared bytes of a program's resident activations: BF16 tiles, scale chunks, barriers."""
     return max_steps(k, split_k) * (block_m * BLOCK_K.value * 2 + 512 + 8)
+
+
+def shared_bytes(block_m: int, k: int, split_k: int, stages: int, smem_steps: int) -> int:
+    """Shared bytes of a program: its activations, ring and ``smem_steps`` BF16 weight slots."""
+    slots = smem_steps * BLOCK_N.value * BLOCK_K.value * 2
+    return activation_bytes(block_m, k, split_k) + stages * (stage_bytes() + 8) + slots
 
 
 def max_stages(block_m: int, k: int, split_k: int) -> int:
@@ -304,6 +312,7 @@ def mxfp8_linear_wgmma_kernel(
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     num_warps: gl.constexpr,
 ):
+    gl.static_assert(SMEM_STEPS == 0 or EARLY_STEPS <= 1, "shared-memory steps take at most one register step")
     BN: gl.constexpr = 16 * num_warps
     K_STEPS: gl.constexpr = K // BLOCK_K
     MAX_STEPS: gl.constexpr = (K_STEPS + SPLIT_K - 1) // SPLIT_K
