@@ -237,10 +237,10 @@ def _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, step, n0, K_STEPS: 
 
 
 @gluon.jit
-def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
-                    STAGES: gl.constexpr, a_layout: gl.constexpr):
-    """Step i's weight tile as wgmma's register A operand (BF16 ``e4m3 * 2^(s - 127)``, K-permuted); refills
-    its ring stage with step i + STAGES once every warp has read it. Past the last step: unused values."""
+def _read_step(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
+               STAGES: gl.constexpr):
+    """Step i's E4M3 weight tile and scale chunk in registers, once its ring stage has landed; refills the
+    stage with step i + STAGES once every warp has read it. Past the last step: unused values."""
     stage = i % STAGES
     mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
     w = w_ring.index(stage).load(WEIGHT_LAYOUT)
@@ -249,22 +249,22 @@ def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_
         gl.thread_barrier()  # every warp has read the stage before the copy engine refills it
         fence_async_shared()
         _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
+    return w, sc
+
+
+@gluon.jit
+def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
+                    STAGES: gl.constexpr, a_layout: gl.constexpr):
+    """Step i's weight tile as wgmma's register A operand (BF16 ``e4m3 * 2^(s - 127)``, K-permuted)."""
+    w, sc = _read_step(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS, STAGES)
     return dequantize_weight_operand(w, sc, a_layout)
 
 
 @gluon.jit
 def _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
                       STAGES: gl.constexpr):
-    """Step i's weight tile as BF16, K-permuted, into shared slot i (a shared A operand of wgmma); refills its
-    ring stage with step i + STAGES. Past the last step: unused values."""
-    stage = i % STAGES
-    mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
-    w = w_ring.index(stage).load(WEIGHT_LAYOUT)
-    sc = s_ring.index(stage).load(WEIGHT_SCALE_LAYOUT)
-    if i + STAGES < n_steps:
-        gl.thread_barrier()  # every warp has read the stage before the copy engine refills it
-        fence_async_shared()
-        _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
+    """Step i's weight tile as BF16, K-permuted, into shared slot i (a shared A operand of wgmma)."""
+    w, sc = _read_step(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS, STAGES)
     w_bf16.index(i).store(k_permute(dequantize_weight_tile(w, sc), BLOCK_N))
 
 
