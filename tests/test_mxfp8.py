@@ -234,8 +234,9 @@ def test_rejects_bad_input(device):
         seam.unswizzle_scales(small.to(torch.int16), 4, 64)
     with pytest.raises(TypeError, match="scales must have dtype torch.uint8"):
         seam.swizzle_scales(torch.zeros(4, 2, device=device))
-    with pytest.raises(TypeError, match="scales must be one-byte"):
-        seam.mxfp8_dequantize(values, torch.zeros(4, 2, device=device), scale_layout="row_major")
+    for bad in (torch.zeros(4, 2, device=device), torch.zeros(4, 2, dtype=torch.int8, device=device)):
+        with pytest.raises(TypeError, match="scales must have dtype torch.uint8 or torch.float8_e8m0fnu"):
+            seam.mxfp8_dequantize(values, bad, scale_layout="row_major")
     with pytest.raises(TypeError, match="values must have dtype"):
         seam.mxfp8_dequantize(values.float(), small)
 

@@ -206,9 +206,12 @@ def mxfp8_dequantize(
         scale_layout: layout of ``scales``.
         dtype: output dtype (fp32 is exact; bf16/fp16 round once).
 
+    Returns:
+        [M, K] in ``dtype``: NaN where the E4M3 byte is 0x7F / 0xFF or the scale byte is 255.
+
     Raises:
-        TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not one-byte, dtype
-            not a floating torch.dtype.
+        TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not uint8 or
+            float8_e8m0fnu, dtype not a floating torch.dtype.
         ValueError: shapes that do not fit the layout.
     """
     layout = ScaleLayout.parse(scale_layout)
@@ -218,9 +221,7 @@ def mxfp8_dequantize(
     values = values.view(torch.float8_e4m3fn)
     if values.dim() != 2:
         raise ValueError(f"values must be float8_e4m3fn [M, K], got shape {list(values.shape)}")
-    checks.tensor("scales", scales, contiguous=False)
-    if scales.element_size() != 1:
-        raise TypeError(f"scales must be one-byte (uint8 or float8_e8m0fnu), got {scales.dtype}")
+    checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
     scales = scales.view(torch.uint8)
     m, k = values.shape
     checks.multiple_of("values.shape[1] (K)", k, 32)

@@ -64,7 +64,8 @@ def mxfp8_quantize(
     """Quantize rows to MXFP8: E4M3 values and one UE8M0 scale per 32 elements.
 
     ``s = ceil-exponent(amax / 448)`` per block (FlashInfer's rule, ``docs/spec/mxfp8.md``),
-    ``values = e4m3(x * 2^(127 - s))`` saturating, NaN -> +448. One Triton launch;
+    ``values = e4m3(x * 2^(127 - s))`` saturating, NaN -> +448; a block holding +-inf gets scale 254,
+    and its +-inf and NaN become +448, its finite elements 0 (spec step 5). One Triton launch;
     bit-identical to :func:`seam.ref.mxfp8_quantize_ref`.
 
     Args:
