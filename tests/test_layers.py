@@ -194,6 +194,7 @@ def test_weight_assignment_and_repr(device):
     layer = _layer(device)
     assert repr(layer) == "MXFP8Linear(in_features=128, out_features=64)"
     new = seam.MXFP8Weight.from_bf16(torch.randn(32, 256).bfloat16().to(device))
+    assert repr(new) == f"MXFP8Weight(N=32, K=256, device={new.values.device})"  # not the tensors' contents
     layer.weight = new
     assert (layer.in_features, layer.out_features) == (256, 32)
     assert bytes_equal(layer.weight.values, new.values) and bytes_equal(layer.weight_scales, new.scales)

@@ -70,6 +70,10 @@ class MXFP8Weight:
         """(N, K)."""
         return tuple(self.values.shape)
 
+    def __repr__(self) -> str:  # the tensors' contents would flood a log
+        n, k = self.shape
+        return f"MXFP8Weight(N={n}, K={k}, device={self.values.device})"
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``f32(e4m3) * 2^(s - 127)`` as ``dtype`` [N, K] (fp32 is exact)."""
         return mxfp8_dequantize(self.values, self.scales, scale_layout="swizzled", dtype=dtype)
