@@ -90,7 +90,8 @@ def test_early_steps_at_the_measured_picks():
     got = {}
     for m, n, k in cases:
         t = pick_wgmma_tile(m, n, k, 132)
-        got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k, t.num_stages)
+        smem_steps = wgmma_smem_steps(t.block_m, k, t.split_k, t.num_stages)
+        got[m, n, k] = wgmma_early_steps(t.block_m, k, t.split_k, smem_steps)
     assert got == cases
 
 

@@ -542,10 +542,11 @@ def launch_gluon(
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=combiners)
     else:
+        k = xq.shape[1]
+        smem_steps = wgmma_smem_steps(tile.block_m, k, tile.split_k, tile.num_stages)
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(
-            *args, partials=partials, combiners=combiners,
-            early_steps=wgmma_early_steps(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages),
-            smem_steps=wgmma_smem_steps(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages))
+            *args, partials=partials, combiners=combiners, smem_steps=smem_steps,
+            early_steps=wgmma_early_steps(tile.block_m, k, tile.split_k, smem_steps))
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out

@@ -175,8 +175,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-def wgmma_early_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
-    """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2).
+def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:
+    """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2), after
+    the ``smem_steps`` of :func:`wgmma_smem_steps`.
 
     Before the wait a program only streams weights (the activations may still be written by the
     previous kernel). Such a step's ring-stage wait and shared-memory loads happen there; ptxas places
@@ -196,7 +197,7 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
     qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
     """
     if block_m == 32:
-        return 1 if wgmma_smem_steps(block_m, k, split_k, stages) else 0
+        return 1 if smem_steps else 0
     if block_m == 64 and mxfp8_wgmma.max_steps(k, split_k) <= 3:
         return 2
     return 1

@@ -49,9 +49,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   follows in starting blocks (CUDA does not promise it): every other program of the tile has started
   before them and finishes without waiting, so what a combiner waits for is the other combiners,
   which need room on the GPU at the same time (COMBINERS <= 16 blocks); none waits on a later tile,
-  and a PDL dependent launches only once every program here has started. The epilogue stores along N, contiguous in the output. For the fused QKV op
-  (``PARTIALS``) the programs only store their partials: its epilogue kernel, next in the stream,
-  sums them.
+  and a PDL dependent launches only once every program here has started. The epilogue stores along
+  N, contiguous in the output. For the fused QKV op (``PARTIALS``) the programs only store their
+  partials: its epilogue kernel, next in the stream, sums them.
 
 Measured on the H200 (``docs/benchmarks-log.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
 M 8..64 (N 2560 x K 6144 at 64 tokens 17.7 -> 14.5 us with run 41's combine rule), still 1.9-5x the
@@ -548,6 +548,5 @@ def launch_mxfp8_linear_wgmma(
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16, USE_PDL=use_pdl,
         COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, SMEM_STEPS=smem_steps,
-        COMBINERS=combiners, num_warps=NUM_WARPS,
-        launch_pdl=use_pdl,
+        COMBINERS=combiners, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )
