@@ -383,6 +383,26 @@ def test_prefill_path_picked_and_exact_gpu(m, n, k):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(129, 256, 6144), (2048, 6144, 768), (300, 2560, 6144)])
+def test_prefill_path_rounds_once_gpu(m, n, k):
+    """The BF16-output cuBLAS GEMM with its split-K reductions kept in fp32: within one BF16 ulp of the fp32
+    sums of the same dequantized operands, rounded once (a BF16 reduction of partials would stray further),
+    and restoring PyTorch's reduced-precision switch."""
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(m, k, generator=g).bfloat16().cuda()
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * k**-0.5).bfloat16().cuda())
+    before = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+    got = seam.mxfp8_linear(x, w, tile=BF16_MM_TILE)
+    assert torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction == before
+    xq, xs = seam.mxfp8_quantize(x)
+    a = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
+    wd = seam.mxfp8_dequantize(w.values, w.scales, dtype=torch.bfloat16)
+    want = torch.mm(a, wd.t(), out_dtype=torch.float32)
+    ulp = (want.abs().clamp_min(2.0**-126).log2().floor() - 7).exp2()
+    assert ((got.float() - want).abs() <= ulp).all()
+
+
 @pytest.mark.parametrize("split_k", [2, 4])
 def test_linear_split_k_matches_single_program(split_k, device):
     x, w = _inputs(5, 256, 512, seed=6, device=device)

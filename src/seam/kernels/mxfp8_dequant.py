@@ -93,21 +93,37 @@ def _mm_f32(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor
     return torch.mm(a.float(), w.float().t(), out=out)
 
 
+def _mm_bf16(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out [M, N] BF16 = a [M, K] @ w [N, K]^T of BF16 operands on a GPU, rounded once: cuBLAS accumulates
+    in fp32, and its split-K partials are reduced in fp32 too, because PyTorch's switch that lets cuBLAS
+    reduce them in BF16 (on by default) is off for the call and restored after it."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_bf16_reduced_precision_reduction
+    matmul.allow_bf16_reduced_precision_reduction = False
+    try:
+        return torch.mm(a, w.t(), out=out)
+    finally:
+        matmul.allow_bf16_reduced_precision_reduction = before
+
+
 def launch_mxfp8_linear_bf16_mm(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
     BF16 here (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first), then one cuBLAS
-    GEMM with fp32 output (``torch.mm(..., out_dtype=torch.float32)``), rounded to BF16 once
-    (:func:`round_bf16_kernel`), or left unrounded in an fp32 ``out``. On the
-    CPU (the interpreter's tests) the GEMM runs on the fp32 copies of the same values. Temporary
-    memory: 2 * (M + N) * K bytes of BF16 operands and 4 * M * N of fp32 output."""
+    GEMM accumulating in fp32 and rounding to BF16 once (:func:`_mm_bf16`), or with fp32 output, left
+    unrounded, for an fp32 ``out``. On the CPU (the interpreter's tests) the GEMM runs on the fp32 copies
+    of the same values, rounded by :func:`round_bf16_kernel`. Temporary memory: 2 * (M + N) * K bytes of
+    BF16 operands."""
     m = xq.shape[0]
     a = dequantized_activations(xq, xs)
     w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
     launch_mxfp8_dequant(wq, ws, w)
     if out.dtype == torch.float32:  # the unrounded sums (the fused QKV op's accumulator)
         _mm_f32(a, w, out)
+        return
+    if out.is_cuda:
+        _mm_bf16(a, w, out)
         return
     acc = _mm_f32(a, w, torch.empty((m, wq.shape[0]), dtype=torch.float32, device=out.device))
     # seam's rounding (seam.kernels.numerics), not torch's copy_: the same NaN bits as the GEMM kernels
