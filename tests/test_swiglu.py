@@ -250,7 +250,7 @@ def test_property_round_to_bf16_bit_identical(m, cols, scale, layout, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("m", [1, 8, 64, 192, 2048, 8192])
+@pytest.mark.parametrize("m", [1, 8, 64, 192, 512, 2048, 8192])
 def test_gpu_full_shapes(device, m, layout):
     x = _gate_up(m, 768, device, seed=m)
     out = seam.swiglu_oai(x, layout=layout)

@@ -116,7 +116,7 @@ def swiglu_oai_kernel(
 
 
 def swiglu_config(m: int, cols_cover: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_I, num_warps): one row per program up to 32 tokens, 2 up to 256, 4 up to 4096,
+    """(BLOCK_M, BLOCK_I, num_warps): one row per program up to 32 tokens, 2 up to 768, 4 up to 4096,
     8 above, on 4 warps.
 
     BLOCK_I is at most 256 (I = 768 -> 3 exact column blocks) and at least 128, so one
@@ -124,10 +124,11 @@ def swiglu_config(m: int, cols_cover: int) -> tuple[int, int, int]:
     many in flight: H200 (2026-12-01, ``docs/benchmarks-log.md`` run 73, I 768, MXFP8 swizzled,
     every (BLOCK_M, BLOCK_I, warps) with 256-16K elements, us against the former 4K elements per
     program): M 8 0.89 (1.64), M 64 1.05 (1.86; best 1.02), M 192 1.21 (1.88), M 2048 3.80 (4.66),
-    M 8192 10.67 (10.89; best 10.63 on 2 warps x 128 columns).
+    M 8192 10.67 (10.89; best 10.63 on 2 warps x 128 columns). Run 80 (257-1536 tokens, 2 against 4
+    rows): M 384 1.47 / 1.80, M 512 1.67 / 2.05, M 768 2.15 / 2.38; M 1024 2.61 at 4 rows, 2 slower.
     """
     block_i = max(128, min(triton.next_power_of_2(cols_cover), 256))
-    block_m = 1 if m <= 32 else 2 if m <= 256 else 4 if m <= 4096 else 8
+    block_m = 1 if m <= 32 else 2 if m <= 768 else 4 if m <= 4096 else 8
     return block_m, block_i, 4
 
 
