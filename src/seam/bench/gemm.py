@@ -34,6 +34,8 @@ MS = (1, 8, 16, 32, 64, 128)
 
 
 def _tile_name(t) -> str:
+    if t.bf16_mm:
+        return "dequantize + cuBLAS BF16"
     kind = "gluon ring" if t.ring else "gluon" if t.wgmma else "tl"
     return f"{kind} {t.block_m}x{t.block_n}x{t.block_k} sk{t.split_k} st{t.num_stages}"
 
