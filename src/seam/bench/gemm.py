@@ -13,6 +13,11 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,
   a lossy stand-in for MXFP8: the scales are not per 32);
 * ``cuBLAS BF16``: ``torch.mm`` on BF16 weights (twice the bytes);
+* ``humming``: vLLM's MXFP8 GEMM backend (the optional package ``humming-kernels``) on the same MXFP8 weight,
+  W8A16: the BF16 activation goes in as is (on sm_90 humming takes no MXFP8 activation), BF16 out; the weight
+  packed once as vLLM's ``HummingMxfp8LinearKernel`` packs it (``_humming_pack``). ``-`` where humming does not
+  import or there is no CUDA device (the reason is printed once), ``mismatch <err>`` where its output is off
+  x @ W_deq^T (``_humming_us``), ``error`` where it raised (printed);
 * ``floor``: MXFP8 weight bytes (values + scales) / 4.23 TB/s + one 0.54 us launch.
 
 A last table times seam's norm -> GEMM chain (``gemma_fused_add_rms_norm_mxfp8`` then
@@ -21,6 +26,8 @@ the GEMM adds to the norm alone.
 """
 
 from __future__ import annotations
+
+import json
 
 import torch
 from rich.table import Table
@@ -32,6 +39,20 @@ from seam.kernels.mxfp8_gemm_config import pick_tile
 
 MS = (1, 8, 16, 32, 64, 128)
 
+#: humming's weight schema for an MXFP8 weight, as vLLM's ``HummingMxfp8LinearKernel`` passes it: E4M3 values,
+#: one UE8M0 scale per 32 K elements. No input schema: the activation stays BF16 (W8A16).
+HUMMING_MXFP8 = {"quant_method": "humming", "dtype": "float8e4m3", "scale_dtype": "float8e8m0", "group_size": 32,
+                 "weight_scale_type": "group"}
+#: vLLM's compute config for a dense humming linear layer (``get_humming_linear_compute_config``, defaults).
+HUMMING_COMPUTE = json.dumps({"use_batch_invariant": False, "use_f16_accum": False, "gemm_type": "dense"})
+#: int32 Stream-K locks, zeroed once: ``humming.layer.HummingLayer``'s count (the launcher names the count a
+#: kernel needs if it is more).
+HUMMING_LOCKS = 2048
+#: Relative error (Frobenius norm) of humming's output against x @ W_deq^T in fp32 past which its cell reads
+#: ``mismatch``: the right GEMM differs only by the BF16 output rounding (<= 2^-9 per element) and fp32
+#: summation order, ~2e-3 at most; a wrong packing (scale order, byte order, layout) is off by O(1).
+HUMMING_RTOL = 1e-2
+
 
 def _tile_name(t) -> str:
     if t.bf16_mm:
@@ -40,7 +61,63 @@ def _tile_name(t) -> str:
     return f"{kind} {t.block_m}x{t.block_n}x{t.block_k} sk{t.split_k} st{t.num_stages}"
 
 
-def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generator) -> dict:
+def _humming_missing() -> str | None:
+    """Why the ``humming`` column is left out here, or None where it runs: humming needs a CUDA device and
+    the optional package ``humming-kernels``, whose import also loads native parts."""
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    try:
+        import humming  # noqa: F401
+    except Exception as exc:  # not installed, or a native part fails to load: the column is left out, not fatal
+        return f"import humming failed ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _humming_pack(weight: seam.MXFP8Weight, dev: torch.device):
+    """humming's layer config and packed tensors for ``weight`` (a one-time, load-time step), as vLLM's
+    ``prepare_humming_linear_layer_config`` makes them: the E4M3 values [N, K] as int32 words [N, K/4] (4 K
+    elements each, in memory order), the UE8M0 scales unswizzled to row-major [N, K/32], converted to humming's
+    schema, then repacked for its kernels (``transform_humming_tensors``; N padded to 256, K to 128, as vLLM)."""
+    from humming.schema import BaseWeightSchema, HummingInputSchema
+    from humming.transform import prepare_layer_config, transform_humming_tensors
+
+    n, k = weight.shape
+    tensors = {"weight": weight.values.view(torch.int32),
+               "weight_scale": seam.unswizzle_scales(weight.scales, n, k).view(torch.float8_e8m0fnu)}
+    schema, tensors = BaseWeightSchema.from_config(HUMMING_MXFP8).convert_humming(
+        tensors=tensors, shape_n_stacks=[n], shape_k_stacks=[k], param_dtype=torch.bfloat16, device=dev)
+    config = prepare_layer_config(shape_n=n, shape_k=k, weight_schema=schema, input_schema=HummingInputSchema(),
+                                  pad_n_to_multiple=256, pad_k_to_multiple=128, torch_dtype=torch.bfloat16,
+                                  device=dev)
+    return config, transform_humming_tensors(config, tensors)
+
+
+def _humming_us(weight: seam.MXFP8Weight, x: torch.Tensor) -> float | str:
+    """us per call of humming's W8A16 GEMM ``out[M, N] = x[M, K] @ W_deq^T`` (BF16 ``x`` as is, MXFP8 ``weight``,
+    BF16 ``out`` written in place), timed as the other peers: CUDA-graph replay, the packed weights rotated past
+    L2. The packing and the JIT compile (humming's first call) stay outside the timing. That first call's
+    output is checked against x @ W_deq^T in fp32; past ``HUMMING_RTOL`` the cell reads ``mismatch <err>``
+    instead of a time."""
+    from humming.forward import humming_forward
+
+    config, packed = _humming_pack(weight, x.device)
+    out = torch.empty(x.shape[0], weight.shape[0], dtype=torch.bfloat16, device=x.device)
+    locks = torch.zeros(HUMMING_LOCKS, dtype=torch.int32, device=x.device)
+
+    def gemm(tensors: dict[str, torch.Tensor]) -> None:
+        humming_forward(config, inputs=x, outputs=out, locks=locks, compute_config=HUMMING_COMPUTE, **tensors)
+
+    gemm(packed)
+    ref = x.float() @ weight.dequantize().t()
+    err = ((out.float() - ref).norm() / ref.norm()).item()
+    if not err < HUMMING_RTOL:  # NaN too
+        return f"mismatch {err:.1e}"
+    nbytes = sum(t.numel() * t.element_size() for t in packed.values())
+    copies = rotating(lambda: {name: t.clone() for name, t in packed.items()}, nbytes)
+    return graph_time_us(lambda: gemm(copies()))
+
+
+def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generator, with_humming: bool) -> dict:
     w_bf16 = (torch.randn(n, k, generator=g) * k**-0.5).to(torch.bfloat16).to(dev)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
     weight_bytes = n * k + weight.scales.numel()
@@ -59,9 +136,17 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     r["seam tl"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out, tile=tl_tile))
     r["cuBLAS FP8"] = graph_time_us(lambda: torch._scaled_mm(xq, f8().t(), one, one, out_dtype=torch.bfloat16))
     r["cuBLAS BF16"] = graph_time_us(lambda: torch.mm(x, bf().t()))
+    r["humming"] = "-"
+    if with_humming:
+        try:
+            r["humming"] = _humming_us(weight, x)
+        except Exception as exc:  # a shape or M humming rejects (or fails to compile): reported, not fatal
+            print(f"humming at {layer} M {m}: {type(exc).__name__}: {exc}")
+            r["humming"] = "error"
     r["floor"] = floor_us(weight_bytes)
     r["seam / tl"] = r["seam"] / r["seam tl"]
     r["seam / cuBLAS FP8"] = r["seam"] / r["cuBLAS FP8"]
+    r["seam / humming"] = r["seam"] / r["humming"] if isinstance(r["humming"], float) else float("nan")
     r["floor / seam"] = r["floor"] / r["seam"]
     return r
 
@@ -89,29 +174,37 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
     return rows
 
 
+def _cell(value) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
 def _table(title: str, rows: list[dict], cols: list[str]) -> Table:
     table = Table(title=title)
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:
-        table.add_row(*(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols))
+        table.add_row(*(_cell(row[c]) for c in cols))
     return table
 
 
 def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(0)
+    humming_missing = _humming_missing()
+    if humming_missing:
+        console.print(f"humming column left out: {humming_missing}")
     rows = []
     for layer, n, k in SHAPES:
         for m in ms:
-            rows.append(_row(layer, n, k, m, dev, g))
+            rows.append(_row(layer, n, k, m, dev, g, with_humming=humming_missing is None))
             r = rows[-1]
             # progress, so a run cut short still reports what it measured
             console.print(f"{layer} M {m}: seam {r['seam']:.2f} us ({r['tile']}), tl {r['seam tl']:.2f}, "
-                          f"cuBLAS FP8 {r['cuBLAS FP8']:.2f}, BF16 {r['cuBLAS BF16']:.2f}")
-    cols = ["layer", "N", "K", "M", "tile", "seam", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16", "floor",
-            "seam / tl", "seam / cuBLAS FP8", "floor / seam"]
-    console.print(_table("mxfp8_linear vs cuBLAS, us per call (weights from HBM)", rows, cols))
+                          f"cuBLAS FP8 {r['cuBLAS FP8']:.2f}, BF16 {r['cuBLAS BF16']:.2f}, "
+                          f"humming {_cell(r['humming'])}")
+    cols = ["layer", "N", "K", "M", "tile", "seam", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16", "humming",
+            "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam"]
+    console.print(_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, cols))
     chain = _chain_rows(tuple(m for m in ms if m <= 64), dev, g)
     console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {SHAPES[-1][1]}), PDL, us per step", chain,
                          ["M", "norm", "norm + GEMM", "GEMM adds"]))
