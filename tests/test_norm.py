@@ -320,7 +320,7 @@ def test_property_random_shapes(m, cols, scale, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("m", [1, 8, 16, 64, 128, 192, 512, 2048, 8192])
+@pytest.mark.parametrize("m", [1, 8, 12, 16, 64, 128, 192, 512, 2048, 8192])
 def test_gpu_full_shapes(device, m, layout):
     x, r, w = _inputs(m, 6144, device, seed=m)
     summary = _check_fused(x, r, w, layout)

@@ -123,18 +123,19 @@ def norm_config(m: int, hidden: int) -> tuple[int, int, int]:
 
     The whole row sits in one tile (one read of x and residual). About 8K elements per
     program: one row with 16 warps for H in (4096, 8192] (16 fp32 per thread per
-    tensor), 8 warps there from 512 tokens, several rows per program for small H; ROWS
-    never exceeds next_pow2(M). H200 (``docs/benchmarks-log.md`` runs 77 and 80, H 6144,
+    tensor), 8 warps there at 9-16 and from 512 tokens, several rows per program for small H;
+    ROWS never exceeds next_pow2(M). H200 (``docs/benchmarks-log.md`` runs 77, 80, 86 and 87, H 6144,
     us at 16 / 8 warps): M 8192 119.2 / 98.6, M 2048 32.2 / 27.5, M 1536 24.5 / 21.4, M 1024
-    16.4 / 14.7, M 512 7.93 / 7.43; M 256 4.62 / 5.54, M 192 4.39 / 5.34, M 1-64 within 4%.
+    16.4 / 14.7, M 512 7.93 / 7.43; M 256 4.62 / 5.54, M 192 4.39 / 5.34, M 160 4.18 / 5.08,
+    M 96 3.01 / 3.29; M 12 3.17 / 2.84, M 16 3.35 / 2.90; M 1-8 and 24-128 within 4%.
     The warps shape the row sum's reduction tree, so they change a few ``normed``
     bytes (within the spec's 1 ulp; the MXFP8 output is still that call's ``normed`` quantized).
     """
     block_h = max(128, triton.next_power_of_2(hidden))
     rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
     elems = rows * block_h
-    streaming = block_h == 8192 and m >= 512
-    num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 or streaming else 16
+    eight = block_h == 8192 and (9 <= m <= 16 or m >= 512)
+    num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 or eight else 16
     return rows, block_h, num_warps
 
 
