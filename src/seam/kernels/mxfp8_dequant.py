@@ -2,8 +2,8 @@
 MXFP8 GEMM's prefill path built on it (``seam.kernels.mxfp8_gemm_config.PREFILL_MM_MIN_M``).
 
 The dequantized operands are the values every seam GEMM path multiplies on its tensor cores,
-so one cuBLAS GEMM on them with fp32 accumulation and fp32 output, rounded to BF16 once,
-equals those kernels up to fp32 summation order (bit-identical where the sums are exact).
+so one cuBLAS GEMM on them with fp32 accumulation (its split-K partials too), rounded to BF16
+once, equals those kernels up to fp32 summation order (bit-identical where the sums are exact).
 Bytes moved by the dequantization per element: one read (E4M3) and 1/32 scale byte, two written.
 """
 

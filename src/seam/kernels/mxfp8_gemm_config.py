@@ -43,7 +43,7 @@ class Tile:
     #: the ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
-    #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM with fp32 output (``torch.mm``).
+    #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
     bf16_mm: bool = False
 
     @property
@@ -304,11 +304,12 @@ def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> in
 
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:
 #: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and multiply them with
-#: cuBLAS (``torch.mm`` with fp32 output, rounded to BF16 once). H200 (2026-12-01, ``docs/benchmarks-log.md``
-#: run 43, us, tl kernel's pick / this path): qkv 2560 x 6144 at M 96 32.3 / 26.2, 192 54.7 / 32.4,
-#: 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 / 21.1, 2048 184.4 / 73.2; o_proj 6144 x 2048
-#: M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128 11.3 / 13.6, 192 17.7 / 15.4, 2048
-#: 69.3 / 63.4. From 129 on it wins at every layer; at 65-128 the tl kernel keeps the down projection.
+#: cuBLAS (``torch.mm`` accumulating in fp32, rounded to BF16 once). H200 (2026-12-01, ``docs/benchmarks-log.md``
+#: run 43, us, tl kernel's pick / this path with fp32 output and a rounding launch): qkv 2560 x 6144 at M 96
+#: 32.3 / 26.2, 192 54.7 / 32.4, 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 / 21.1, 2048 184.4 / 73.2;
+#: o_proj 6144 x 2048 M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128 11.3 / 13.6, 192 17.7 /
+#: 15.4, 2048 69.3 / 63.4. From 129 on it wins at every layer; at 65-128 the tl kernel keeps the down
+#: projection. BF16 output since (run 81, M 2048): qkv 105.8, gate_up 68.7, o_proj 85.4, down 37.7.
 PREFILL_MM_MIN_M = 129
 
 #: Whether this torch's ``mm`` takes ``out_dtype``, with and without ``out`` (the prefill path's fp32 output).

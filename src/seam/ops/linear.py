@@ -173,7 +173,7 @@ def mxfp8_linear(
     ``wgmma``), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
     fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
     (``PREFILL_MM_MIN_M``) on any CUDA GPU, the prefill path dequantizes both operands to
-    BF16 and multiplies them with cuBLAS (fp32 output, rounded once; temporary BF16 copies
+    BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies
     of A and W). Every path's fp32 accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to
     summation order.
 
