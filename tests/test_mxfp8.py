@@ -339,3 +339,16 @@ def test_bf16_subnormal_inputs(device):
     x[1, 40] = 1e-38
     for layout in LAYOUTS:
         _check_kernel_matches_ref(x.to(device), layout)
+
+
+def test_scale_layout_names_in_any_case():
+    """A new user's "Swizzled" or "ROW_MAJOR" names the layout; other names still raise, naming the argument."""
+    from seam.formats.mxfp8 import ScaleLayout
+
+    assert ScaleLayout.parse("Swizzled") is ScaleLayout.SWIZZLED
+    assert ScaleLayout.parse("SWIZZLED_128x4") is ScaleLayout.SWIZZLED
+    assert ScaleLayout.parse("ROW_MAJOR", "scale_layout") is ScaleLayout.ROW_MAJOR
+    with pytest.raises(ValueError, match="layout must be 'swizzled' or 'row_major', got 'columns'"):
+        ScaleLayout.parse("columns", "layout")
+    with pytest.raises(ValueError, match="got 3"):
+        ScaleLayout.parse(3)

@@ -36,16 +36,17 @@ class ScaleLayout(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: "ScaleLayout | str", name: str = "scale_layout") -> "ScaleLayout":
-        """Accept the enum or its string value; raise ValueError naming ``name`` otherwise.
+        """Accept the enum or its string value in any case; raise ValueError naming ``name`` otherwise.
 
         ``"swizzled_128x4"`` (the name ``docs/spec/integration.md`` uses) is accepted too.
         """
         if isinstance(value, cls):
             return value
-        if value == "swizzled_128x4":
+        key = value.lower() if isinstance(value, str) else value
+        if key == "swizzled_128x4":
             return cls.SWIZZLED
         try:
-            return cls(value)
+            return cls(key)
         except ValueError:
             raise ValueError(
                 f"{name} must be 'swizzled' or 'row_major', got {value!r}"
