@@ -348,7 +348,27 @@ def test_scale_layout_names_in_any_case():
     assert ScaleLayout.parse("Swizzled") is ScaleLayout.SWIZZLED
     assert ScaleLayout.parse("SWIZZLED_128x4") is ScaleLayout.SWIZZLED
     assert ScaleLayout.parse("ROW_MAJOR", "scale_layout") is ScaleLayout.ROW_MAJOR
-    with pytest.raises(ValueError, match="layout must be 'swizzled' or 'row_major', got 'columns'"):
+    with pytest.raises(ValueError, match="layout must be 'row_major', 'swizzled' or 'swizzled_128x4', got 'columns'"):
         ScaleLayout.parse("columns", "layout")
-    with pytest.raises(ValueError, match="got 3"):
+    with pytest.raises(TypeError, match="scale_layout must be a str or seam.ScaleLayout, got int"):
         ScaleLayout.parse(3)
+
+
+def test_option_names_in_any_case_for_every_op():
+    """One rule for every string option (a new-user trial found three): the gate/up layout and the linear's
+    quantize mode take any case too, and name the argument otherwise."""
+    from seam.ops.linear import LinearQuantize
+    from seam.ops.swiglu import GateUpLayout
+
+    assert GateUpLayout.parse("SPLIT") is GateUpLayout.SPLIT
+    assert LinearQuantize.parse("In_GEMM") is LinearQuantize.IN_GEMM
+    with pytest.raises(ValueError, match="layout must be 'split' or 'interleaved', got 'halves'"):
+        GateUpLayout.parse("halves")
+    with pytest.raises(TypeError, match="quantize must be a str or seam.LinearQuantize, got NoneType"):
+        LinearQuantize.parse(None)
+
+
+def test_dequantize_names_scales_on_another_device():
+    values, scales = mxfp8_quantize_ref(torch.randn(4, 64))
+    with pytest.raises(ValueError, match="scales"):
+        seam.mxfp8_dequantize(values, scales.to("meta"))

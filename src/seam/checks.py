@@ -6,12 +6,16 @@ Python type or dtype, ``ValueError`` for shapes, devices, strides, alignment, ra
 
 from __future__ import annotations
 
+import enum
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import torch
 
 from seam import runtime
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 def tensor(
@@ -69,6 +73,28 @@ def type_name(value: object) -> str:
     bool is ``numpy.bool``, not ``bool``)."""
     t = type(value)
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def option(cls: type[E], value: object, name: str, aliases: Mapping[str, E] | None = None) -> E:
+    """A member of the str enum ``cls``: the member itself, or its value (or one of ``aliases``) in any case.
+
+    Raises:
+        TypeError: neither a member nor a str.
+        ValueError: a str naming no member; the message lists the accepted names.
+    """
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or seam.{cls.__name__}, got {type_name(value)}")
+    aliases = aliases or {}
+    key = value.lower()
+    if key in aliases:
+        return aliases[key]
+    try:
+        return cls(key)
+    except ValueError:
+        names = [f"'{v}'" for v in [m.value for m in cls] + list(aliases)]
+        raise ValueError(f"{name} must be {', '.join(names[:-1])} or {names[-1]}, got {value!r}") from None
 
 
 def flag(name: str, value: object) -> bool:

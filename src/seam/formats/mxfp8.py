@@ -36,21 +36,9 @@ class ScaleLayout(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: "ScaleLayout | str", name: str = "scale_layout") -> "ScaleLayout":
-        """Accept the enum or its string value in any case; raise ValueError naming ``name`` otherwise.
-
-        ``"swizzled_128x4"`` (the name ``docs/spec/integration.md`` uses) is accepted too.
-        """
-        if isinstance(value, cls):
-            return value
-        key = value.lower() if isinstance(value, str) else value
-        if key == "swizzled_128x4":
-            return cls.SWIZZLED
-        try:
-            return cls(key)
-        except ValueError:
-            raise ValueError(
-                f"{name} must be 'swizzled' or 'row_major', got {value!r}"
-            ) from None
+        """The enum or its string value in any case (:func:`seam.checks.option`); ``"swizzled_128x4"`` (the name
+        ``docs/spec/integration.md`` uses) is accepted too."""
+        return checks.option(cls, value, name, {"swizzled_128x4": cls.SWIZZLED})
 
 
 def scale_cols(hidden_size: int) -> int:
@@ -213,7 +201,8 @@ def mxfp8_dequantize(
     Raises:
         TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not uint8 or
             float8_e8m0fnu, dtype not a floating torch.dtype.
-        ValueError: shapes that do not fit the layout.
+        ValueError: shapes that do not fit the layout, scales on another device than values, an
+            unknown ``scale_layout``.
     """
     layout = ScaleLayout.parse(scale_layout)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -222,7 +211,7 @@ def mxfp8_dequantize(
     values = values.view(torch.float8_e4m3fn)
     if values.dim() != 2:
         raise ValueError(f"values must be float8_e4m3fn [M, K], got shape {list(values.shape)}")
-    checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
+    checks.tensor("scales", scales, dtype=UE8M0_DTYPES, device=values.device, contiguous=False)
     scales = scales.view(torch.uint8)
     m, k = values.shape
     checks.multiple_of("values.shape[1] (K)", k, 32)

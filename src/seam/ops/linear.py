@@ -28,16 +28,8 @@ class LinearQuantize(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: "LinearQuantize | str", name: str = "quantize") -> "LinearQuantize":
-        """Accept the enum or its string value; raise TypeError (not a str) or ValueError (unknown
-        value) naming ``name`` otherwise."""
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str or seam.LinearQuantize, got {type(value).__name__}")
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(f"{name} must be 'auto', 'separate' or 'in_gemm', got {value!r}") from None
+        """The enum or its string value in any case (:func:`seam.checks.option`)."""
+        return checks.option(cls, value, name)
 
 
 #: The in-GEMM quantization carve-out: ``quantize="auto"`` quantizes inside the GEMM up to
@@ -215,7 +207,7 @@ def mxfp8_linear(
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
             out not BF16, tile (or its max_registers, f16_operands, wgmma or bf16_mm) of the wrong type,
-            quantize not a str.
+            quantize not a str or :class:`LinearQuantize`.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma

@@ -24,13 +24,8 @@ class GateUpLayout(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: "GateUpLayout | str", name: str = "layout") -> "GateUpLayout":
-        """Accept the enum or its string value; raise ValueError naming ``name`` otherwise."""
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(f"{name} must be 'split' or 'interleaved', got {value!r}") from None
+        """The enum or its string value in any case (:func:`seam.checks.option`)."""
+        return checks.option(cls, value, name)
 
 
 # One op for both variants: the BF16 ``out`` or the MXFP8 ``values``/``scales`` (the others None).
