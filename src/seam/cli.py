@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--workers", type=_positive, metavar="N",
                         help="processes that run the checks first, compiling in parallel (default: on a GPU half "
                         "the CPU cores, at most 8; under the interpreter 1)")
-    bench = sub.add_parser("bench", help="GPU benchmarks, one per op")
+    bench = sub.add_parser("bench", help="GPU benchmarks, one per op",
+                           epilog="gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional "
+                           "package humming-kernels is installed; results: BENCHMARKS.md")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
     bench.add_argument("--m", type=int, nargs="+", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run)")
