@@ -269,7 +269,9 @@ def test_quantized_activation_record(device):
     with pytest.raises(TypeError, match="values must be a torch.Tensor"):
         seam.QuantizedActivation([1.0], s, torch.bfloat16, (3, 64))
     with pytest.raises(TypeError, match="values must have dtype"):
-        seam.QuantizedActivation(v.view(torch.uint8), s, torch.bfloat16, (3, 64))
+        seam.QuantizedActivation(v.view(torch.int8), s, torch.bfloat16, (3, 64))
+    raw = seam.QuantizedActivation(v.view(torch.uint8), s, torch.bfloat16, (3, 64))  # bytes: e4m3's view
+    assert raw.values.dtype == torch.float8_e4m3fn and torch.equal(raw.values.view(torch.uint8), v.view(torch.uint8))
     with pytest.raises(TypeError, match="scales must have dtype"):
         seam.QuantizedActivation(v, s.float(), torch.bfloat16, (3, 64))
     with pytest.raises(TypeError, match="dtype must be"):

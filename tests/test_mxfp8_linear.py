@@ -61,8 +61,10 @@ def test_weight_from_bf16_matches_reference_quantizer():
 
 def test_weight_record_rejects_bad_parts():
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, 64))
-    with pytest.raises(TypeError, match="values"):
-        seam.MXFP8Weight(w.values.view(torch.uint8), w.scales)
+    with pytest.raises(TypeError, match="values must have dtype torch.float8_e4m3fn or torch.uint8"):
+        seam.MXFP8Weight(w.values.view(torch.int8), w.scales)
+    raw = seam.MXFP8Weight(w.values.view(torch.uint8), w.scales)  # a checkpoint's raw bytes: the same record
+    assert raw.values.dtype == torch.float8_e4m3fn and torch.equal(raw.dequantize(), w.dequantize())
     with pytest.raises(ValueError, match="scales"):
         seam.MXFP8Weight(w.values, w.scales[:-1])
     with pytest.raises(TypeError, match="scales must have dtype torch.uint8"):

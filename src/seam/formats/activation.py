@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from seam import checks
-from seam.formats.mxfp8 import UE8M0_DTYPES, ScaleLayout, scale_numel
+from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout, scale_numel
 
 _SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -17,7 +17,7 @@ class QuantizedActivation:
     """MXFP8 rows of an activation, as produced by seam's fused kernels.
 
     Attributes:
-        values: float8_e4m3fn [M, K]; any strides here, but consumers check their own needs
+        values: float8_e4m3fn [M, K] (uint8 bytes are taken as its view); any strides here, but consumers check their own needs
             (:func:`seam.mxfp8_linear` and the QKV op take contiguous rows only).
         scales: uint8 UE8M0 bytes (float8_e8m0fnu is taken as its uint8 view): flat
             ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is swizzled (padding bytes zero),
@@ -56,7 +56,8 @@ class QuantizedActivation:
         object.__setattr__(self, "shape", shape)
         if k <= 0 or k % 32:
             raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
-        checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, shape=shape, contiguous=False)
+        checks.tensor("values", self.values, dtype=E4M3_DTYPES, shape=shape, contiguous=False)
+        object.__setattr__(self, "values", self.values.view(torch.float8_e4m3fn))
         checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES, device=self.values.device, contiguous=False)
         object.__setattr__(self, "scales", self.scales.view(torch.uint8))
         if self.layout is ScaleLayout.ROW_MAJOR:

@@ -23,6 +23,8 @@ E4M3_MAX = 448.0
 _INV_448 = struct.unpack("<f", struct.pack("<I", 0x3B124925))[0]
 
 
+#: Dtypes accepted for E4M3 value bytes: float8_e4m3fn, and its uint8 view (a checkpoint's raw bytes).
+E4M3_DTYPES = (torch.float8_e4m3fn, torch.uint8)
 #: Dtypes accepted for UE8M0 scale bytes: uint8, and torch's float8_e8m0fnu where it exists
 #: (the same bytes; seam's records keep the uint8 view).
 UE8M0_DTYPES = tuple(d for d in (torch.uint8, getattr(torch, "float8_e8m0fnu", None)) if d is not None)
@@ -207,7 +209,7 @@ def mxfp8_dequantize(
     layout = ScaleLayout.parse(scale_layout)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    checks.tensor("values", values, dtype=(torch.float8_e4m3fn, torch.uint8), contiguous=False)
+    checks.tensor("values", values, dtype=E4M3_DTYPES, contiguous=False)
     values = values.view(torch.float8_e4m3fn)
     if values.dim() != 2:
         raise ValueError(f"values must be float8_e4m3fn [M, K], got shape {list(values.shape)}")

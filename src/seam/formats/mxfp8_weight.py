@@ -13,7 +13,7 @@ import dataclasses
 import torch
 
 from seam import checks
-from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
+from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +21,7 @@ class MXFP8Weight:
     """MXFP8 weight record.
 
     Attributes:
-        values: float8_e4m3fn [N, K], contiguous (K-major).
+        values: float8_e4m3fn [N, K], contiguous (K-major); uint8 bytes are taken as its view.
         scales: uint8 flat ``[mxfp8_scale_numel(N, K)]``, 128x4-swizzled, padding zero
             (float8_e8m0fnu is taken as its uint8 view).
 
@@ -34,7 +34,8 @@ class MXFP8Weight:
     scales: torch.Tensor
 
     def __post_init__(self) -> None:
-        v = checks.tensor("values", self.values, dtype=torch.float8_e4m3fn, contiguous=False)
+        v = checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False).view(torch.float8_e4m3fn)
+        object.__setattr__(self, "values", v)
         if v.dim() != 2:
             raise ValueError(f"values must be float8_e4m3fn [N, K], got shape {list(v.shape)}")
         if not v.is_contiguous():
