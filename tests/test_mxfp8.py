@@ -107,6 +107,22 @@ def test_padding_bytes_overwritten(device):
     assert bytes_equal(scales.cpu(), rs)
 
 
+@pytest.mark.skipif(not hasattr(torch, "float8_e8m0fnu"), reason="this torch has no float8_e8m0fnu")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_out_scales_as_e8m0(device, layout):
+    """``out=`` scales may be torch's UE8M0 dtype, as inputs' scales may: its bytes are written, their uint8
+    view returned; other one-byte dtypes stay a TypeError, naming the buffer."""
+    x = torch.randn(5, 96).bfloat16().to(device)
+    want_v, want_s = seam.mxfp8_quantize(x, scale_layout=layout)
+    values = torch.empty_like(want_v)
+    scales = torch.zeros(want_s.shape, dtype=torch.float8_e8m0fnu, device=device)
+    v, s = seam.mxfp8_quantize(x, scale_layout=layout, out=(values, scales))
+    assert v is values and s.dtype == torch.uint8 and s.data_ptr() == scales.data_ptr()
+    assert bytes_equal(scales.view(torch.uint8), want_s) and bytes_equal(values, want_v)
+    with pytest.raises(TypeError, match=r"out\[1\] \(scales\) must have dtype torch.uint8 or torch.float8_e8m0fnu"):
+        seam.mxfp8_quantize(x, scale_layout=layout, out=(values, scales.view(torch.int8)))
+
+
 def test_strided_rows(device):
     base = torch.randn(6, 128).bfloat16().to(device)
     x = base[:, :64]  # row stride 128, unit column stride

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from seam import checks
-from seam.formats.mxfp8 import ScaleLayout, scale_cols, scale_numel
+from seam.formats.mxfp8 import UE8M0_DTYPES, ScaleLayout, scale_cols, scale_numel
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.ops.registry import register
 
@@ -28,7 +28,8 @@ def check_mxfp8_out(
 
     Buffers must be contiguous, 16-byte aligned (``docs/spec/mxfp8.md``), apart from each
     other and from every tensor in ``inputs``; row-major scales [M, K // 32], swizzled ones
-    any shape of ``mxfp8_scale_numel(M, K)`` bytes.
+    any shape of ``mxfp8_scale_numel(M, K)`` bytes. Scales may be float8_e8m0fnu: the uint8
+    view of the same bytes is returned (and written).
     """
     numel = scale_numel(m, k, layout)
     if out is None:
@@ -42,10 +43,12 @@ def check_mxfp8_out(
     values, scales = out
     checks.tensor(f"{name}[0] (values)", values, dtype=torch.float8_e4m3fn, shape=(m, k), device=device, align=16)
     if layout is ScaleLayout.ROW_MAJOR:
-        checks.tensor(f"{name}[1] (scales)", scales, dtype=torch.uint8, shape=(m, scale_cols(k)), device=device,
+        checks.tensor(f"{name}[1] (scales)", scales, dtype=UE8M0_DTYPES, shape=(m, scale_cols(k)), device=device,
                       align=16)
     else:
-        checks.tensor(f"{name}[1] (scales)", scales, dtype=torch.uint8, device=device, align=16)
+        checks.tensor(f"{name}[1] (scales)", scales, dtype=UE8M0_DTYPES, device=device, align=16)
+    if scales.dtype != torch.uint8:  # a uint8 buffer is returned as the same object
+        scales = scales.view(torch.uint8)
     if scales.numel() != numel:
         raise ValueError(
             f"{name}[1] (scales) must hold {numel} bytes for {layout.value} scales of [{m}, {k}], "
@@ -73,7 +76,8 @@ def mxfp8_quantize(
             may exceed K).
         scale_layout: ``"swizzled"`` (default): flat uint8 ``[mxfp8_scale_numel(M, K)]`` in
             the 128x4 layout, padding bytes written as 0; ``"row_major"``: uint8 [M, K // 32].
-        out: optional (values, scales) buffers of those shapes, written in place.
+        out: optional (values, scales) buffers of those shapes, written in place (scales may be
+            float8_e8m0fnu; the uint8 view of its bytes is returned).
 
     Returns:
         (values float8_e4m3fn [M, K], scales uint8).
