@@ -162,7 +162,10 @@ def mxfp8_linear(
     tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133)
     and multiplied on BF16 tensor cores: at 2 <= M <= 64 (K a multiple of 128) by the
     Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
-    ``wgmma``), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
+    ``wgmma``), at 65 <= M <= 128 (K >= 2048), and up to 256 on wide layers
+    (``pick_ring_tile``), by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and
+    the activations, dequantized by a launch before it, through one TMA ring; 2 * M * K bytes of
+    temporary BF16), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
     fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
     (``PREFILL_MM_MIN_M``) on any CUDA GPU, the prefill path dequantizes both operands to
     BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies
@@ -175,22 +178,15 @@ def mxfp8_linear(
             swizzled scales, used as is. Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
-        tile: launch tile override (tests); default (``mxfp8_gemm_config.pick_tile``): on a
-            Hopper GPU at 2 <= M <= 64 (K a multiple of 128) the Gluon decode kernel's tile (M
-            padded to 8..64, the K split and a 2-stage ring), at 65 <= M <= 128 (K a multiple of
-            128, >= 2048) the Gluon ring kernel's (block_m 128, 2 * M * K bytes of temporary BF16
-            activations), at 129 <= M <= 256 its 256-token tile where ``pick_ring_tile`` takes the
-            shape; from M 129 on a CUDA GPU otherwise the prefill path; otherwise BLOCK_M (1, the GEMV,
-            for one token; 16 to 128 otherwise), the K split by wave count on the SM count and,
-            for 64-row tiles split at most two ways, a register cap (split-K launches
-            share a per-device workspace: keep them on one stream, and make a first call
-            before graph capture). ``block_m`` must be 1 or a power of two >= 16; a
-            ``wgmma`` tile (Hopper only) takes block_m 8..64 >= M or 128 / 256 (any M), block_n = block_k = 128,
-            8 warps, K a multiple of 128 (it falls back to the tl kernel's pick where an
-            operand's base or row stride is not 16-byte aligned, which TMA needs).
-            ``f16_operands`` applies to MXFP8 activations (in-GEMM
-            quantization keeps BF16 operands); the output bytes are the same either way.
+        tile: launch tile override, for tests and tuning; None (default) takes
+            ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M above). A given tile is
+            checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper
+            only) 8..64 >= M or 128 / 256, block_n = block_k = 128, 8 warps, K a multiple of 128 (the
+            tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
+            aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
             ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
+            Split-K launches share a per-device workspace: keep them on one stream, and make a
+            first call at each M before CUDA-graph capture.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
             ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
