@@ -26,9 +26,9 @@ import torch
 import seam
 from seam.kernels import mxfp8_gemm, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, combine_group, pick_qkv_tile,
-                                           pick_tile, pick_wgmma_tile, wgmma_combiners, wgmma_early_steps,
-                                           wgmma_smem_steps)
+from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, WgmmaLaunch, combine_group,
+                                           pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
+                                           wgmma_early_steps, wgmma_launch, wgmma_smem_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -109,6 +109,17 @@ def test_smem_steps_at_the_measured_picks():
     # a user tile's deep ring (the launcher takes the same rule): no slots, the program still fits
     assert wgmma_smem_steps(8, 2048, 1, 10) == 0 and wgmma_smem_steps(16, 2048, 1, 8) == 0
     assert mxfp8_wgmma.shared_bytes(8, 2048, 1, 10, 0) <= mxfp8_wgmma.SHARED_BUDGET
+
+
+def test_one_launch_rule_set_per_tile():
+    """wgmma_launch (what launch_gluon and tools/sm90_resources.py read) is the separate rules' values; the ring
+    kernel (128 / 256 tokens) takes no weight steps before the PDL wait."""
+    for bm, k, sk, st in [(8, 2048, 4, 2), (32, 6144, 12, 2), (64, 768, 2, 2)]:
+        smem = wgmma_smem_steps(bm, k, sk, st)
+        assert wgmma_launch(bm, k, sk, st) == WgmmaLaunch(combine_group(bm, sk), wgmma_combiners(bm, sk), smem,
+                                                          wgmma_early_steps(bm, k, sk, smem))
+    assert wgmma_launch(64, 6144, 6, 2, partials=True).combiners == 1
+    assert wgmma_launch(128, 6144, 11, 3) == WgmmaLaunch(1, 8, 0, 0)
 
 
 def test_combiners_spread_only_large_partials():

@@ -140,13 +140,10 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
              "x_desc": f"tensordesc<{'bf16' if a_bf16 else 'u8'}[{block_m}, 128],{x_layout!r}>",
              "out_ptr": "*fp32" if partials else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
-    smem_steps = mxfp8_gemm_config.wgmma_smem_steps(block_m, k, split_k, num_stages)
+    rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
-                  COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
-                  COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k, partials=partials),
-                  EARLY_STEPS=mxfp8_gemm_config.wgmma_early_steps(block_m, k, split_k, smem_steps),
-                  SMEM_STEPS=smem_steps,
-                  num_warps=mxfp8_wgmma.NUM_WARPS)
+                  COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
+                  EARLY_STEPS=rules.early_steps, SMEM_STEPS=rules.smem_steps, num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:
         options["maxnreg"] = max_registers
@@ -169,10 +166,9 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc,
              "a_desc": f"tensordesc<bf16[{block_m}, 128],{a_layout!r}>", "out_ptr": "*fp32" if partials else "*bf16",
              "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
-    consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True,
-                  COMBINE=mxfp8_gemm_config.combine_group(block_m, split_k), PARTIALS=partials,
-                  COMBINERS=mxfp8_gemm_config.wgmma_combiners(block_m, split_k, partials=partials),
-                  num_warps=mxfp8_wgmma_ring.NUM_WARPS)
+    rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
+    consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True, COMBINE=rules.combine,
+                  PARTIALS=partials, COMBINERS=rules.combiners, num_warps=mxfp8_wgmma_ring.NUM_WARPS)
     return _compile(mxfp8_wgmma_ring.mxfp8_linear_wgmma_ring_kernel, types, consts, {"M"},
                     dict(num_warps=mxfp8_wgmma_ring.NUM_WARPS), GluonASTSource)
 

@@ -17,8 +17,9 @@ class QuantizedActivation:
     """MXFP8 rows of an activation, as produced by seam's fused kernels.
 
     Attributes:
-        values: float8_e4m3fn [M, K] (uint8 bytes are taken as its view); any strides here, but consumers check their own needs
-            (:func:`seam.mxfp8_linear` and the QKV op take contiguous rows only).
+        values: float8_e4m3fn [M, K] (uint8 bytes are taken as its view); any strides here, but
+            consumers check their own needs (:func:`seam.mxfp8_linear` and the QKV op take contiguous
+            rows only).
         scales: uint8 UE8M0 bytes (float8_e8m0fnu is taken as its uint8 view): flat
             ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is swizzled (padding bytes zero),
             ``[M, K // 32]`` when row-major.

@@ -46,8 +46,7 @@ import triton.language as tl
 from seam import runtime
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import (Tile, combine_group, pick_tile, wgmma_combiners, wgmma_early_steps,
-                                             wgmma_smem_steps)
+from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_launch
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -536,17 +535,14 @@ def launch_gluon(
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
+    rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials)
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
-            use_pdl, combine_group(tile.block_m, tile.split_k))
-    combiners = wgmma_combiners(tile.block_m, tile.split_k, partials=partials)
+            use_pdl, rules.combine)
     if tile.ring:
-        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=combiners)
+        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners)
     else:
-        k = xq.shape[1]
-        smem_steps = wgmma_smem_steps(tile.block_m, k, tile.split_k, tile.num_stages)
-        mxfp8_wgmma.launch_mxfp8_linear_wgmma(
-            *args, partials=partials, combiners=combiners, smem_steps=smem_steps,
-            early_steps=wgmma_early_steps(tile.block_m, k, tile.split_k, smem_steps))
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
+                                              smem_steps=rules.smem_steps, early_steps=rules.early_steps)
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out

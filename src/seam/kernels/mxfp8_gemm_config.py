@@ -302,6 +302,28 @@ def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> in
     return 1 << (min(split_k, 16).bit_length() - 1)
 
 
+@dataclasses.dataclass(frozen=True)
+class WgmmaLaunch:
+    """What a Gluon kernel's launch derives from its tile by the rules above: one place for the launcher
+    (``seam.kernels.mxfp8_gemm.launch_gluon``) and for ``tools/sm90_resources.py``, which compiles the
+    same kernels."""
+
+    combine: int  #: :func:`combine_group`
+    combiners: int  #: :func:`wgmma_combiners`
+    smem_steps: int = 0  #: :func:`wgmma_smem_steps` (the decode kernel; 0 for the ring kernel)
+    early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
+
+
+def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False) -> WgmmaLaunch:
+    """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M`,
+    the ring kernel above."""
+    combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
+    if block_m > WGMMA_MAX_M:
+        return WgmmaLaunch(combine, combiners)
+    smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
+    return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps))
+
+
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:
 #: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and multiply them with
 #: cuBLAS (``torch.mm`` accumulating in fp32, rounded to BF16 once). H200 (2026-12-01, ``docs/benchmarks-log.md``
