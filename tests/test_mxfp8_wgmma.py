@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm, mxfp8_wgmma
+from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, WgmmaLaunch, combine_group,
                                            pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
@@ -378,7 +378,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma and wgmma_combiners(tile.block_m, tile.split_k) > 1
     spread = seam.mxfp8_linear(x, w, tile=tile)
-    monkeypatch.setattr(mxfp8_gemm, "wgmma_combiners", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()

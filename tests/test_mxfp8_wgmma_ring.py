@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm, mxfp8_wgmma_ring
+from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
@@ -208,7 +208,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch):
     tile = Tile(128, 128, 128, 8, 3, 3, wgmma=True)
     assert wgmma_combiners(tile.block_m, tile.split_k) == 2
     spread = seam.mxfp8_linear(x, w, tile=tile)
-    monkeypatch.setattr(mxfp8_gemm, "wgmma_combiners", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, 4, tile)[1].any()
