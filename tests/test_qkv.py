@@ -36,7 +36,7 @@ from seam.kernels.mxfp8_gemm_config import (
     small_tile,
 )
 from seam.ops import qkv as qkv_ops
-from seam.kernels.qkv_config import epilogue_tile
+from seam.kernels.qkv_config import epilogue_tile, workspace_floats
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.qkv import qkv_epilogue
 from seam.ref.norm import sqrt_rn
@@ -369,6 +369,14 @@ def _assert_fused_exact_on_integer_problem(p: Problem, tile) -> None:
                                   tile=tile, **got)
     qkv_epilogue_ref(acc, *p.args(), **p.kw(**scales), **want)
     _assert_outputs_equal(got, want)
+    _assert_counters_rearmed(p.x.device)
+
+
+def _assert_counters_rearmed(device) -> None:
+    """Every split-K / arrival counter of the GEMM family is back at zero (a later launch relies on it)."""
+    buffers = workspace._BUFFERS.get(("mxfp8_gemm", runtime.normalize_device(device)))
+    if buffers is not None:
+        assert not buffers[1].any(), buffers[1].nonzero().flatten()[:8]
 
 
 @pytest.mark.parametrize("tile", [
@@ -745,6 +753,39 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
              dataclasses.replace(small_tile(m), split_k=1)}
     for tile in sorted(tiles, key=repr):
         _assert_fused_exact_on_integer_problem(p, tile)
+
+
+def test_workspace_holds_the_gluon_partials_then_the_staged_rows():
+    """After a Gluon GEMM the epilogue's staged NVFP4 rows get their own room past the partials (the 16-row
+    epilogue tile at 65..128 tokens stages; the one-row tile up to 64 tokens does not)."""
+    ring = Tile(128, 128, 128, 8, 3, split_k=6, wgmma=True)
+    assert workspace_floats(100, ring, 20) == 20 * 6 * 128 * 128 + 20 * 7 * 16 * 128
+    decode = Tile(16, 128, 128, 8, 2, split_k=12, wgmma=True)
+    assert workspace_floats(9, decode, 20) == 20 * 12 * 16 * 128
+    assert workspace_floats(200, BF16_MM_TILE, 20) == 20 * 13 * 16 * 128  # its accumulator is not in it
+    assert workspace_floats(1, GEMV_TILE, 20) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [8, 64, 128])
+def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(m):
+    """Two different problems launched back to back on the one workspace (no synchronization between them):
+    both give the reference bytes (at 128 tokens the epilogue stages NVFP4 rows in the workspace while other
+    heads' programs still read the ring GEMM's partials there: the staged rows must lie past them), and the
+    counters are back at zero."""
+    problems = [make_problem(nkv=1, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,
+                             num_blocks=max(4, -(-3 * m // 64))) for seed in (80 + m, 81 + m)]
+    assert pick_qkv_tile(m, problems[0].n, 6144, problems[0].x.device).wgmma
+    got = [p.outputs(fill=3) for p in problems]
+    for p, out in zip(problems, got):
+        xq, xsf = seam.mxfp8_quantize(p.x)
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **out)
+    for p, out in zip(problems, got):
+        xq, xsf = seam.mxfp8_quantize(p.x)
+        want = p.outputs(fill=3)
+        qkv_epilogue_ref(qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales), *p.args(), **p.kw(), **want)
+        _assert_outputs_equal(out, want)
+    _assert_counters_rearmed(problems[0].x.device)
 
 
 @pytest.mark.gpu

@@ -63,22 +63,27 @@ from seam.kernels.workspace import split_workspace
 
 
 def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch.Tensor, torch.Tensor]:
-    """(fp32 workspace, int32 arrival counters) for a launch of ``tiles`` output tiles, grown on demand
-    (``seam.kernels.workspace``: one allocation serves later launches and graph replays, one stream).
+    """(fp32 workspace, int32 arrival counters) for a launch of ``tiles`` output tiles with ``tile``:
+    :func:`gemm_scratch` with ``tile.split_k`` fp32 partials per tile and a counter per tile."""
+    return gemm_scratch(device, tiles * tile.split_k * tile.block_m * tile.block_n, tiles)
 
-    The workspace holds ``tile.split_k`` fp32 partials per tile (the fused QKV kernel
-    also stages multi-row NVFP4 stores in it). A capture that would have to allocate or grow
-    it raises: make an eager call at every M to be captured first (the need depends on M's
-    tile, not monotonically: large-M tiles need none), or call :func:`seam.qkv_warmup` for the
-    QKV kernels.
+
+def gemm_scratch(device: torch.device, floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fp32 workspace, int32 arrival counters) of the MXFP8 GEMM and fused QKV kernels, at least ``floats`` and
+    ``counters`` elements, grown on demand (``seam.kernels.workspace``: one allocation serves later launches and
+    graph replays, one stream).
+
+    The workspace holds split-K partials (the fused QKV kernel also stages multi-row NVFP4 stores in it:
+    ``seam.kernels.qkv_config.workspace_floats``). A capture that would have to allocate or grow it raises:
+    make an eager call at every M to be captured first (the need depends on M's tile, not monotonically:
+    large-M tiles need none), or call :func:`seam.qkv_warmup` for the QKV kernels.
 
     Raises:
         RuntimeError: the workspace must be allocated or grown while the current CUDA
             stream is capturing a graph.
     """
-    need_ws = tiles * tile.split_k * tile.block_m * tile.block_n
     return split_workspace(
-        "mxfp8_gemm", device, need_ws, tiles, grow_partials_to=need_ws, grow_counters_to=max(tiles, 1024),
+        "mxfp8_gemm", device, floats, counters, grow_partials_to=floats, grow_counters_to=max(counters, 1024),
         capture_error="seam: the per-device workspace of the MXFP8 GEMM / QKV kernels on {device} must be "
         "allocated before CUDA-graph capture: make one eager call at each M to be captured first "
         "(or seam.qkv_warmup for the QKV kernels)",
@@ -519,11 +524,12 @@ def mxfp8_linear_kernel(
 
 def launch_gluon(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
-    tile: Tile, use_pdl: bool, *, partials: bool = False,
+    tile: Tile, use_pdl: bool, *, partials: bool = False, scratch: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
     (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
-    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. Returns
+    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``scratch``:
+    the (workspace, counters) to use, at least the partials' size (default :func:`split_k_scratch`'s). Returns
     None, launching nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     # the ring kernel reads the activations from its own dequantized copy
@@ -531,7 +537,9 @@ def launch_gluon(
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    if partials or tile.split_k > 1:
+    if scratch is not None:
+        work, counters = scratch
+    elif partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused

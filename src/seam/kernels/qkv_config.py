@@ -40,6 +40,21 @@ def needs_workspace(tile: Tile) -> bool:
     return tile.wgmma or tile.split_k > 1 or stages_nvfp4_rows(tile)
 
 
+def workspace_floats(m: int, tile: Tile, heads: int) -> int:
+    """fp32 workspace elements a launch of the fused kernel with ``tile`` (a ``pick_qkv_tile`` tile, or an
+    :func:`epilogue_tile` on a given accumulator) needs at M tokens and ``heads`` 128-wide heads. After a
+    Gluon GEMM the epilogue's staged rows lie past the GEMM's partials: its programs stage while other heads'
+    programs still read partials."""
+    def floats(t: Tile) -> int:
+        return heads * -(-m // t.block_m) * t.split_k * t.block_m * 128 if needs_workspace(t) else 0
+
+    if tile.wgmma:  # the Gluon GEMM's partials (one M tile), then the epilogue on them
+        return heads * tile.split_k * tile.block_m * 128 + floats(epilogue_tile(tile.block_m))
+    if tile.bf16_mm:  # the prefill GEMM writes its own accumulator
+        return floats(epilogue_tile(tile.block_m))
+    return floats(tile)
+
+
 #: The epilogue-only launch (an fp32 or BF16 accumulator in memory, no GEMM) is bound by its programs'
 #: latency, not by bytes: one-token programs (the kernel's GEMV-tile epilogue, no workspace) up to 64 tokens,
 #: 16-row 4-warp programs above. H200 sweep (docs/benchmarks-log.md run 47, us, nkv 1 / nkv 2; the former

@@ -37,17 +37,17 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels.mxfp8_gemm import (
+    gemm_scratch,
     launch_gluon,
     launch_mxfp8_linear,
     mxfp8_gemv_mainloop,
     mxfp8_mainloop,
     split_k_combine,
-    split_k_scratch,
 )
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
-from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile, needs_workspace
+from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile, needs_workspace, workspace_floats
 
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
@@ -475,6 +475,12 @@ def qkv_epilogue_kernel(
                               stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, 1.0, block_size, False, BLOCK_M)
 
 
+def _scratch(device: torch.device, floats: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (workspace, counters) of launches needing ``floats`` workspace elements; None where they need none
+    (nor counters). Every counted tile has at least 128 floats of partials, so floats / 128 counters suffice."""
+    return gemm_scratch(device, floats, floats // 128) if floats else None
+
+
 def launch_qkv_epilogue(
     *,
     xq: torch.Tensor | None,
@@ -501,8 +507,9 @@ def launch_qkv_epilogue(
 
     A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM first, then this kernel with
     :func:`seam.kernels.qkv_config.epilogue_tile` of the GEMM's rows on what it wrote: the Gluon kernel's
-    split-K partials (in the workspace; this kernel sums them in split order), or the prefill GEMM's fp32
-    accumulator (4 * M * N bytes, temporary). Where TMA cannot read an operand as is, the one-kernel
+    split-K partials (in the workspace, with the rows this kernel stages past them:
+    :func:`seam.kernels.qkv_config.workspace_floats`; this kernel sums them in split order), or the prefill
+    GEMM's fp32 accumulator (4 * M * N bytes, temporary). Where TMA cannot read an operand as is, the one-kernel
     path runs instead, on its tl tile. ``acc`` may be such partials, [heads, splits, MP, 128] fp32.
     ``inv_scales`` are the host fp32 reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
     """
@@ -510,15 +517,21 @@ def launch_qkv_epilogue(
     if m == 0:
         return
     use_pdl = runtime.supports_pdl(positions.device)
+    heads = 19 * nkv + 1
+    gemm_partials = False  # acc: the Gluon GEMM's partials, in the workspace
+    # one workspace for the launch(es) here: the Gluon GEMM's partials first, the epilogue's staged rows after
+    scratch = _scratch(positions.device, workspace_floats(m, tile, heads))
     if acc is None and (tile.wgmma or tile.bf16_mm):
         n, k = wq.shape
         if tile.bf16_mm:
             acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
         else:
-            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True)  # one M tile: M <= block_m
+            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True, scratch=scratch)  # one M tile
+            gemm_partials = acc is not None
             if acc is None:  # an operand TMA cannot read as is
                 tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
+                scratch = _scratch(positions.device, workspace_floats(m, tile, heads))
         if acc is not None:
             xq = xsf = wq = wsf = None
             tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)
@@ -528,13 +541,14 @@ def launch_qkv_epilogue(
     else:
         stride_head, stride_split, stride_acc, partials = 128, 0, acc.stride(0) if from_acc else 0, 1
     k = 128 if from_acc else xq.shape[1]
-    grid = (triton.cdiv(m, tile.block_m), 19 * nkv + 1, tile.split_k)
+    grid = (triton.cdiv(m, tile.block_m), heads, tile.split_k)
     # unused pointer slots get a tensor of the right kind so the signature stays fixed
     dummy = index_q_out.view(torch.uint8)
+    work, counters = dummy, dummy
     if needs_workspace(tile):
-        work, counters = split_k_scratch(positions.device, grid[0] * grid[1], tile)
-    else:
-        work, counters = dummy, dummy
+        work, counters = scratch
+        if gemm_partials:  # rows staged past the partials: other heads' programs may still be reading those
+            work = work[acc.numel():]
     qkv_epilogue_kernel[grid](
         dummy if from_acc else xq.view(torch.uint8),
         dummy if from_acc else xsf,

@@ -24,14 +24,14 @@ from seam.formats.nvfp4 import (
     empty_kv_cache,
     f32_reciprocal,
 )
-from seam.kernels.mxfp8_gemm import split_k_scratch
+from seam.kernels.mxfp8_gemm import gemm_scratch
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
     STAGED_NVFP4_MAX_ROWS,
     epilogue_tile,
-    needs_workspace,
     stages_nvfp4_rows,
+    workspace_floats,
 )
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.linear import check_tile
@@ -290,7 +290,7 @@ def qkv_index_fused_epilogue(
             ``mxfp8_linear``'s Gluon or prefill tile where it picks one, else a tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
-            (``seam.kernels.mxfp8_gemm.split_k_scratch``: split-K partials, multi-row
+            (``seam.kernels.mxfp8_gemm.gemm_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
 
@@ -480,17 +480,14 @@ def qkv_warmup(
     picks = {m: pick_qkv_tile(m, n, k, device) for m in range(1, max_tokens + 1)}
     tiles = sorted(set(picks.values()), key=lambda t: tuple(0 if v is None else v for v in dataclasses.astuple(t)))
 
-    def workspace(mt: tuple[int, Tile]) -> int:
-        m, t = mt
-        return -(-m // t.block_m) * t.split_k * t.block_m if needs_workspace(t) else 0
-
     if not runtime.INTERPRET:
         _run_once_each(tiles, nkv, k, device, has_q, has_qfp8, block_size)
     # the largest workspace any M needs (fused, or the separate epilogue), allocated now
     # rather than during a capture
-    m_ws, t = max(((m, t) for m in picks for t in (picks[m], epilogue_tile(m))), key=workspace)
-    if workspace((m_ws, t)):
-        split_k_scratch(device, -(-m_ws // t.block_m) * (n // HEAD_DIM), t)
+    heads = n // HEAD_DIM
+    floats = max(workspace_floats(m, t, heads) for m in picks for t in (picks[m], epilogue_tile(m)))
+    if floats:
+        gemm_scratch(device, floats, floats // HEAD_DIM)
     return tiles
 
 
