@@ -36,6 +36,7 @@ from seam.kernels.mxfp8_gemm_config import (
     small_tile,
 )
 from seam.ops import qkv as qkv_ops
+from seam.kernels.mxfp8_gemm import gemm_scratch
 from seam.kernels.qkv_config import epilogue_tile, workspace_floats
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.qkv import qkv_epilogue
@@ -764,6 +765,32 @@ def test_workspace_holds_the_gluon_partials_then_the_staged_rows():
     assert workspace_floats(9, decode, 20) == 20 * 12 * 16 * 128
     assert workspace_floats(200, BF16_MM_TILE, 20) == 20 * 13 * 16 * 128  # its accumulator is not in it
     assert workspace_floats(1, GEMV_TILE, 20) == 0
+
+
+@pytest.mark.parametrize("in_workspace", [False, True], ids=["own tensor", "in the workspace"])
+def test_epilogue_stages_rows_past_partials_kept_in_the_workspace(in_workspace, device):
+    """Partials given as the accumulator from the workspace itself (where the Gluon GEMM leaves them): the
+    16-row epilogue tile's staged NVFP4 rows must not land on them (other heads' programs read them later)."""
+    m = 100
+    p = make_problem(nkv=1, m=m, block_size=8, seed=7, device=device, num_blocks=30)
+    heads = p.n // 128
+    g = torch.Generator().manual_seed(1)
+    parts = torch.randn(heads, 1, 128, 128, generator=g).to(device)
+    if in_workspace:
+        ws, _ = gemm_scratch(device, parts.numel() + heads * 7 * 16 * 128, parts.numel() // 128)
+        acc = ws[: parts.numel()].view_as(parts)
+        acc.copy_(parts)
+    else:
+        acc = parts.clone()
+    got, want = p.outputs(fill=1), p.outputs(fill=1)
+    with np.errstate(all="ignore"):
+        launch_qkv_epilogue(
+            xq=None, xsf=None, wq=None, wsf=None, acc=acc, positions=p.positions, cos_sin_cache=p.cos_sin_cache,
+            norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots, index_slot_mapping=p.index_slots,
+            **got, inv_scales=(1.0, 1.0, 1.0), nkv=1, tile=epilogue_tile(m),
+        )
+    qkv_epilogue_ref(parts[:, 0].permute(1, 0, 2).reshape(128, p.n)[:m], *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
 
 
 @pytest.mark.gpu

@@ -481,6 +481,15 @@ def _scratch(device: torch.device, floats: int) -> tuple[torch.Tensor, torch.Ten
     return gemm_scratch(device, floats, floats // 128) if floats else None
 
 
+def _extent_in(t: torch.Tensor, buf: torch.Tensor) -> int:
+    """The leading elements of ``buf`` that ``t`` (non-empty, ``buf``'s dtype) reaches into; 0 where they share
+    no storage."""
+    if t.untyped_storage().data_ptr() != buf.untyped_storage().data_ptr():
+        return 0
+    last = t.storage_offset() + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return max(0, last + 1 - buf.storage_offset())
+
+
 def launch_qkv_epilogue(
     *,
     xq: torch.Tensor | None,
@@ -518,7 +527,6 @@ def launch_qkv_epilogue(
         return
     use_pdl = runtime.supports_pdl(positions.device)
     heads = 19 * nkv + 1
-    gemm_partials = False  # acc: the Gluon GEMM's partials, in the workspace
     # one workspace for the launch(es) here: the Gluon GEMM's partials first, the epilogue's staged rows after
     scratch = _scratch(positions.device, workspace_floats(m, tile, heads))
     if acc is None and (tile.wgmma or tile.bf16_mm):
@@ -528,7 +536,6 @@ def launch_qkv_epilogue(
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
         else:
             acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True, scratch=scratch)  # one M tile
-            gemm_partials = acc is not None
             if acc is None:  # an operand TMA cannot read as is
                 tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
                 scratch = _scratch(positions.device, workspace_floats(m, tile, heads))
@@ -546,9 +553,15 @@ def launch_qkv_epilogue(
     dummy = index_q_out.view(torch.uint8)
     work, counters = dummy, dummy
     if needs_workspace(tile):
+        # rows staged past any partials the accumulator keeps in the workspace: other heads' programs may
+        # still be reading those
+        need = grid[0] * grid[1] * grid[2] * tile.block_m * 128  # its split-K partials or staged rows
         work, counters = scratch
-        if gemm_partials:  # rows staged past the partials: other heads' programs may still be reading those
-            work = work[acc.numel():]
+        past = _extent_in(acc, work) if from_acc else 0
+        if past + need > work.numel():
+            work, counters = _scratch(positions.device, past + need)
+            past = _extent_in(acc, work)
+        work = work[past:]
     qkv_epilogue_kernel[grid](
         dummy if from_acc else xq.view(torch.uint8),
         dummy if from_acc else xsf,
