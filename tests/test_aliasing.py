@@ -143,3 +143,41 @@ def test_norm_in_place_at_model_width_gpu(m):
     xi, ri = x.clone(), r.clone()
     seam.gemma_fused_add_rms_norm(xi, ri, w, 1e-6, out=(xi, ri))
     assert torch.equal(_bytes(xi), _bytes(normed)) and torch.equal(_bytes(ri), _bytes(residual_out))
+
+
+def test_all_reduce_out_over_x(device):
+    """One-call all-reduce: the consumer may write out while the publish still reads x (on a GPU)."""
+    comm = seam.LamportAllReduce(hidden_size=128, max_num_tokens=4, group=seam.SimulatedGroup(1, device=device))
+    rows = torch.randn(4, 128, device=device).bfloat16()
+    before = rows.clone()
+    with pytest.raises(ValueError, match="out overlaps input x"):
+        seam.all_reduce(rows[:3], comm, out=rows[1:])
+    assert torch.equal(rows.view(torch.int16), before.view(torch.int16))
+    assert torch.equal(seam.all_reduce(rows[:3], comm, out=torch.empty_like(rows[:3])), rows[:3])
+
+
+def test_allreduce_mhc_mxfp8_out_over_published_inputs(device):
+    """AllReduceMHC's one-call forms: mxfp8_out must not overlap what the same call publishes."""
+    m, hc, h, top_k = 3, 4, 256, 2
+    op = seam.AllReduceMHC(hidden_size=h, hc_mult=hc, max_num_tokens=8, top_k=top_k,
+                           group=seam.SimulatedGroup(1, device=device), quantize_layer_input=True)
+    residual = torch.randn(m, hc, h, device=device).bfloat16()
+    post, comb, pre = torch.rand(m, hc, device=device), torch.rand(m, hc, hc, device=device), torch.rand(m, hc, device=device)
+    w = torch.randn(h, device=device).bfloat16()
+    scales = torch.empty(seam.mxfp8_scale_numel(m, h), dtype=torch.uint8, device=device)
+    x = torch.randn(m, h, device=device).bfloat16()
+    inside_x = x.view(torch.uint8).view(-1)[: m * h].view(m, h).view(torch.float8_e4m3fn)
+    before = x.clone()
+    with pytest.raises(ValueError, match="overlaps input x"):
+        op(x, residual, post, comb, pre, w, 1e-6, (inside_x, scales))
+    assert torch.equal(x.view(torch.int16), before.view(torch.int16))
+    g2 = torch.randn(8, h, device=device).bfloat16()
+    ew = torch.rand(m, top_k, device=device)
+    idx = torch.randint(0, 8, (m, top_k), dtype=torch.int32, device=device)
+    shared = torch.randn(m, h, device=device).bfloat16()
+    values = torch.empty(m, h, dtype=torch.float8_e4m3fn, device=device)
+    for name, out in (("gemm2_permuted", (g2.view(torch.uint8).view(-1)[: m * h].view(m, h).view(torch.float8_e4m3fn),
+                                          scales)),
+                      ("shared_output", (values, shared.view(torch.uint8).view(-1)[: scales.numel()]))):
+        with pytest.raises(ValueError, match=f"overlaps input {name}"):
+            op.finalize(g2, ew, idx, shared, residual, post, comb, pre, w, 1e-6, out)

@@ -504,6 +504,8 @@ def test_bad_moe_inputs_raise_before_launch():
         (MoEOutput(UnfinalizedMoEOutput(r.gemm2_permuted, r.expert_weights, r.expanded_idx_to_permuted_idx + 4),
                    good.shared_output), ValueError, r"must lie in \[-1, 3\]"),
         (MoEOutput(r, good.shared_output, routed_scaling_factor=2.0), ValueError, "routed_scaling_factor must be 1.0"),
+        (MoEOutput(r, good.shared_output, routed_scaling_factor=torch.ones(2)), TypeError,
+         "routed_scaling_factor must be a float"),
         (MoEOutput(r, None), TypeError, r"shared_output must be a BF16 \[M, hidden\] tensor, got None"),
         (MoEOutput(r, good.shared_output.t().contiguous().t()), ValueError, "shared_output must be contiguous"),
         (r, TypeError, "moe_output must be a MoEOutput"),
@@ -513,6 +515,15 @@ def test_bad_moe_inputs_raise_before_launch():
             op.publish(moe, rank=0)
     assert_armed(op)
     residual, weight = _rand(m, hidden, seed=2), _rand(hidden, seed=3)
+    op.publish(good, rank=0)
+    # the consumer's errors name its own arguments
+    with pytest.raises(TypeError, match="norm_weight must have dtype torch.bfloat16"):
+        op.collect(residual, weight.float(), 1e-6, rank=0)
+    with pytest.raises(ValueError, match="norm_eps must be >= 0"):
+        op.collect(residual, weight, -1.0, rank=0)
+    op.publish(good, rank=1)
+    for rank in range(2):
+        op.collect(residual, weight, 1e-6, rank=rank)
     moes = [good, make_moe(m, hidden, top_k, rows=4, seed=2)]
     outs = simulate_finalize(op, moes, residual, weight)
     check_mxfp8(outs, [moe_contribution(x) for x in moes], residual, weight)

@@ -243,3 +243,15 @@ def test_leading_dimensions_as_nn_linear(device):
                 torch.empty(2, 64, 3, dtype=torch.bfloat16, device=device).transpose(1, 2)):
         with pytest.raises(ValueError, match="out must be a contiguous tensor of shape \\[2, 3, 64\\]"):
             layer(x, out=bad)
+
+
+def test_one_dimensional_x_and_wrong_k_as_nn_linear(device):
+    """x [K] -> [N] (one token, as nn.Linear takes it); x whose last dimension is not in_features (0 too) or
+    a 0-d x: a ValueError naming x, not an error from a reshape."""
+    layer = _layer(device)
+    x = torch.randn(128, generator=torch.Generator().manual_seed(5)).bfloat16().to(device)
+    got = layer(x)
+    assert got.shape == (64,) and bytes_equal(got, layer(x[None])[0])
+    for bad in (torch.zeros(2, 3, 0), torch.zeros(()), torch.zeros(127), torch.zeros(2, 3, 64)):
+        with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 128\] \(in_features\)"):
+            layer(bad.bfloat16().to(device))

@@ -591,6 +591,11 @@ def _bad_cases(p: Problem, xq, xsf):
         ("kv align", dict(kv_cache=misaligned), ValueError, "32-byte aligned"),
         ("kv page stride", dict(kv_cache=_raw_kv_cache(2, p.nkv, p.block_size, dev, page_pad=8)),
          ValueError, "multiple of 32"),
+        ("kv pages overlap", dict(kv_cache=kv[:1].expand(3, -1, -1, -1)), ValueError, "kv_cache pages must not overlap"),
+        ("kv pages overlap 32", dict(kv_cache=kv.as_strided((2, *kv.shape[1:]), (32, *kv.stride()[1:]))),
+         ValueError, "kv_cache pages must not overlap"),
+        ("index pages overlap", dict(index_cache=base["index_cache"][:1].expand(2, -1, -1)), ValueError,
+         "index_cache pages must not overlap"),
         ("index bs", dict(index_cache=nvfp4.empty_index_cache(2, 2 * p.block_size, dev)), ValueError, "index_cache"),
         ("eps", dict(eps=-1.0), ValueError, "eps"),
         ("eps type", dict(eps="1e-6"), TypeError, "eps"),
@@ -636,8 +641,8 @@ def test_bad_arguments_rejected_and_buffers_untouched(device):
 
 def test_debug_mode_range_checks_indices(device, monkeypatch):
     """With SEAM_DEBUG=1, out-of-range positions and slots (which the kernel would only contain:
-    ``test_out_of_range_indices_stay_in_bounds_without_debug``) are rejected on the host before the
-    launch; -1 slots stay valid."""
+    ``test_out_of_range_indices_stay_in_bounds_without_debug``) and a repeated slot are rejected on the host
+    before the launch; -1 slots stay valid (repeated too)."""
     p = make_problem(nkv=1, m=3, block_size=4, seed=61, device=device)
     xq, xsf = seam.mxfp8_quantize(p.x)
     capacity = p.num_blocks * p.block_size
@@ -647,6 +652,7 @@ def test_debug_mode_range_checks_indices(device, monkeypatch):
         (dict(positions=p.positions.clone().fill_(-1)), "positions must lie"),
         (dict(slot_mapping=p.slots.clone().fill_(capacity)), rf"slot_mapping must lie in \[-1, {capacity - 1}\]"),
         (dict(index_slot_mapping=p.index_slots.clone().fill_(-2)), "index_slot_mapping must lie"),
+        (dict(slot_mapping=torch.stack([p.slots[0]] * 3)), "slot_mapping must not repeat a slot"),
     ]
     out = p.outputs(fill=5)
     before = {k: v.clone() for k, v in out.items()}

@@ -150,8 +150,8 @@ class MXFP8Linear(torch.nn.Module):
     ) -> torch.Tensor:
         """BF16 [M, N]. ``x``: BF16 [M, K] or a QuantizedActivation; ``quantize``: where a BF16 x
         without a hand-off is quantized (see :func:`seam.mxfp8_linear`). As ``torch.nn.Linear``, a BF16
-        x [..., K] gives [..., N] (its leading dimensions are the tokens; ``out``, if given, contiguous
-        [..., N]); the hand-off applies to 2-D x only.
+        x [..., K] (1-D too) gives [..., N] (its leading dimensions are the tokens; ``out``, if given,
+        contiguous [..., N]); the hand-off applies to 2-D x only.
 
         Raises:
             TypeError / ValueError: as :func:`seam.mxfp8_linear` (x not BF16 [..., K] nor a
@@ -161,7 +161,9 @@ class MXFP8Linear(torch.nn.Module):
                 CUDA-graph capture).
         """
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
-        if isinstance(x, torch.Tensor) and x.dim() > 2:
+        if isinstance(x, torch.Tensor) and x.dim() != 2:
+            if x.dim() == 0 or x.shape[-1] != self.in_features:
+                raise ValueError(f"x must have shape [..., {self.in_features}] (in_features), got {list(x.shape)}")
             lead = tuple(x.shape[:-1])
             if out is not None and not (isinstance(out, torch.Tensor) and out.is_contiguous()
                                         and tuple(out.shape) == (*lead, self.out_features)):

@@ -218,7 +218,7 @@ class LamportAllReduce(LamportBase):
         takes the fallback (``torch.distributed.all_reduce``).
 
         Raises:
-            TypeError / ValueError: bad x or out, before any launch or collective; ValueError also
+            TypeError / ValueError: bad x or out (out overlapping x too), before any launch or collective; ValueError also
                 on a :class:`~seam.comm.SimulatedGroup` of tp > 1 (use :meth:`publish` and
                 :meth:`collect` with ``rank=``), with a publish of this rank pending, and in debug
                 mode when the ranks' M differ (on every rank, before any collective).
@@ -226,6 +226,7 @@ class LamportAllReduce(LamportBase):
         """
         m = self._rows("x", x)
         out = _bf16_out("out", out, m, self.hidden_size, self.device)
+        checks.outputs_apart([("out", out)], [("x", x)])  # the consumer may write while the publish reads x
         if not self.fused:
             out.copy_(self._fallback_sum(x))
             return out

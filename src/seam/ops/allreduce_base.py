@@ -156,13 +156,15 @@ class LamportBase:
             )
         return self.group.check_rank(rank)
 
-    def _check_norm_inputs(self, m: int, residual: object, weight: object, eps: object) -> float:
-        """Check the core consumer's norm inputs for M tokens; return eps as a float."""
+    def _check_norm_inputs(self, m: int, residual: object, weight: object, eps: object,
+                           names: tuple[str, str] = ("weight", "eps")) -> float:
+        """Check the core consumer's norm inputs for M tokens (``names``: what the caller calls the weight and
+        eps arguments, for the errors); return eps as a float."""
         self._rows("residual", residual, m)
-        checks.tensor("weight", weight, dtype=torch.bfloat16, shape=(self.hidden_size,), device=self.device)
-        eps = checks.finite_float("eps", eps)
+        checks.tensor(names[0], weight, dtype=torch.bfloat16, shape=(self.hidden_size,), device=self.device)
+        eps = checks.finite_float(names[1], eps)
         if eps < 0:
-            raise ValueError(f"eps must be >= 0, got {eps}")
+            raise ValueError(f"{names[1]} must be >= 0, got {eps}")
         return eps
 
     # -- the ledger and debug mode --------------------------------------------------------

@@ -160,8 +160,10 @@ class AllReduceMHC(LamportBase):
             checks.elements_in_range("expanded_idx_to_permuted_idx", idx, -1, gemm2_permuted.shape[0] - 1)
         return m
 
-    def _check_consumer(self, m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out):
-        """Everything the consumer of M (checked) tokens reads or writes; returns (eps, mxfp8 buffers or None)."""
+    def _check_consumer(self, m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out, published=()):
+        """Everything the consumer of M (checked) tokens reads or writes; returns (eps, mxfp8 buffers or None).
+        ``published``: (name, tensor) the same call publishes, which mxfp8_out must not overlap either (the
+        consumer may write while the publish still reads)."""
         eps = check_mhc_inputs(
             m, self.hidden_size, self.hc_mult, residual, post, comb, pre, norm_weight, norm_eps, self.device
         )
@@ -179,7 +181,7 @@ class AllReduceMHC(LamportBase):
             mxfp8 = check_mxfp8_out(
                 mxfp8_out, m, self.hidden_size, ScaleLayout.SWIZZLED, self.device, "mxfp8_out",
                 inputs=[("residual", residual), ("post", post), ("comb", comb), ("pre", pre),
-                        ("norm_weight", norm_weight)],
+                        ("norm_weight", norm_weight), *published],
             )
         return eps, mxfp8
 
@@ -273,7 +275,8 @@ class AllReduceMHC(LamportBase):
         """
         rank = self.group.check_rank(None)
         m = self._rows("x", x)
-        eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
+        eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out,
+                                          [("x", x)])
         self._publish_checked(rank, m, x)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 
@@ -311,7 +314,11 @@ class AllReduceMHC(LamportBase):
         """
         rank = self.group.check_rank(None)
         m = self._check_finalize(gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output)
-        eps, mxfp8 = self._check_consumer(m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out)
+        eps, mxfp8 = self._check_consumer(
+            m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out,
+            [("gemm2_permuted", gemm2_permuted), ("expert_weights", expert_weights),
+             ("expanded_idx_to_permuted_idx", expanded_idx_to_permuted_idx), ("shared_output", shared_output)],
+        )
         self._publish_checked(rank, m, shared_output, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx)
         return self._consume(rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8)
 

@@ -10,6 +10,7 @@ fallback and debug mode as :mod:`seam.ops.allreduce` describes for the core.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import torch
 
@@ -121,7 +122,10 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         routed = moe_output.routed
         if not isinstance(routed, UnfinalizedMoEOutput):
             raise TypeError(f"moe_output.routed must be an UnfinalizedMoEOutput, got {type(routed).__name__}")
-        if moe_output.routed_scaling_factor != 1.0:
+        factor = moe_output.routed_scaling_factor
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise TypeError(f"moe_output.routed_scaling_factor must be a float (1.0), got {checks.type_name(factor)}")
+        if factor != 1.0:
             raise ValueError(
                 f"moe_output.routed_scaling_factor must be 1.0 (fold it into expert_weights), "
                 f"got {moe_output.routed_scaling_factor}"
@@ -184,7 +188,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         r = self._mailbox_rank(rank)
         also_bf16 = checks.flag("also_bf16", also_bf16)
         m = self._pending_m(r)
-        eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps)
+        eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
         return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, also_bf16)
 
     def __call__(
@@ -216,7 +220,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             RuntimeError: debug mode and a peer never published.
         """
         m = self._check_moe(moe_output)
-        eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps)
+        eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
         if not self.fused:
             routed = moe_output.routed
             x = moe_finalize_ref(

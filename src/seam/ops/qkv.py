@@ -177,6 +177,9 @@ def _check_epilogue(
                 f"{name} must be 32-byte aligned with a page stride that is a multiple of 32 "
                 f"(data_ptr % 32 = {c.data_ptr() % 32}, stride(0) = {c.stride(0)})"
             )
+        if c.shape[0] > 1 and c.stride(0) < c[0].numel():  # pages that overlap: two blocks would share bytes
+            raise ValueError(f"{name} pages must not overlap: a page stride of at least {c[0].numel()} bytes, "
+                             f"got stride(0) = {c.stride(0)}")
 
     def span(t):
         # bytes a cache may touch: from its first to past its last page
@@ -196,12 +199,17 @@ def _check_epilogue(
 
 def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv_cache, index_cache) -> None:
     """``SEAM_DEBUG`` only (a host sync). Without it the kernel contains out-of-range indices (no
-    out-of-bounds access) but cannot report them."""
+    out-of-bounds access) but cannot report them, nor a repeated slot (its tokens race for the entry)."""
     checks.elements_in_range("positions", positions, 0, max_pos - 1, " (cos_sin_cache rows)")
     for name, slots, cache in (("slot_mapping", slot_mapping, kv_cache), ("index_slot_mapping", index_slot_mapping,
                                                                           index_cache)):
         capacity = cache.shape[0] * cache.shape[-2]
         checks.elements_in_range(name, slots, -1, capacity - 1, f" (-1 skips; num_blocks * block_size = {capacity})")
+        used = slots[slots >= 0]
+        if used.unique().numel() != used.numel():  # two tokens writing one slot race
+            twice = used.unique(return_counts=True)
+            raise ValueError(f"{name} must not repeat a slot (-1 aside), got slot "
+                             f"{int(twice[0][twice[1] > 1][0])} more than once")
 
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
@@ -276,10 +284,11 @@ def qkv_index_fused_epilogue(
         slot_mapping, index_slot_mapping: int64 [M]; -1 skips, otherwise in
             [0, num_blocks * block_size) (checked only with ``SEAM_DEBUG=1``; without it the
             kernel skips any slot outside that range like -1, so it never writes past the
-            cache) and distinct (two tokens writing one slot race).
+            cache) and distinct (two tokens writing one slot race; also checked only with
+            ``SEAM_DEBUG=1``).
         kv_cache: uint8 [num_blocks, 2*nkv, block_size, 72], written in place; pages
-            packed inside, any page stride that is a multiple of 32; 32-byte aligned;
-            block_size a multiple of 4.
+            packed inside, any page stride that is a multiple of 32 and at least a page
+            (2*nkv*block_size*72 bytes); 32-byte aligned; block_size a multiple of 4.
         index_cache: uint8 [num_blocks, block_size, 72], written in place; same rules.
         index_q_out: float8_e4m3fn [M, nkv*128] contiguous, written.
         q_out: optional BF16 [M, 16*nkv*128] contiguous, written.
