@@ -226,7 +226,7 @@ class LamportAllReduce(LamportBase):
         """
         m = self._rows("x", x)
         out = _bf16_out("out", out, m, self.hidden_size, self.device)
-        checks.outputs_apart([("out", out)], [("x", x)])  # the consumer may write while the publish reads x
+        checks.outputs_apart([("out", out)], [("x", x)])  # as every op: outputs apart from the inputs
         if not self.fused:
             out.copy_(self._fallback_sum(x))
             return out

@@ -162,8 +162,8 @@ class AllReduceMHC(LamportBase):
 
     def _check_consumer(self, m, residual, post, comb, pre, norm_weight, norm_eps, mxfp8_out, published=()):
         """Everything the consumer of M (checked) tokens reads or writes; returns (eps, mxfp8 buffers or None).
-        ``published``: (name, tensor) the same call publishes, which mxfp8_out must not overlap either (the
-        consumer may write while the publish still reads)."""
+        ``published``: (name, tensor) the same call publishes, which mxfp8_out must not overlap either (as every
+        op's outputs, its inputs)."""
         eps = check_mhc_inputs(
             m, self.hidden_size, self.hc_mult, residual, post, comb, pre, norm_weight, norm_eps, self.device
         )
