@@ -524,12 +524,11 @@ def mxfp8_linear_kernel(
 
 def launch_gluon(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
-    tile: Tile, use_pdl: bool, *, partials: bool = False, scratch: tuple[torch.Tensor, torch.Tensor] | None = None,
+    tile: Tile, use_pdl: bool, *, partials: bool = False,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
     (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
-    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``scratch``:
-    the (workspace, counters) to use, at least the partials' size (default :func:`split_k_scratch`'s). Returns
+    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. Returns
     None, launching nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     # the ring kernel reads the activations from its own dequantized copy
@@ -537,9 +536,7 @@ def launch_gluon(
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    if scratch is not None:
-        work, counters = scratch
-    elif partials or tile.split_k > 1:
+    if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused

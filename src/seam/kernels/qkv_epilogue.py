@@ -475,9 +475,10 @@ def qkv_epilogue_kernel(
                               stage, pid_m.to(tl.int64) * BLOCK_M, M, x, y, z, 1.0, block_size, False, BLOCK_M)
 
 
-def _scratch(device: torch.device, floats: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The (workspace, counters) of launches needing ``floats`` workspace elements; None where they need none
-    (nor counters). Every counted tile has at least 128 floats of partials, so floats / 128 counters suffice."""
+def qkv_scratch(device: torch.device, floats: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (workspace, counters) of the fused op's launches needing ``floats`` workspace elements
+    (:func:`seam.kernels.qkv_config.workspace_floats`); None where they need none (nor counters). Every counted
+    tile has at least 128 floats of partials, so floats / 128 counters suffice."""
     return gemm_scratch(device, floats, floats // 128) if floats else None
 
 
@@ -528,17 +529,18 @@ def launch_qkv_epilogue(
     use_pdl = runtime.supports_pdl(positions.device)
     heads = 19 * nkv + 1
     # one workspace for the launch(es) here: the Gluon GEMM's partials first, the epilogue's staged rows after
-    scratch = _scratch(positions.device, workspace_floats(m, tile, heads))
+    scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))
     if acc is None and (tile.wgmma or tile.bf16_mm):
         n, k = wq.shape
         if tile.bf16_mm:
             acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
         else:
-            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True, scratch=scratch)  # one M tile
+            # one M tile; its partials land in scratch (the workspace reserved above is the one it takes)
+            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True)
             if acc is None:  # an operand TMA cannot read as is
                 tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
-                scratch = _scratch(positions.device, workspace_floats(m, tile, heads))
+                scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))
         if acc is not None:
             xq = xsf = wq = wsf = None
             tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)
@@ -559,7 +561,7 @@ def launch_qkv_epilogue(
         work, counters = scratch
         past = _extent_in(acc, work) if from_acc else 0
         if past + need > work.numel():
-            work, counters = _scratch(positions.device, past + need)
+            work, counters = qkv_scratch(positions.device, past + need)
             past = _extent_in(acc, work)
         work = work[past:]
     qkv_epilogue_kernel[grid](

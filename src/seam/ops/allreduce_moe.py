@@ -10,7 +10,6 @@ fallback and debug mode as :mod:`seam.ops.allreduce` describes for the core.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 
 import torch
 
@@ -122,9 +121,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         routed = moe_output.routed
         if not isinstance(routed, UnfinalizedMoEOutput):
             raise TypeError(f"moe_output.routed must be an UnfinalizedMoEOutput, got {type(routed).__name__}")
-        factor = moe_output.routed_scaling_factor
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-            raise TypeError(f"moe_output.routed_scaling_factor must be a float (1.0), got {checks.type_name(factor)}")
+        factor = checks.finite_float("moe_output.routed_scaling_factor", moe_output.routed_scaling_factor)
         if factor != 1.0:
             raise ValueError(
                 f"moe_output.routed_scaling_factor must be 1.0 (fold it into expert_weights), "

@@ -24,7 +24,6 @@ from seam.formats.nvfp4 import (
     empty_kv_cache,
     f32_reciprocal,
 )
-from seam.kernels.mxfp8_gemm import gemm_scratch
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
@@ -33,7 +32,7 @@ from seam.kernels.qkv_config import (
     stages_nvfp4_rows,
     workspace_floats,
 )
-from seam.kernels.qkv_epilogue import launch_qkv_epilogue
+from seam.kernels.qkv_epilogue import launch_qkv_epilogue, qkv_scratch
 from seam.ops.linear import check_tile
 from seam.ops.registry import register
 
@@ -205,11 +204,10 @@ def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv
                                                                           index_cache)):
         capacity = cache.shape[0] * cache.shape[-2]
         checks.elements_in_range(name, slots, -1, capacity - 1, f" (-1 skips; num_blocks * block_size = {capacity})")
-        used = slots[slots >= 0]
-        if used.unique().numel() != used.numel():  # two tokens writing one slot race
-            twice = used.unique(return_counts=True)
-            raise ValueError(f"{name} must not repeat a slot (-1 aside), got slot "
-                             f"{int(twice[0][twice[1] > 1][0])} more than once")
+        used, counts = slots[slots >= 0].unique(return_counts=True)
+        if (counts > 1).any():  # two tokens writing one slot race
+            raise ValueError(f"{name} must not repeat a slot (-1 aside), got slot {int(used[counts > 1][0])} "
+                             f"more than once")
 
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
@@ -495,8 +493,7 @@ def qkv_warmup(
     # rather than during a capture
     heads = n // HEAD_DIM
     floats = max(workspace_floats(m, t, heads) for m in picks for t in (picks[m], epilogue_tile(m)))
-    if floats:
-        gemm_scratch(device, floats, floats // HEAD_DIM)
+    qkv_scratch(device, floats)
     return tiles
 
 
