@@ -348,6 +348,27 @@ def test_dequantize_kernel_every_code_and_scale(device):
     assert got.isnan().any() and got.isinf().any()  # codes 0x7F / 0xFF, scale 255; 448 * 2^127 overflows
 
 
+def test_dequantize_kernel_two_operands_in_one_launch(device):
+    """The prefill path's one launch for the activations and the weight: each output as its own launch
+    writes it, row counts not multiples of the program's rows (K 96: 128-wide programs, 64 rows each),
+    neither output's bytes past its rows touched."""
+    gen = torch.Generator().manual_seed(5)
+    k = 96
+    a_v, w_v = (torch.randint(0, 256, (r, k), generator=gen, dtype=torch.uint8) for r in (70, 131))
+    a_s, w_s = (swizzle_scales(torch.randint(100, 150, (r, k // 32), generator=gen, dtype=torch.uint8))
+                for r in (70, 131))
+    a_v, w_v, a_s, w_s = (t.to(device) for t in (a_v, w_v, a_s, w_s))
+    a_one, w_one = (torch.empty(r, k, dtype=torch.bfloat16, device=device) for r in (70, 131))
+    launch_mxfp8_dequant(a_v, a_s, a_one)
+    launch_mxfp8_dequant(w_v, w_s, w_one)
+    a_buf = torch.full((71, k), 7.0, dtype=torch.bfloat16, device=device)
+    w_buf = torch.full((132, k), 7.0, dtype=torch.bfloat16, device=device)
+    launch_mxfp8_dequant(a_v, a_s, a_buf[:70], (w_v, w_s, w_buf[:131]))
+    for got, want in ((a_buf[:70], a_one), (w_buf[:131], w_one)):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    assert a_buf[70].eq(7).all() and w_buf[131].eq(7).all()
+
+
 def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):
     assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: device.type == "cuda")

@@ -673,8 +673,9 @@ def test_debug_mode_range_checks_indices(device, monkeypatch):
                                   index_slot_mapping=p.index_slots, **out)
 
 
-@pytest.mark.parametrize("m, tile", [(1, GEMV_TILE), (5, small_tile(5)), (5, Tile(64, 128, 64, 8, 3))],
-                         ids=["one-token", "staged-16-rows", "group-loop-64-rows"])
+@pytest.mark.parametrize("m, tile", [(1, GEMV_TILE), (5, small_tile(5)), (5, Tile(64, 128, 64, 8, 3)),
+                                     pytest.param(8, "gluon", marks=pytest.mark.gpu)],
+                         ids=["one-token", "staged-16-rows", "group-loop-64-rows", "gluon-decode-gpu"])
 def test_out_of_range_indices_stay_in_bounds_without_debug(m, tile, device, monkeypatch):
     """Without SEAM_DEBUG the index tensors are not read on the host; the kernel skips a slot outside
     [0, capacity) like -1 (every store path: one token, staged rows, group loop) and rotates a
@@ -682,7 +683,10 @@ def test_out_of_range_indices_stay_in_bounds_without_debug(m, tile, device, monk
     out-of-bounds store would hit; the cos/sin cache is followed by rows of ones, which an
     out-of-bounds read would pick up."""
     monkeypatch.delenv("SEAM_DEBUG", raising=False)
-    p = make_problem(nkv=1, m=m, block_size=4, seed=70 + m, device=device)
+    p = make_problem(nkv=1, m=m, k=1024, block_size=4, seed=70 + m, device=device)
+    if tile == "gluon":  # the Gluon decode GEMM's partials, then the epilogue kernel
+        tile = pick_qkv_tile(m, p.n, 1024, p.x.device)
+        assert tile.wgmma and not tile.ring, tile
     xq, xsf = seam.mxfp8_quantize(p.x)
     capacity = p.num_blocks * p.block_size
     max_pos = p.cos_sin_cache.shape[0]
@@ -713,6 +717,30 @@ def test_out_of_range_indices_stay_in_bounds_without_debug(m, tile, device, monk
                torch.where((index_slots >= 0) & (index_slots < capacity), index_slots, -1),
                torch.where(positions < max_pos, positions, max_pos), zero_row_cs)
     _assert_outputs_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("q, q_fp8", [(True, False), (False, True), (True, True)], ids=["q", "q_fp8", "both"])
+def test_gluon_decode_epilogue_edge_rows_gpu(q, q_fp8):
+    """The Hopper decode path (the Gluon GEMM's split-K partials, then the epilogue kernel) on integer
+    operands with edge rows, each output alone and both, block_size 16: a zero row; a row with one
+    dominating activation (sums ~2^110: the norm's square overflows, rows scale to 0); a row whose one huge
+    activation overflows some sums to +-inf (one term each, so in any summation order; the norm then makes
+    NaN): the reference's bytes (a NaN's payload aside)."""
+    m = 8
+    p = make_problem(nkv=1, m=m, k=6144, block_size=16, seed=92, device="cuda", integer=True, num_blocks=4)
+    assert (lambda t: t.wgmma and not t.ring)(pick_qkv_tile(m, p.n, 6144, p.x.device))
+    x = p.x.clone()
+    x[2] = 0
+    x[4, 40] = 2.0**110
+    x[6, 64] = 2.0**126  # times a weight of +-4: past fp32's range
+    xq, xsf = seam.mxfp8_quantize(x)
+    acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
+    assert acc[6].isinf().any() and not acc.isnan().any() and acc[4].abs().max() > 2.0**100
+    got, want = p.outputs(q=q, q_fp8=q_fp8, fill=7), p.outputs(q=q, q_fp8=q_fp8, fill=7)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want, nan_aware_q=True)
 
 
 def test_epilogue_entry_rejects_bad_accumulator(device):

@@ -19,35 +19,67 @@ from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.kernels.numerics import e4m3_to_f32, swizzled_scale_offset, to_bf16_rne, ue8m0_to_f32
 
 
-# R (rows: M for activations) only bounds masks: not specialized, so qkv_warmup's one-token launch compiles
-# the kernel every M of the ring and prefill paths runs
-@triton.jit(do_not_specialize=["R"])
-def mxfp8_dequant_kernel(
-    values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr
-    scales_ptr,  # uint8 128x4-swizzled scales of [R, K]
-    out_ptr,  # bf16 [R, K], contiguous
-    R,
-    K,
-    stride_vr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_K: tl.constexpr,  # multiple of 32
-    USE_PDL: tl.constexpr,
-):
-    if USE_PDL:
-        # The next kernel (the ring GEMM) may launch now and stream its weights; its own wait still
-        # waits for all of this one. The values may be written by the previous kernel: read after the wait.
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()
-    rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
-    cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-    scols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
+@triton.jit
+def dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
+                 BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """(values, scales, offsets, mask) of the BLOCK_R x BLOCK_K tile (pid_r, pid_k) of one operand, loaded."""
+    rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
+    cols = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    scols = pid_k * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     mask = (rows[:, None] < R) & (cols[None, :] < K)
     v = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0)
     s_mask = (rows[:, None] < R) & (scols[None, :] < K // 32)
     s = tl.load(scales_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], (K // 32 + 3) // 4 * 4),
                 mask=s_mask, other=0)
+    return v, s, rows[:, None] * K + cols[None, :], mask
+
+
+@triton.jit
+def store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
     f = tl.reshape(e4m3_to_f32(v), (BLOCK_R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
-    tl.store(out_ptr + rows[:, None] * K + cols[None, :], to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
+    tl.store(out_ptr + offs, to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
+
+
+# R and R_W (rows) only bound masks and split the grid: not specialized, so qkv_warmup's one-token launch
+# compiles the kernel every M of the ring and prefill paths runs
+@triton.jit(do_not_specialize=["R", "R_W"])
+def mxfp8_dequant_kernel(
+    values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr (the activations)
+    scales_ptr,  # uint8 128x4-swizzled scales of [R, K]
+    out_ptr,  # bf16 [R, K], contiguous
+    w_values_ptr,  # the same for a second operand [R_W, K] (the weight; R_W 0: none)
+    w_scales_ptr,
+    w_out_ptr,
+    R,
+    R_W,
+    K,
+    stride_vr,
+    stride_wr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # multiple of 32
+    USE_PDL: tl.constexpr,
+):
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    a_programs = tl.cdiv(R, BLOCK_R)
+    if pid_r >= a_programs:
+        # The weight is a constant of the step (MXFP8Weight): read before the PDL wait, written after it
+        # (the previous kernel may still read the memory this output reuses).
+        v, s, offs, mask = dequant_tile(w_values_ptr, w_scales_ptr, R_W, K, stride_wr,
+                                        pid_r - a_programs, pid_k, BLOCK_R, BLOCK_K)
+        if USE_PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+            tl.extra.cuda.gdc_wait()
+        store_dequantized(v, s, w_out_ptr, offs, mask, BLOCK_R, BLOCK_K)
+    else:
+        if USE_PDL:
+            # The next kernel (the ring GEMM) may launch now and stream its weights; its own wait still
+            # waits for all of this one. The values may be written by the previous kernel: read after the wait.
+            tl.extra.cuda.gdc_launch_dependents()
+            tl.extra.cuda.gdc_wait()
+        v, s, offs, mask = dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
+                                        BLOCK_R, BLOCK_K)
+        store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R, BLOCK_K)
 
 
 @triton.jit
@@ -58,30 +90,41 @@ def round_bf16_kernel(src_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, to_bf16_rne(tl.load(src_ptr + offs, mask=mask, other=0.0)), mask=mask)
 
 
-def launch_mxfp8_dequant(values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> None:
+def launch_mxfp8_dequant(
+    values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, weight: tuple[torch.Tensor, ...] = ()
+) -> None:
     """out [R, K] (BF16, contiguous) = the dequantized E4M3 ``values`` [R, K] (unit column stride) with
-    128x4-swizzled ``scales``; operands validated by the caller, K a multiple of 32."""
+    128x4-swizzled ``scales``; ``weight``: (values, scales, out) of a second operand [R_W, K] dequantized
+    by the same launch (the prefill GEMM's weight: one launch fewer). Operands validated by the caller, K
+    a multiple of 32."""
     r, k = values.shape
-    if r == 0:
+    w_values, w_scales, w_out = weight or (values, scales, out)
+    r_w = w_values.shape[0] if weight else 0
+    if r + r_w == 0:
         return
     block_k = min(triton.next_power_of_2(k), 512)
     block_r = 8192 // block_k  # 8K elements per program
-    grid = (triton.cdiv(r, block_r), triton.cdiv(k, block_k))
+    grid = (triton.cdiv(r, block_r) + triton.cdiv(r_w, block_r), triton.cdiv(k, block_k))
     use_pdl = runtime.supports_pdl(values.device)
-    mxfp8_dequant_kernel[grid](values.view(torch.uint8), scales.view(torch.uint8), out, r, k, values.stride(0),
-                               BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, num_warps=8, launch_pdl=use_pdl)
+    mxfp8_dequant_kernel[grid](
+        values.view(torch.uint8), scales.view(torch.uint8), out, w_values.view(torch.uint8),
+        w_scales.view(torch.uint8), w_out, r, r_w, k, values.stride(0), w_values.stride(0),
+        BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, num_warps=8, launch_pdl=use_pdl,
+    )
 
 
-def dequantized_activations(xq: torch.Tensor, xs: torch.Tensor | None) -> torch.Tensor:
+def dequantized_activations(
+    xq: torch.Tensor, xs: torch.Tensor | None, weight: tuple[torch.Tensor, ...] = ()
+) -> torch.Tensor:
     """A_deq [M, K] BF16 (temporary) of MXFP8 ``xq`` / ``xs``; ``xs`` None: ``xq`` is the BF16 activation,
-    quantized to MXFP8 first (the in-GEMM rule's bytes)."""
+    quantized to MXFP8 first (the in-GEMM rule's bytes). ``weight``: as :func:`launch_mxfp8_dequant`'s."""
     m, k = xq.shape
     if xs is None:
         x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
         xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
         launch_mxfp8_quant(x, xq, xs, swizzled=True)
     a = torch.empty((m, k), dtype=torch.bfloat16, device=xq.device)
-    launch_mxfp8_dequant(xq, xs, a)
+    launch_mxfp8_dequant(xq, xs, a, weight)
     return a
 
 
@@ -110,15 +153,16 @@ def launch_mxfp8_linear_bf16_mm(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
-    BF16 here (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first), then one cuBLAS
+    BF16 here by one launch (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first; one
+    launch against two, H200 log run 97: 0.83-1.02x the path's time at M 129-512 on the MiniMax layers,
+    faster at 11 of 12, equal at 2048), then one cuBLAS
     GEMM accumulating in fp32 and rounding to BF16 once (:func:`_mm_bf16`), or with fp32 output, left
     unrounded, for an fp32 ``out``. On the CPU (the interpreter's tests) the GEMM runs on the fp32 copies
     of the same values, rounded by :func:`round_bf16_kernel`. Temporary memory: 2 * (M + N) * K bytes of
     BF16 operands."""
     m = xq.shape[0]
-    a = dequantized_activations(xq, xs)
     w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
-    launch_mxfp8_dequant(wq, ws, w)
+    a = dequantized_activations(xq, xs, (wq, ws, w))  # one launch dequantizes both
     if out.dtype == torch.float32:  # the unrounded sums (the fused QKV op's accumulator)
         _mm_f32(a, w, out)
         return
