@@ -279,13 +279,15 @@ def lamport_consumer_kernel(
     row = token.to(tl.int64) * hidden
     if token < M:
         if EPILOGUE != 0:
-            # Independent of the peers: fetched before waiting on the publish.
-            res = to_f32(tl.load(residual_ptr + row + cols, mask=mask, other=0.0))
+            # the norm weight is no kernel's output: fetched before the PDL wait
             w = to_f32(tl.load(weight_ptr + cols, mask=mask, other=0.0))
             if GEMMA:
                 w = w + 1.0
         if USE_PDL:
             tl.extra.cuda.gdc_wait()
+        if EPILOGUE != 0:
+            # the residual may be the previous kernel's output: after the wait, still ahead of the spin on the peers
+            res = to_f32(tl.load(residual_ptr + row + cols, mask=mask, other=0.0))
         g = lamport_consumer_generation(stage_state_ptr, token == 0)
         acc = lamport_collect(mailbox_ptr, g, token, cols, mask, capacity, hidden, error_ptr, TP, SPIN_LIMIT)
         if USE_PDL:

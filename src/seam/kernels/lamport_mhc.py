@@ -77,12 +77,10 @@ def lamport_mhc_consumer_kernel(
     pid = tl.program_id(0)
     row = pid.to(tl.int64)
     if pid < M:
-        # Independent of the peers, so fetched before waiting on the publish (lamport.md consumer step 1):
-        # by the time the publish grid lets this one start, it has passed its own wait on the grids
-        # that produced the residual streams and mixes.
-        post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
         if USE_PDL:
             tl.extra.cuda.gdc_wait()
+        # the mixes may be the previous kernel's output: after the wait, still ahead of the spin on the peers
+        post, pre = mhc_load_mixes(post_ptr, pre_ptr, row, HC, WRITE_LAYER_INPUT)
         chunk = tl.program_id(1)
         g = lamport_consumer_generation(stage_state_ptr, (pid == 0) & (chunk == 0))
         if SPLIT > 1 or H <= BLOCK_H:
