@@ -65,7 +65,8 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
                  "ikw_ptr": "*bf16", "q_ptr": "*bf16"}
         consts = dict(K=k, HAS_Q=True, HAS_QFP8=has_qfp8, ACC_MODE=0, NUM_PARTIALS=1, BLOCK_M=block_m,
                       BLOCK_K=block_k,
-                      SPLIT_K=split_k, STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True)
+                      SPLIT_K=split_k, STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True,
+                      INPUTS_BEFORE_WAIT=False)
         options = dict(enable_fp_fusion=False)
     elif kind == "linear":
         fn = mxfp8_gemm.mxfp8_linear_kernel

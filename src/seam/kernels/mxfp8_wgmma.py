@@ -338,7 +338,7 @@ def mxfp8_linear_wgmma_kernel(
     # The weight stream first: it does not depend on the previous kernel (PDL).
     for s in gl.static_range(STAGES):
         _issue_step(w_desc, s_desc, w_ring, s_ring, bars, s, lo + s, n0, K_STEPS, s < n_steps)
-    if USE_PDL:
+    if USE_PDL and not PARTIALS:
         # The next kernel may start now and stream its own weights: its gdc_wait still waits for
         # all of this one. Measured on the H200 (docs/benchmarks-log.md run 34): 0.04-0.8 us faster per call.
         tl.extra.cuda.gdc_launch_dependents()
@@ -359,6 +359,10 @@ def mxfp8_linear_wgmma_kernel(
         a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
+        if PARTIALS:
+            # After the wait: every kernel before this one is done, so the QKV epilogue kernel may read its
+            # inputs (positions, cos/sin, slots) before its own wait (seam.kernels.qkv_epilogue).
+            tl.extra.cuda.gdc_launch_dependents()
     _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)
     fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
     gl.thread_barrier()

@@ -373,6 +373,7 @@ def qkv_epilogue_kernel(
     STAGES: tl.constexpr,  # software-pipeline depth of the GEMM's K loop
     F16_OPERANDS: tl.constexpr,  # the GEMM's scaled-F16 operands (``mxfp8_mainloop``)
     USE_PDL: tl.constexpr,
+    INPUTS_BEFORE_WAIT: tl.constexpr,  # the previous kernel triggers this one after its own wait (partials)
 ):
     K_START = 16 * nkv
     V_START = 17 * nkv
@@ -384,14 +385,19 @@ def qkv_epilogue_kernel(
     rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < M
     n0 = head.to(tl.int64) * 128
+    # One token's tile loads the epilogue's inputs before the GEMM or the partials, so their round trips
+    # (positions, then cos/sin) overlap them instead of adding to the end of the tile's last program.
+    # Wider tiles load them in the epilogue: held through the mainloop they cost the 64-row tile its
+    # last registers (measured 8% slower at M 64 on the H200). A previous kernel may write them: after
+    # gdc_wait, unless INPUTS_BEFORE_WAIT says the kernel before this one triggered it past its own wait.
+    if BLOCK_M == 1 and INPUTS_BEFORE_WAIT:
+        w, cs, slot = _load_epilogue_inputs(
+            head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
+            nkv, BLOCK_M,
+        )
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    # One token's tile loads the epilogue's inputs (the previous kernel may write them:
-    # after gdc_wait) before the GEMM, so their round trips (positions, then cos/sin)
-    # overlap the mainloop instead of adding to the end of the tile's last program.
-    # Wider tiles load them in the epilogue: held through the mainloop they cost the
-    # 64-row tile its last registers (measured 8% slower at M 64 on the H200).
-    if BLOCK_M == 1:
+    if BLOCK_M == 1 and not INPUTS_BEFORE_WAIT:
         w, cs, slot = _load_epilogue_inputs(
             head, rows, row_mask, pos_ptr, cs_ptr, max_pos, qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, slot_ptr, islot_ptr,
             nkv, BLOCK_M,
@@ -528,6 +534,7 @@ def launch_qkv_epilogue(
         return
     use_pdl = runtime.supports_pdl(positions.device)
     heads = 19 * nkv + 1
+    gluon_partials = False  # the decode GEMM launched here, which triggers this kernel past its own wait
     # one workspace for the launch(es) here: the Gluon GEMM's partials first, the epilogue's staged rows after
     scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))
     if acc is None and (tile.wgmma or tile.bf16_mm):
@@ -538,6 +545,7 @@ def launch_qkv_epilogue(
         else:
             # one M tile; its partials land in scratch (the workspace reserved above is the one it takes)
             acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True)
+            gluon_partials = acc is not None and not tile.ring
             if acc is None:  # an operand TMA cannot read as is
                 tile = pick_qkv_tile(m, n, k, positions.device, tl_only=True)
                 scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))
@@ -606,6 +614,7 @@ def launch_qkv_epilogue(
         STAGES=tile.num_stages,
         F16_OPERANDS=tile.f16_operands and not from_acc,
         USE_PDL=use_pdl,
+        INPUTS_BEFORE_WAIT=gluon_partials,
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,
         enable_fp_fusion=False,
