@@ -348,25 +348,31 @@ def test_dequantize_kernel_every_code_and_scale(device):
     assert got.isnan().any() and got.isinf().any()  # codes 0x7F / 0xFF, scale 255; 448 * 2^127 overflows
 
 
-def test_dequantize_kernel_two_operands_in_one_launch(device):
-    """The prefill path's one launch for the activations and the weight: each output as its own launch
-    writes it, row counts not multiples of the program's rows (K 96: 128-wide programs, 64 rows each),
-    neither output's bytes past its rows touched."""
-    gen = torch.Generator().manual_seed(5)
-    k = 96
-    a_v, w_v = (torch.randint(0, 256, (r, k), generator=gen, dtype=torch.uint8) for r in (70, 131))
-    a_s, w_s = (swizzle_scales(torch.randint(100, 150, (r, k // 32), generator=gen, dtype=torch.uint8))
-                for r in (70, 131))
-    a_v, w_v, a_s, w_s = (t.to(device) for t in (a_v, w_v, a_s, w_s))
-    a_one, w_one = (torch.empty(r, k, dtype=torch.bfloat16, device=device) for r in (70, 131))
+def _e4m3_operand(rows: int, k: int, gen: torch.Generator, row_stride: int | None = None):
+    """Random E4M3 bytes [rows, k] (row stride ``row_stride``) and swizzled scale bytes near 2^0."""
+    values = torch.randint(0, 256, (rows, row_stride or k), generator=gen, dtype=torch.uint8)[:, :k]
+    return values, swizzle_scales(torch.randint(100, 150, (rows, k // 32), generator=gen, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("r, r_w, k, stride_a, stride_w", [
+    (70, 131, 96, None, None), (0, 131, 96, None, None), (70, 0, 96, None, None), (1, 5, 32, None, None),
+    (3, 300, 544, None, None), (257, 1, 32, None, None), (5, 9, 544, 576, 1088), (17, 33, 1056, None, 1088)])
+def test_dequantize_kernel_two_operands_in_one_launch(r, r_w, k, stride_a, stride_w, device):
+    """The prefill path's one launch for the activations (R rows) and the weight (R_W rows): each output as
+    its own launch writes it, either operand empty, row counts not multiples of a program's rows, K a
+    multiple of 32 but not of a program's 512 columns, padded row strides; no byte past either output's
+    rows touched."""
+    gen = torch.Generator().manual_seed(r * 1000 + r_w + k)
+    a_v, a_s = (t.to(device) for t in _e4m3_operand(r, k, gen, stride_a))
+    w_v, w_s = (t.to(device) for t in _e4m3_operand(r_w, k, gen, stride_w))
+    a_one, w_one = (torch.empty(rows, k, dtype=torch.bfloat16, device=device) for rows in (r, r_w))
     launch_mxfp8_dequant(a_v, a_s, a_one)
     launch_mxfp8_dequant(w_v, w_s, w_one)
-    a_buf = torch.full((71, k), 7.0, dtype=torch.bfloat16, device=device)
-    w_buf = torch.full((132, k), 7.0, dtype=torch.bfloat16, device=device)
-    launch_mxfp8_dequant(a_v, a_s, a_buf[:70], (w_v, w_s, w_buf[:131]))
-    for got, want in ((a_buf[:70], a_one), (w_buf[:131], w_one)):
+    a_buf, w_buf = (torch.full((rows + 1, k), 7.0, dtype=torch.bfloat16, device=device) for rows in (r, r_w))
+    launch_mxfp8_dequant(a_v, a_s, a_buf[:r], (w_v, w_s, w_buf[:r_w]))
+    for got, want in ((a_buf[:r], a_one), (w_buf[:r_w], w_one)):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16))
-    assert a_buf[70].eq(7).all() and w_buf[131].eq(7).all()
+    assert a_buf[r].eq(7).all() and w_buf[r_w].eq(7).all()
 
 
 def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):

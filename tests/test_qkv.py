@@ -38,6 +38,7 @@ from seam.kernels.mxfp8_gemm_config import (
 from seam.ops import qkv as qkv_ops
 from seam.kernels.mxfp8_gemm import gemm_scratch
 from seam.kernels.qkv_config import epilogue_tile, workspace_floats
+from seam.kernels import qkv_epilogue as qkv_epilogue_mod
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.qkv import qkv_epilogue
 from seam.ref.norm import sqrt_rn
@@ -217,6 +218,46 @@ def test_epilogue_sums_the_gluon_gemms_partials_in_split_order(device):
         )
     qkv_epilogue_ref(want_acc[: p.m].to(device), *p.args(), **p.kw(**scales), **want)
     _assert_outputs_equal(got, want, nan_aware_q=True)
+
+
+@pytest.mark.parametrize("m, split", [(1, 1), (5, 3)])
+def test_decode_gemm_partials_take_the_inputs_before_wait_epilogue(m, split, device, monkeypatch):
+    """The fused op's Hopper decode path, the Gluon launch replaced by the reference's partials: the epilogue
+    kernel after it is the INPUTS_BEFORE_WAIT variant (the GEMM triggers it past its own wait, so its inputs
+    are read before the epilogue's wait) and writes the reference's bytes."""
+    p = make_problem(nkv=1, m=m, block_size=4, seed=11 + m, integer=True, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)  # exact: integer operands
+    heads = p.n // 128
+
+    def gluon_partials(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False):
+        assert partials
+        parts = torch.zeros(heads, tile.split_k, tile.block_m, 128, device=device)
+        parts[:, 0, :m] = acc.view(m, heads, 128).permute(1, 0, 2)  # split 0 holds the sums, the others +0.0
+        return parts
+
+    kernel, seen = qkv_epilogue_mod.qkv_epilogue_kernel, []
+
+    class Launch:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen.append(kwargs["INPUTS_BEFORE_WAIT"])
+                return kernel[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(qkv_epilogue_mod, "launch_gluon", gluon_partials)
+    monkeypatch.setattr(qkv_epilogue_mod, "qkv_epilogue_kernel", Launch())
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    with np.errstate(all="ignore"):  # the bare launcher: seam's ops silence the interpreter's inf/NaN warnings
+        launch_qkv_epilogue(
+            xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
+            cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
+            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
+            tile=Tile(8, 128, 128, 8, 2, split_k=split, wgmma=True),
+        )
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
+    assert seen == [True]
 
 
 def test_reference_sqrt_is_correctly_rounded():
@@ -683,9 +724,10 @@ def test_out_of_range_indices_stay_in_bounds_without_debug(m, tile, device, monk
     out-of-bounds store would hit; the cos/sin cache is followed by rows of ones, which an
     out-of-bounds read would pick up."""
     monkeypatch.delenv("SEAM_DEBUG", raising=False)
-    p = make_problem(nkv=1, m=m, k=1024, block_size=4, seed=70 + m, device=device)
+    k = 1024 if tile == "gluon" else 256  # Gluon: K 1024 splits 8 ways, so the epilogue sums 8 partials
+    p = make_problem(nkv=1, m=m, k=k, block_size=4, seed=70 + m, device=device)
     if tile == "gluon":  # the Gluon decode GEMM's partials, then the epilogue kernel
-        tile = pick_qkv_tile(m, p.n, 1024, p.x.device)
+        tile = pick_qkv_tile(m, p.n, k, p.x.device)
         assert tile.wgmma and not tile.ring, tile
     xq, xsf = seam.mxfp8_quantize(p.x)
     capacity = p.num_blocks * p.block_size

@@ -20,10 +20,10 @@ from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_dequantize, mxfp
 class MXFP8Weight:
     """MXFP8 weight record.
 
-    A weight is read as a constant of the decode step: on Hopper the Gluon GEMMs stream it (and the prefill
-    path's dequantization reads it) before their PDL wait, while the kernels launched before them may still run, so its bytes must not come from a kernel of
-    the same stream that may still be running (a checkpoint's weights, quantized once, are; an activation
-    just quantized by the previous launch is not).
+    A weight is read as a constant of the step: on Hopper the Gluon GEMMs stream it, and the prefill path's
+    dequantization reads it, before their PDL wait, while the kernels launched before them may still run,
+    so its bytes must not come from a kernel of the same stream that may still be running (a checkpoint's
+    weights, quantized once, are; an activation just quantized by the previous launch is not).
 
     Attributes:
         values: float8_e4m3fn [N, K], contiguous (K-major); uint8 bytes are taken as its view.

@@ -155,7 +155,7 @@ def launch_mxfp8_linear_bf16_mm(
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
     BF16 here by one launch (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first; one
     launch against two, H200 log run 97: 0.83-1.02x the path's time at M 129-512 on the MiniMax layers,
-    faster at 11 of 12, equal at 2048), then one cuBLAS
+    faster at 11 of 12, 0.96-1.00x at 2048), then one cuBLAS
     GEMM accumulating in fp32 and rounding to BF16 once (:func:`_mm_bf16`), or with fp32 output, left
     unrounded, for an fp32 ``out``. On the CPU (the interpreter's tests) the GEMM runs on the fp32 copies
     of the same values, rounded by :func:`round_bf16_kernel`. Temporary memory: 2 * (M + N) * K bytes of

@@ -21,8 +21,10 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   wait: :func:`seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`, 4-12% faster, log run 72).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
-  its predecessor still run; every seam PDL kernel writes, and reads what others produce,
-  only after its own wait), the program copies its K range of A
+  its predecessor still run; seam's PDL kernels write, and read what others produce, only after
+  their own wait. With ``PARTIALS`` (the fused QKV op's GEMM) the trigger comes just after the
+  wait instead: the QKV epilogue kernel launched next reads its inputs before its own wait,
+  ``seam.kernels.qkv_epilogue``'s ``INPUTS_BEFORE_WAIT``), the program copies its K range of A
   (``MP`` rows; E4M3 + scales, or BF16 quantized here by the MXFP8 rule: in-GEMM
   quantization) with TMA, every step at once, and dequantizes it to BF16 in place, as
   ``wgmma``'s B operand for the whole loop.
@@ -361,7 +363,8 @@ def mxfp8_linear_wgmma_kernel(
         tl.extra.cuda.gdc_wait()
         if PARTIALS:
             # After the wait: every kernel before this one is done, so the QKV epilogue kernel may read its
-            # inputs (positions, cos/sin, slots) before its own wait (seam.kernels.qkv_epilogue).
+            # inputs (positions, cos/sin, slots) before its own wait (qkv_epilogue's INPUTS_BEFORE_WAIT, set
+            # for this kernel's partials only: moving this trigger before the wait would race those reads).
             tl.extra.cuda.gdc_launch_dependents()
     _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, num_warps)
     fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
