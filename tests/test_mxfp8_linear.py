@@ -451,6 +451,8 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(x, w.values)
     with pytest.raises(TypeError, match="x must have dtype"):
         seam.mxfp8_linear(x.float(), w)
+    with pytest.raises(TypeError, match="x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got list"):
+        seam.mxfp8_linear(x.tolist(), w)
     with pytest.raises(ValueError, match="K=64"):
         seam.mxfp8_linear(x[:, :64], w)
     with pytest.raises(ValueError, match="2-D"):

@@ -56,3 +56,17 @@ def test_triton_imported_before_seam_is_refused_before_any_launch():
 )
 def test_either_remedy_runs_the_kernels(imports, env):
     assert _run(imports + _QUANTIZE, **env).strip() == "quantized True"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="native kernels are asked for on a machine without CUDA")
+@pytest.mark.parametrize("value", ["0", ""])
+def test_native_kernels_without_cuda_are_refused_before_any_launch(value):
+    """TRITON_INTERPRET=0 (or empty) where torch sees no CUDA: every op, `seam info` and `seam verify` say
+    so and what to do, instead of a device error that asks for CUDA tensors or a traceback."""
+    code = ("import torch, seam, seam.cli" + _QUANTIZE + "\nseam.cli.main(['info'])"
+            "\nprint('verify status', seam.cli.main(['verify', '--only', 'mxfp8_quantize']))")
+    out = _run(code, TRITON_INTERPRET=value)
+    want = f"TRITON_INTERPRET={value!r} asks for native Triton kernels, but torch sees no CUDA device"
+    assert f"RuntimeError untouched=True: {want}" in out
+    assert f"kernels: cannot run in this process: {want}" in out
+    assert "verify status 2" in out

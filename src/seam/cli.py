@@ -121,8 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "info":
         return _info()
     if args.cmd == "verify":
+        from seam import runtime
         from seam.verify import runner
         from seam.verify.core import Context
+
+        if runtime.KERNELS_UNAVAILABLE:  # every check would raise it (and setting them up may fail first)
+            print(f"seam verify: the kernels cannot run in this process: {runtime.KERNELS_UNAVAILABLE}",
+                  file=sys.stderr)
+            return 2
 
         ctx = Context.here()
         every = runner.collect(ctx)

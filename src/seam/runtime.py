@@ -29,8 +29,15 @@ INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _kernels_unavailable() -> str | None:
-    """Why seam's kernels cannot run in this process, or None: they would be decorated in the other
+    """Why seam's kernels cannot run in this process, or None: native kernels asked for (TRITON_INTERPRET
+    set to 0 or empty) where torch sees no CUDA device, or seam's kernels would be decorated in the other
     mode than Triton's own library, which triton decorated when it was imported before seam."""
+    if not INTERPRET and not torch.cuda.is_available():
+        value = os.environ.get("TRITON_INTERPRET")
+        return (
+            f"TRITON_INTERPRET={value!r} asks for native Triton kernels, but torch sees no CUDA device: unset "
+            "TRITON_INTERPRET (seam then runs its kernels in the Triton interpreter, on CPU tensors) or set it to 1"
+        )
     if "triton" not in sys.modules:
         return None  # imported after this module: in the mode set above, like seam's kernels
     import triton.language as tl
@@ -54,7 +61,8 @@ def _kernels_unavailable() -> str | None:
 
 
 #: Why seam's kernels cannot run in this process (every op raises RuntimeError with it before any
-#: launch), or None: triton was imported before seam in the other interpreter mode.
+#: launch), or None: native kernels asked for without a CUDA device, or triton imported before seam in
+#: the other interpreter mode.
 KERNELS_UNAVAILABLE: str | None = _kernels_unavailable()
 
 # Never use NVLink multicast (project rule: on a shared host it can take the GPUs out of

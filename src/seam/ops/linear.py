@@ -174,8 +174,10 @@ def mxfp8_linear(
 
     Args:
         x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
-            MXFP8 as ``quantize`` says; or a :class:`seam.QuantizedActivation` with
-            swizzled scales, used as is. Not modified.
+            MXFP8 as ``quantize`` says (NaN and inf elements quantize to finite E4M3 values,
+            ``docs/spec/mxfp8.md`` step 5, so such a row's output is finite); or a
+            :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
+            change the output's, which is BF16). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes
@@ -223,6 +225,8 @@ def mxfp8_linear(
         checks.tensor("x.values", x.values, device=device)
         checks.tensor("x.scales", x.scales, device=device)
     else:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got {checks.type_name(x)}")
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
         if x.dim() != 2:
             raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")

@@ -73,7 +73,7 @@ def gemma_rms_norm(
         normed: BF16 [M, hidden] (``out`` when given).
 
     Raises:
-        TypeError: a tensor of the wrong dtype, or eps not a float.
+        TypeError: a tensor of the wrong dtype, or eps not a real number (a bool is refused).
         ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps < 0 or
             not finite, or ``out`` overlapping an input.
     """
@@ -118,7 +118,8 @@ def fused_add_rms_norm(
         (normed, residual_out): BF16 [M, hidden] each.
 
     Raises:
-        TypeError: wrong dtypes, eps not a float, gemma not a bool, or ``out`` not a pair.
+        TypeError: wrong dtypes, eps not a real number (a bool is refused), gemma not a bool, or ``out`` not a
+            pair.
         ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps out of range,
             overlapping buffers.
     """
