@@ -236,7 +236,8 @@ def _bad_cases(device):
         (TypeError, r"out\[0\] \(values\) must have dtype", dict(out=(bf(m, h), u8(n_sc), bf(m, h)))),
         (ValueError, r"out\[1\] \(scales\) must hold", dict(out=(f8(m, h), u8(n_sc - 4), bf(m, h)))),
         (ValueError, r"out\[2\] \(residual_out\) must have shape", dict(out=(f8(m, h), u8(n_sc), bf(m, h + 32)))),
-        (ValueError, "residual_out overlaps input residual in memory; pass a separate buffer or residual itself",
+        (ValueError, r"out\[2\] \(residual_out\) overlaps input residual in memory; pass a separate buffer or "
+                     "residual itself",
          dict(residual=r_big[:m], out=(f8(m, h), u8(n_sc), r_big[1:]))),  # overlapping, not the same view
     ], (x, r, w)
 

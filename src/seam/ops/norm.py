@@ -226,11 +226,13 @@ def fused_add_rms_norm_mxfp8(
         values, scales = check_mxfp8_out(tuple(out[:2]), m, hidden, layout, device)
         normed = _bf16_out("out[2] (normed)", out[2], m, hidden, device) if also_bf16 else None
         residual_out = _bf16_out(f"out[{n_out - 1}] (residual_out)", out[n_out - 1], m, hidden, device)
-    outputs = [("values", values), ("scales", scales), ("residual_out", residual_out)]
+    # named as their checks above name them (only a caller's buffers can overlap)
+    res_name, normed_name = f"out[{n_out - 1}] (residual_out)", "out[2] (normed)"
+    outputs = [("out[0] (values)", values), ("out[1] (scales)", scales), (res_name, residual_out)]
     if normed is not None:
-        outputs.append(("normed", normed))
+        outputs.append((normed_name, normed))
     checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)],
-                         in_place=(("normed", "x"), ("residual_out", "residual")))
+                         in_place=((normed_name, "x"), (res_name, "residual")))
     _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed, values=values, scales=scales,
           swizzled=layout is ScaleLayout.SWIZZLED)
     return (values, scales, normed, residual_out) if also_bf16 else (values, scales, residual_out)

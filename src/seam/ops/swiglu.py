@@ -137,7 +137,7 @@ def swiglu_oai_mxfp8(
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
     checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
     values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
-    checks.outputs_apart([("values", values), ("scales", scales)], [("gate_up", gate_up)])
+    checks.outputs_apart([("out[0] (values)", values), ("out[1] (scales)", scales)], [("gate_up", gate_up)])
     _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
             round_to_bf16=round_to_bf16, swizzled=scale_layout is ScaleLayout.SWIZZLED)
     return values, scales
