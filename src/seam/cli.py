@@ -10,13 +10,12 @@ import platform
 import sys
 
 import seam
+from seam import runtime
 
 
 def _info() -> int:
     import torch
     import triton
-
-    from seam import runtime
 
     print(f"seam {seam.__version__}")
     print(f"python {platform.python_version()}  torch {torch.__version__}  triton {triton.__version__}")
@@ -121,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "info":
         return _info()
     if args.cmd == "verify":
-        from seam import runtime
         from seam.verify import runner
         from seam.verify.core import Context
 

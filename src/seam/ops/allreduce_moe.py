@@ -125,7 +125,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         if factor != 1.0:
             raise ValueError(
                 f"moe_output.routed_scaling_factor must be 1.0 (fold it into expert_weights), "
-                f"got {moe_output.routed_scaling_factor}"
+                f"got {factor}"
             )
         if moe_output.shared_output is None:
             raise TypeError("moe_output.shared_output must be a BF16 [M, hidden] tensor, got None "
