@@ -375,6 +375,32 @@ def test_dequantize_kernel_two_operands_in_one_launch(r, r_w, k, stride_a, strid
     assert a_buf[r].eq(7).all() and w_buf[r_w].eq(7).all()
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning", "ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("r, r_w, k, stride", [(70, 0, 96, None), (5, 9, 544, 576), (130, 33, 64, None)])
+def test_dequantize_kernel_quantizes_bf16_activations_in_the_same_launch(r, r_w, k, stride, device):
+    """BF16 activations (scales None) give the bytes of seam.mxfp8_quantize then the dequantization launch,
+    with a weight beside them or not: edge elements (NaN, +-inf, -0.0, subnormals, one dominating element,
+    values past E4M3's range after scaling) included, padded row strides."""
+    gen = torch.Generator().manual_seed(r + k)
+    x = (torch.randn(r, stride or k, generator=gen) * torch.exp2(torch.randint(-30, 30, (r, 1), generator=gen)))
+    x = x.to(torch.bfloat16)[:, :k]
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
+    x[1, 0], x[1, 1:32] = 3e38, 1e-40
+    x[2, 32:64] = 0.0
+    x = x.to(device)
+    xq, xs = seam.mxfp8_quantize(x)
+    want = torch.empty(r, k, dtype=torch.bfloat16, device=device)
+    launch_mxfp8_dequant(xq, xs, want)
+    w_v, w_s = (t.to(device) for t in _e4m3_operand(r_w, k, gen))
+    w_one = torch.empty(r_w, k, dtype=torch.bfloat16, device=device)
+    launch_mxfp8_dequant(w_v, w_s, w_one)
+    got = torch.full((r + 1, k), 7.0, dtype=torch.bfloat16, device=device)
+    w_got = torch.empty(r_w, k, dtype=torch.bfloat16, device=device)
+    launch_mxfp8_dequant(x, None, got[:r], (w_v, w_s, w_got) if r_w else ())
+    assert torch.equal(got[:r].view(torch.int16), want.view(torch.int16))
+    assert got[r].eq(7).all() and (not r_w or torch.equal(w_got.view(torch.int16), w_one.view(torch.int16)))
+
+
 def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):
     assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: device.type == "cuda")
@@ -602,6 +628,26 @@ def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, 
     got = seam.mxfp8_linear(x, w)  # quantize="auto"
     assert len(calls) == quantizer_calls
     assert torch.equal(got, seam.mxfp8_linear(x, w, quantize="separate"))
+
+
+@pytest.mark.parametrize("tile", [BF16_MM_TILE, pytest.param("ring", marks=pytest.mark.gpu)], ids=["prefill", "ring-gpu"])
+def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, device, monkeypatch):
+    """Past the carve-out, the prefill path and the ring kernel (which dequantize A in a launch before their
+    GEMM) quantize a BF16 x in that launch under quantize="auto": no separate quantizer, the same bytes."""
+    import seam.ops.linear as linear
+
+    m, n, k = 40, 256, 2048
+    if tile == "ring":
+        tile = dataclasses.replace(pick_tile(100, n, k, torch.device(device)), split_k=2)
+        assert tile.wgmma and tile.ring, tile
+    calls = []
+    real = linear.mxfp8_quantize
+    monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    x, w = _inputs(m, n, k, seed=m, device=device)
+    got = seam.mxfp8_linear(x, w, tile=tile)  # quantize="auto"
+    assert not calls
+    want = seam.mxfp8_linear(x, w, tile=tile, quantize="separate")
+    assert calls and torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 @pytest.mark.gpu

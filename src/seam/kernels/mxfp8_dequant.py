@@ -4,7 +4,8 @@ MXFP8 GEMM's prefill path built on it (``seam.kernels.mxfp8_gemm_config.PREFILL_
 The dequantized operands are the values every seam GEMM path multiplies on its tensor cores,
 so one cuBLAS GEMM on them with fp32 accumulation (its split-K partials too), rounded to BF16
 once, equals those kernels up to fp32 summation order (bit-identical where the sums are exact).
-Bytes moved by the dequantization per element: one read (E4M3) and 1/32 scale byte, two written.
+Bytes moved by the dequantization per element: one read (E4M3) and 1/32 scale byte, two written (BF16
+activations quantized in the same launch: two read, two written).
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.formats.mxfp8 import mxfp8_scale_numel
-from seam.kernels.mxfp8_quant import launch_mxfp8_quant
-from seam.kernels.numerics import e4m3_to_f32, swizzled_scale_offset, to_bf16_rne, ue8m0_to_f32
+from seam.kernels.numerics import (
+    e4m3_to_f32,
+    mxfp8_quantize_tile,
+    swizzled_scale_offset,
+    to_bf16_rne,
+    to_f32,
+    ue8m0_to_f32,
+)
 
 
 @triton.jit
@@ -44,8 +50,8 @@ def store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R: tl.constexpr, BLOCK_K:
 # compiles the kernel every M of the ring and prefill paths runs
 @triton.jit(do_not_specialize=["R", "R_W"])
 def mxfp8_dequant_kernel(
-    values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr (the activations)
-    scales_ptr,  # uint8 128x4-swizzled scales of [R, K]
+    values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr (the activations); BF16 with A_BF16
+    scales_ptr,  # uint8 128x4-swizzled scales of [R, K] (unused with A_BF16)
     out_ptr,  # bf16 [R, K], contiguous
     w_values_ptr,  # the same for a second operand [R_W, K] (the weight; R_W 0: none)
     w_scales_ptr,
@@ -58,6 +64,7 @@ def mxfp8_dequant_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,  # multiple of 32
     USE_PDL: tl.constexpr,
+    A_BF16: tl.constexpr,  # the activations are BF16: quantized to MXFP8 here, then dequantized (no E4M3 copy)
 ):
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -77,8 +84,17 @@ def mxfp8_dequant_kernel(
             # waits for all of this one. The values may be written by the previous kernel: read after the wait.
             tl.extra.cuda.gdc_launch_dependents()
             tl.extra.cuda.gdc_wait()
-        v, s, offs, mask = dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
-                                        BLOCK_R, BLOCK_K)
+        if A_BF16:
+            # the bytes seam.mxfp8_quantize writes, dequantized as they would be (the blocks are row-local)
+            rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+            cols = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+            mask = (rows[:, None] < R) & (cols[None, :] < K)
+            x = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0.0)
+            v, s = mxfp8_quantize_tile(to_f32(x), BLOCK_R, BLOCK_K)
+            offs = rows[:, None] * K + cols[None, :]
+        else:
+            v, s, offs, mask = dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
+                                            BLOCK_R, BLOCK_K)
         store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R, BLOCK_K)
 
 
@@ -91,14 +107,18 @@ def round_bf16_kernel(src_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def launch_mxfp8_dequant(
-    values: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, weight: tuple[torch.Tensor, ...] = ()
+    values: torch.Tensor, scales: torch.Tensor | None, out: torch.Tensor, weight: tuple[torch.Tensor, ...] = ()
 ) -> None:
     """out [R, K] (BF16, contiguous) = the dequantized E4M3 ``values`` [R, K] (unit column stride) with
-    128x4-swizzled ``scales``; ``weight``: (values, scales, out) of a second operand [R_W, K] dequantized
-    by the same launch (the prefill GEMM's weight: one launch fewer). Operands validated by the caller, K
-    a multiple of 32."""
+    128x4-swizzled ``scales``, or (``scales`` None) BF16 ``values`` quantized to MXFP8 and dequantized in
+    the same program, as ``seam.mxfp8_quantize`` then this launch would give them; ``weight``: (values,
+    scales, out) of a second operand [R_W, K] (E4M3) dequantized by the same launch (the prefill GEMM's
+    weight: one launch fewer). Operands validated by the caller, K a multiple of 32."""
     r, k = values.shape
-    w_values, w_scales, w_out = weight or (values, scales, out)
+    a_bf16 = scales is None
+    if a_bf16:
+        scales = out  # unused
+    w_values, w_scales, w_out = weight or (out, out, out)
     r_w = w_values.shape[0] if weight else 0
     if r + r_w == 0:
         return
@@ -107,9 +127,9 @@ def launch_mxfp8_dequant(
     grid = (triton.cdiv(r, block_r) + triton.cdiv(r_w, block_r), triton.cdiv(k, block_k))
     use_pdl = runtime.supports_pdl(values.device)
     mxfp8_dequant_kernel[grid](
-        values.view(torch.uint8), scales.view(torch.uint8), out, w_values.view(torch.uint8),
+        values if a_bf16 else values.view(torch.uint8), scales.view(torch.uint8), out, w_values.view(torch.uint8),
         w_scales.view(torch.uint8), w_out, r, r_w, k, values.stride(0), w_values.stride(0),
-        BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, num_warps=8, launch_pdl=use_pdl,
+        BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, A_BF16=a_bf16, num_warps=8, launch_pdl=use_pdl,
     )
 
 
@@ -117,13 +137,9 @@ def dequantized_activations(
     xq: torch.Tensor, xs: torch.Tensor | None, weight: tuple[torch.Tensor, ...] = ()
 ) -> torch.Tensor:
     """A_deq [M, K] BF16 (temporary) of MXFP8 ``xq`` / ``xs``; ``xs`` None: ``xq`` is the BF16 activation,
-    quantized to MXFP8 first (the in-GEMM rule's bytes). ``weight``: as :func:`launch_mxfp8_dequant`'s."""
-    m, k = xq.shape
-    if xs is None:
-        x, xq = xq, torch.empty((m, k), dtype=torch.float8_e4m3fn, device=xq.device)
-        xs = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=xq.device)
-        launch_mxfp8_quant(x, xq, xs, swizzled=True)
-    a = torch.empty((m, k), dtype=torch.bfloat16, device=xq.device)
+    quantized to MXFP8 in the same launch (the in-GEMM rule's bytes). ``weight``: as
+    :func:`launch_mxfp8_dequant`'s."""
+    a = torch.empty(xq.shape, dtype=torch.bfloat16, device=xq.device)
     launch_mxfp8_dequant(xq, xs, a, weight)
     return a
 

@@ -22,9 +22,9 @@ from seam.ops.registry import register
 class LinearQuantize(str, enum.Enum):
     """Where :func:`mxfp8_linear` quantizes a BF16 activation."""
 
-    AUTO = "auto"  #: ``IN_GEMM`` when M <= :data:`IN_GEMM_MAX_M`, else ``SEPARATE``
+    AUTO = "auto"  #: ``IN_GEMM`` at M <= :data:`IN_GEMM_MAX_M` and on the ring / prefill paths, else ``SEPARATE``
     SEPARATE = "separate"  #: one ``seam.mxfp8_quantize`` launch, then the GEMM on E4M3 + scales
-    IN_GEMM = "in_gemm"  #: the GEMM loads BF16 tiles and quantizes them in registers (one launch)
+    IN_GEMM = "in_gemm"  #: the GEMM (or the launch dequantizing A before it) loads BF16 x and quantizes it
 
     @classmethod
     def parse(cls, value: "LinearQuantize | str", name: str = "quantize") -> "LinearQuantize":
@@ -41,6 +41,13 @@ class LinearQuantize(str, enum.Enum):
 #: in_gemm / separate = 0.66-0.77 (2026-11-29), 0.77-0.91 with its 8-warp mainloop (2026-11-30).
 #: With the pipelined 32-row tiles (2026-11-30) M 64 gives 0.89-1.02: o_proj still loses.
 IN_GEMM_MAX_M = 16
+
+
+def dequantizes_a(tile: Tile) -> bool:
+    """Whether ``tile``'s path dequantizes the activations in a launch before its GEMM (the ring kernel's and
+    the prefill path's), where ``quantize="auto"`` quantizes a BF16 x in that launch: once per element, so
+    nothing is repeated per N tile, and one launch and the E4M3 copy fewer than a separate quantizer."""
+    return (tile.wgmma and tile.ring) or tile.bf16_mm
 
 
 def _launch(
@@ -191,13 +198,14 @@ def mxfp8_linear(
             first call at each M before CUDA-graph capture.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
-            ``"in_gemm"``: one launch whose GEMM loads BF16 tiles of x and quantizes each
-            32-wide block in registers with the same rule; ``"auto"`` (default):
-            ``"in_gemm"`` when M <= :data:`IN_GEMM_MAX_M` (16), else ``"separate"`` (the
-            carve-out measured by ``seam bench linear`` on the H200, see docs/benchmarks-log.md).
-            With the same tile the output is byte-identical either way. In-GEMM
-            quantization saves a launch and the E4M3 round trip but repeats A's
-            quantization once per 128-wide N tile, so it only wins at small M.
+            ``"in_gemm"``: the GEMM loads BF16 tiles of x and quantizes each 32-wide block in
+            registers with the same rule (the ring and prefill paths, which dequantize A in a
+            launch before the GEMM, quantize there: one launch, no E4M3 copy); ``"auto"``
+            (default): ``"in_gemm"`` when M <= :data:`IN_GEMM_MAX_M` (16) and on the ring and
+            prefill paths, else ``"separate"`` (the carve-out measured by ``seam bench linear`` on
+            the H200, see docs/benchmarks-log.md). With the same tile the output is byte-identical
+            either way. In the GEMM itself quantization saves a launch and the E4M3 round trip but
+            repeats A's quantization once per 128-wide N tile, so there it only wins at small M.
 
     Returns:
         BF16 [M, N] (``out`` when given).
@@ -249,7 +257,7 @@ def mxfp8_linear(
     tile = tile or pick_tile(m, n, k, device)
     if isinstance(x, QuantizedActivation):
         x, xs = x.values, x.scales
-    elif mode is LinearQuantize.IN_GEMM or (mode is LinearQuantize.AUTO and m <= IN_GEMM_MAX_M):
+    elif mode is LinearQuantize.IN_GEMM or mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile)):
         xs = None
     else:
         x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
