@@ -37,7 +37,7 @@ from seam.kernels.mxfp8_gemm_config import (
 )
 from seam.ops import qkv as qkv_ops
 from seam.kernels.mxfp8_gemm import gemm_scratch
-from seam.kernels.qkv_config import epilogue_tile, workspace_floats
+from seam.kernels.qkv_config import epilogue_tile, epilogue_tile_after, workspace_floats
 from seam.kernels import qkv_epilogue as qkv_epilogue_mod
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue
 from seam.ops.qkv import qkv_epilogue
@@ -220,20 +220,35 @@ def test_epilogue_sums_the_gluon_gemms_partials_in_split_order(device):
     _assert_outputs_equal(got, want, nan_aware_q=True)
 
 
-@pytest.mark.parametrize("m, split", [(1, 1), (5, 3)])
-def test_decode_gemm_partials_take_the_inputs_before_wait_epilogue(m, split, device, monkeypatch):
-    """The fused op's Hopper decode path, the Gluon launch replaced by the reference's partials: the epilogue
-    kernel after it is the INPUTS_BEFORE_WAIT variant (the GEMM triggers it past its own wait, so its inputs
-    are read before the epilogue's wait) and writes the reference's bytes."""
-    p = make_problem(nkv=1, m=m, block_size=4, seed=11 + m, integer=True, device=device)
+@pytest.mark.parametrize(
+    "m, block_m, split, want",
+    [
+        (1, 8, 1, (True, 1, 2)),  # decode kernel: one-row 2-warp programs, inputs read before the wait
+        (5, 8, 3, (True, 5, 2)),
+        (20, 32, 2, (True, 20, 2)),  # epilogue_tile(32), the rule before, ran one warp here
+        (70, 128, 2, (False, 70, 2)),  # the 128-token ring kernel (triggers before its wait)
+        (130, 256, 2, (False, 9, 4)),  # the 256-token ring kernel: 16-row programs, rows staged past the partials
+    ],
+)
+def test_gluon_gemm_partials_take_the_epilogue_tile_after_it(m, block_m, split, want, device, monkeypatch):
+    """The fused op's Hopper two-launch path, the Gluon launch replaced by the reference's partials (written
+    into the workspace, where the GEMM leaves them): the epilogue kernel after it runs
+    epilogue_tile_after's tile, the INPUTS_BEFORE_WAIT variant after the decode kernel only (it triggers
+    this kernel past its own wait, so the inputs may be read before the epilogue's wait), and writes the
+    reference's bytes."""
+    p = make_problem(nkv=1, m=m, block_size=4, seed=11 + m, integer=True, device=device,
+                     num_blocks=-(-3 * m // 4) + 2)
     xq, xsf = seam.mxfp8_quantize(p.x)
     acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)  # exact: integer operands
     heads = p.n // 128
+    tile = Tile(block_m, 128, 128, 8, 2, split_k=split, wgmma=True)
 
     def gluon_partials(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False):
         assert partials
-        parts = torch.zeros(heads, tile.split_k, tile.block_m, 128, device=device)
-        parts[:, 0, :m] = acc.view(m, heads, 128).permute(1, 0, 2)  # split 0 holds the sums, the others +0.0
+        work, _ = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(device))]
+        parts = work[: heads * tile.split_k * tile.block_m * 128].view(heads, tile.split_k, tile.block_m, 128)
+        parts.zero_()  # split 0 holds the sums, the others +0.0
+        parts[:, 0, :m] = acc.view(m, heads, 128).permute(1, 0, 2)
         return parts
 
     kernel, seen = qkv_epilogue_mod.qkv_epilogue_kernel, []
@@ -241,23 +256,23 @@ def test_decode_gemm_partials_take_the_inputs_before_wait_epilogue(m, split, dev
     class Launch:
         def __getitem__(self, grid):
             def launch(*args, **kwargs):
-                seen.append(kwargs["INPUTS_BEFORE_WAIT"])
+                seen.append((kwargs["INPUTS_BEFORE_WAIT"], grid[0], kwargs["num_warps"]))
                 return kernel[grid](*args, **kwargs)
             return launch
 
     monkeypatch.setattr(qkv_epilogue_mod, "launch_gluon", gluon_partials)
     monkeypatch.setattr(qkv_epilogue_mod, "qkv_epilogue_kernel", Launch())
-    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    got, want_out = p.outputs(fill=3), p.outputs(fill=3)
     with np.errstate(all="ignore"):  # the bare launcher: seam's ops silence the interpreter's inf/NaN warnings
         launch_qkv_epilogue(
             xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
             cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
-            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
-            tile=Tile(8, 128, 128, 8, 2, split_k=split, wgmma=True),
+            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1, tile=tile,
         )
-    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
-    _assert_outputs_equal(got, want)
-    assert seen == [True]
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want_out)
+    _assert_outputs_equal(got, want_out)
+    assert seen == [want]
+    assert epilogue_tile_after(tile) == (Tile(1, 128, 128, 2, 1) if block_m <= 128 else epilogue_tile(block_m))
 
 
 def test_reference_sqrt_is_correctly_rounded():
@@ -832,14 +847,18 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
         _assert_fused_exact_on_integer_problem(p, tile)
 
 
-def test_workspace_holds_the_gluon_partials_then_the_staged_rows():
-    """After a Gluon GEMM the epilogue's staged NVFP4 rows get their own room past the partials (the 16-row
-    epilogue tile at 65..128 tokens stages; the one-row tile up to 64 tokens does not)."""
+def test_workspace_holds_the_gluon_partials_and_the_staged_rows():
+    """After a Gluon GEMM the workspace holds its partials, then the epilogue's staged NVFP4 rows: none for
+    the one-row tile of epilogue_tile_after up to 128 tokens (decode and ring kernels), 16-row tiles past
+    that (the ring kernel at 129..256). After the prefill GEMM the 16-row epilogue tile stages its rows
+    there (its accumulator is not in it)."""
     ring = Tile(128, 128, 128, 8, 3, split_k=6, wgmma=True)
-    assert workspace_floats(100, ring, 20) == 20 * 6 * 128 * 128 + 20 * 7 * 16 * 128
+    assert workspace_floats(100, ring, 20) == 20 * 6 * 128 * 128
+    ring256 = Tile(256, 128, 128, 8, 2, split_k=3, wgmma=True)
+    assert workspace_floats(200, ring256, 20) == 20 * 3 * 256 * 128 + 20 * 13 * 16 * 128
     decode = Tile(16, 128, 128, 8, 2, split_k=12, wgmma=True)
     assert workspace_floats(9, decode, 20) == 20 * 12 * 16 * 128
-    assert workspace_floats(200, BF16_MM_TILE, 20) == 20 * 13 * 16 * 128  # its accumulator is not in it
+    assert workspace_floats(200, BF16_MM_TILE, 20) == 20 * 13 * 16 * 128
     assert workspace_floats(1, GEMV_TILE, 20) == 0
 
 
@@ -870,13 +889,13 @@ def test_epilogue_stages_rows_past_partials_kept_in_the_workspace(in_workspace, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [8, 64, 128])
-def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(m):
+@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 200)])
+def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(nkv, m):
     """Two different problems launched back to back on the one workspace (no synchronization between them):
-    both give the reference bytes (at 128 tokens the epilogue stages NVFP4 rows in the workspace while other
-    heads' programs still read the ring GEMM's partials there: the staged rows must lie past them), and the
-    counters are back at zero."""
-    problems = [make_problem(nkv=1, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,
+    both give the reference bytes (after the 256-token ring GEMM, nkv 2 at 200 tokens, the epilogue stages
+    NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
+    rows must lie past them), and the counters are back at zero."""
+    problems = [make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,
                              num_blocks=max(4, -(-3 * m // 64))) for seed in (80 + m, 81 + m)]
     assert pick_qkv_tile(m, problems[0].n, 6144, problems[0].x.device).wgmma
     got = [p.outputs(fill=3) for p in problems]

@@ -5,7 +5,9 @@ E4M3 + swizzled scales); ``quantize="in_gemm"`` is one GEMM that quantizes each 
 tile in registers, once per 128-wide N tile. The second saves a launch (~0.5 us of
 CUDA-graph replay on the H200) and the E4M3 round trip, and pays N/128 redundant
 quantizations of A, so it wins only up to some M. That M, per layer shape, is what
-this benchmark measures; it set ``seam.ops.linear.IN_GEMM_MAX_M`` (``quantize="auto"``).
+this benchmark measures; it set ``seam.ops.linear.IN_GEMM_MAX_M`` (``quantize="auto"``). Past 64 tokens
+on Hopper (the ring kernel) ``in_gemm`` quantizes in the launch that dequantizes the activations, once per
+element (5cfa41d): those rows do not bear on ``IN_GEMM_MAX_M``.
 
 Shapes: the MiniMax-M3.1 decoder layer at TP 4 (per rank): gate_up N 1536 K 6144,
 down N 6144 K 768, o_proj N 6144 K 2048, qkv N 2560 K 6144; M in {1, ..., 128}. Both

@@ -46,8 +46,8 @@ def store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R: tl.constexpr, BLOCK_K:
     tl.store(out_ptr + offs, to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
 
 
-# R and R_W (rows) only bound masks and split the grid: not specialized, so qkv_warmup's one-token launch
-# compiles the kernel every M of the ring and prefill paths runs
+# R and R_W (rows) only bound masks and split the grid: not specialized, so one launch per (A_BF16, K) compiles
+# the kernel every M of the ring and prefill paths runs
 @triton.jit(do_not_specialize=["R", "R_W"])
 def mxfp8_dequant_kernel(
     values_ptr,  # uint8 view of float8_e4m3fn [R, K], row stride stride_vr (the activations); BF16 with A_BF16
@@ -169,7 +169,7 @@ def launch_mxfp8_linear_bf16_mm(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
-    BF16 here by one launch (``xs`` None: ``xq`` is the BF16 activation, quantized to MXFP8 first; one
+    BF16 here by one launch (``xs`` None: ``xq`` is the BF16 activation, MXFP8-quantized in that launch; one
     launch against two, H200 log run 97: 0.83-1.02x the path's time at M 129-512 on the MiniMax layers,
     faster at 11 of 12, 0.96-1.00x at 2048), then one cuBLAS
     GEMM accumulating in fp32 and rounding to BF16 once (:func:`_mm_bf16`), or with fp32 output, left

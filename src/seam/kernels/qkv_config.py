@@ -1,6 +1,7 @@
 """Launch rules of the fused QKV kernel (``seam.kernels.qkv_epilogue``) that are its own: which tiles
-stage their NVFP4 rows through the workspace (so which launches need it), and the tile of the
-epilogue-only launch on a given accumulator (``seam.ops.qkv.qkv_epilogue``).
+stage their NVFP4 rows through the workspace (so which launches need it), the tile of the
+epilogue-only launch on a given accumulator (``seam.ops.qkv.qkv_epilogue``), and the epilogue kernel's
+tile after the fused op's own GEMM launch (:func:`epilogue_tile_after`).
 
 The fused launch's GEMM tile, ``pick_qkv_tile``, stays in ``seam.kernels.mxfp8_gemm_config`` (one home
 per rule): it is ``pick_tile``'s tl choice refit to the epilogue's registers, built from that
@@ -43,15 +44,15 @@ def needs_workspace(tile: Tile) -> bool:
 def workspace_floats(m: int, tile: Tile, heads: int) -> int:
     """fp32 workspace elements a launch of the fused kernel with ``tile`` (a ``pick_qkv_tile`` tile, or an
     :func:`epilogue_tile` on a given accumulator) needs at M tokens and ``heads`` 128-wide heads. After a
-    Gluon GEMM the epilogue's staged rows lie past the GEMM's partials: its programs stage while other heads'
-    programs still read partials."""
+    Gluon GEMM any staged rows of the epilogue (:func:`epilogue_tile_after`) lie past the GEMM's partials:
+    its programs stage while other heads' programs still read partials."""
     def floats(t: Tile) -> int:
         return heads * -(-m // t.block_m) * t.split_k * t.block_m * 128 if needs_workspace(t) else 0
 
     if tile.wgmma:  # the Gluon GEMM's partials (one M tile), then the epilogue on them
-        return heads * tile.split_k * tile.block_m * 128 + floats(epilogue_tile(tile.block_m))
+        return heads * tile.split_k * tile.block_m * 128 + floats(epilogue_tile_after(tile))
     if tile.bf16_mm:  # the prefill GEMM writes its own accumulator
-        return floats(epilogue_tile(tile.block_m))
+        return floats(epilogue_tile_after(tile))
     return floats(tile)
 
 
@@ -66,8 +67,26 @@ EPILOGUE_ONE_ROW_MAX_M = 64
 
 
 def epilogue_tile(m: int) -> Tile:
-    """The tile :func:`seam.ops.qkv.qkv_epilogue` (and the fused op's epilogue kernel after the Gluon or
-    prefill GEMM) runs M tokens with: see :data:`EPILOGUE_ONE_ROW_MAX_M` (no GEMM, so no K split)."""
+    """The tile :func:`seam.ops.qkv.qkv_epilogue` (and the fused op's epilogue kernel after the prefill GEMM
+    and the 256-token ring GEMM: :func:`epilogue_tile_after`) runs M tokens with: see
+    :data:`EPILOGUE_ONE_ROW_MAX_M` (no GEMM, so no K split)."""
     if m <= EPILOGUE_ONE_ROW_MAX_M:
         return Tile(1, 128, 128, 2 if m <= 16 else 1, 1)
     return Tile(16, 128, 64, 4, 1)
+
+
+def epilogue_tile_after(gemm: Tile) -> Tile:
+    """The epilogue kernel's tile after the fused op's GEMM launch ``gemm`` (a ``wgmma`` or ``bf16_mm`` tile).
+    On the split-K partials of a Gluon GEMM of up to 128 rows (the decode kernel's, M <= 64, and the
+    128-token ring kernel's, M 65-128): one row, 2 warps, whose programs sum the partials and start while the
+    GEMM's last programs run, where :func:`epilogue_tile` (tuned without a GEMM before it) is slower. H200, us
+    (``docs/benchmarks-log.md`` runs 102-104, same bytes): fused QKV minus ``mxfp8_linear``, epilogue_tile ->
+    this, nkv 1 M 32 2.68 -> 1.88, M 64 2.13 -> 1.80, nkv 2 M 32 2.72 -> 1.87; fused, after the ring kernel
+    (16 rows 4 warps before), nkv 1 M 65 22.20 -> 19.54, M 128 22.90 -> 20.63, nkv 2 M 65 32.74 -> 30.21, M
+    128 35.90 -> 33.30 (at nkv 2 M 128 four rows on 4 warps, 32.01, and 16 rows on 8, 32.49, were a little
+    faster still; one rule kept, and one-row programs stage no NVFP4 rows). Elsewhere (the 256-token ring
+    kernel, the prefill GEMM; not measured after a GEMM): :func:`epilogue_tile` of the GEMM's rows. A
+    function of the GEMM tile alone, so ``qkv_warmup`` compiles it with the GEMM at any M."""
+    if gemm.wgmma and gemm.block_m <= 128:
+        return Tile(1, 128, 128, 2, 1)
+    return epilogue_tile(gemm.block_m)

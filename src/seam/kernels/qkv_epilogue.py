@@ -47,7 +47,7 @@ from seam.kernels.mxfp8_gemm import (
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
-from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile, needs_workspace, workspace_floats
+from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile_after, needs_workspace, workspace_floats
 
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
@@ -522,8 +522,8 @@ def launch_qkv_epilogue(
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
 
     A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM first, then this kernel with
-    :func:`seam.kernels.qkv_config.epilogue_tile` of the GEMM's rows on what it wrote: the Gluon kernel's
-    split-K partials (in the workspace, with the rows this kernel stages past them:
+    the tile :func:`seam.kernels.qkv_config.epilogue_tile_after` gives on what it wrote: the Gluon kernel's
+    split-K partials (in the workspace, with any rows this kernel stages past them:
     :func:`seam.kernels.qkv_config.workspace_floats`; this kernel sums them in split order), or the prefill
     GEMM's fp32 accumulator (4 * M * N bytes, temporary). Where TMA cannot read an operand as is, the one-kernel
     path runs instead, on its tl tile. ``acc`` may be such partials, [heads, splits, MP, 128] fp32.
@@ -535,7 +535,7 @@ def launch_qkv_epilogue(
     use_pdl = runtime.supports_pdl(positions.device)
     heads = 19 * nkv + 1
     gluon_partials = False  # the decode GEMM launched here, which triggers this kernel past its own wait
-    # one workspace for the launch(es) here: the Gluon GEMM's partials first, the epilogue's staged rows after
+    # one workspace for the launch(es) here: the Gluon GEMM's partials first, any staged rows of the epilogue after
     scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))
     if acc is None and (tile.wgmma or tile.bf16_mm):
         n, k = wq.shape
@@ -553,7 +553,7 @@ def launch_qkv_epilogue(
                 scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))
         if acc is not None:
             xq = xsf = wq = wsf = None
-            tile = epilogue_tile(tile.block_m)  # = epilogue_tile(m); one tile per GEMM tile (qkv_warmup)
+            tile = epilogue_tile_after(tile)  # one per GEMM tile (qkv_warmup compiles it)
     from_acc = acc is not None
     if from_acc and acc.dim() == 4:  # the Gluon GEMM's partials
         stride_head, stride_split, stride_acc, partials = acc.stride(0), acc.stride(1), acc.stride(2), acc.shape[1]
