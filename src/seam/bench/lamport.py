@@ -6,7 +6,9 @@ one simulated call = TP publishes (MoE finalize, stores into TP mailboxes) + TP 
 compared with the unfused chain for the same TP ranks on one device: TP torch finalizes
 (``seam.ref.lamport.moe_finalize_ref``), the fp32 rank sum, and TP launches of
 ``seam.gemma_fused_add_rms_norm_mxfp8``. Both are reported per call (all ranks) and per
-rank (/TP). hidden 6144, top_k 4, M in {1, 8, 32, 128, 256}, TP in {2, 4, 8}.
+rank (/TP). hidden 6144, top_k 4, M in {1, 8, 32, 128, 256}, TP in {2, 4, 8}. ``floor``: the bytes one
+simulated call must move through HBM (:func:`bytes_moved`) at 4.23 TB/s + one launch
+(``timing.floor_us``); ``floor/fused`` the share of the fused time it is.
 Cross-GPU latency: ``seam.bench.dist``; cross-GPU correctness: ``seam.verify.dist`` (both under torchrun).
 """
 
@@ -16,7 +18,7 @@ import torch
 from rich.table import Table
 
 import seam
-from seam.bench.timing import graph_time_us
+from seam.bench.timing import floor_us, graph_time_us
 from seam.comm import SimulatedGroup
 from seam.ops.allreduce_moe import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
 from seam.ref.lamport import lamport_sum_ref, moe_finalize_ref
@@ -26,6 +28,19 @@ TOP_K = 4
 EPS = 1e-6
 MS = (1, 8, 32, 128, 256)
 TPS = (2, 4, 8)
+
+
+def bytes_moved(m: int, tp: int, hidden: int = HIDDEN, top_k: int = TOP_K) -> int:
+    """HBM bytes of one simulated call (all ``tp`` ranks), the least the op can move: per rank its MoE output
+    read (top_k BF16 expert rows per token with fp32 weights and int32 indices, the BF16 shared-expert row),
+    its BF16 contribution written into the tp mailboxes and the tp contributions read back (the exchange,
+    through HBM on one GPU), the residual and norm weight read, residual_out and the MXFP8 values and
+    128x4-swizzled scales written. The re-arm of the mailbox (sentinel stores) is not counted."""
+    row = m * hidden * 2
+    moe = m * top_k * (hidden * 2 + 4 + 4) + row
+    exchange = 2 * tp * row
+    norm = row + hidden * 2 + row + m * hidden + seam.mxfp8_scale_numel(m, hidden)
+    return tp * (moe + exchange + norm)
 
 
 def _moe(m: int, seed: int, dev: torch.device) -> MoEOutput:
@@ -101,10 +116,12 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
                 "fused us": fused_us, "fused us/rank": fused_us / tp,
                 "unfused us": unfused_us, "unfused us/rank": unfused_us / tp,
                 "speedup": unfused_us / fused_us,
+                "floor us": floor_us(bytes_moved(m, tp)), "floor/fused": floor_us(bytes_moved(m, tp)) / fused_us,
             })
     table = Table(title=f"Lamport finalize + all-reduce + Gemma RMSNorm + MXFP8, simulated TP on one GPU, "
                         f"hidden {HIDDEN}, top_k {TOP_K} (us per call)")
-    cols = ["TP", "M", "fused us", "fused us/rank", "unfused us", "unfused us/rank", "speedup"]
+    cols = ["TP", "M", "fused us", "fused us/rank", "unfused us", "unfused us/rank", "speedup", "floor us",
+            "floor/fused"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:
