@@ -111,12 +111,13 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
 
             fused_us = _time(fused)
             unfused_us = _time(unfused)
+            floor = floor_us(bytes_moved(m, tp))
             rows.append({
                 "op": "lamport_finalize_gemma_rms_norm_mxfp8", "TP": tp, "M": m, "hidden": HIDDEN,
                 "fused us": fused_us, "fused us/rank": fused_us / tp,
                 "unfused us": unfused_us, "unfused us/rank": unfused_us / tp,
                 "speedup": unfused_us / fused_us,
-                "floor us": floor_us(bytes_moved(m, tp)), "floor/fused": floor_us(bytes_moved(m, tp)) / fused_us,
+                "floor us": floor, "floor/fused": floor / fused_us,
             })
     table = Table(title=f"Lamport finalize + all-reduce + Gemma RMSNorm + MXFP8, simulated TP on one GPU, "
                         f"hidden {HIDDEN}, top_k {TOP_K} (us per call)")

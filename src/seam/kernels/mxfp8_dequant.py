@@ -26,13 +26,19 @@ from seam.kernels.numerics import (
 
 
 @triton.jit
+def _tile(R, K, pid_r, pid_k, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """(rows int64, cols, mask) of the BLOCK_R x BLOCK_K tile (pid_r, pid_k) of an [R, K] operand."""
+    rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
+    cols = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    return rows, cols, (rows[:, None] < R) & (cols[None, :] < K)
+
+
+@triton.jit
 def dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
                  BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
     """(values, scales, offsets, mask) of the BLOCK_R x BLOCK_K tile (pid_r, pid_k) of one operand, loaded."""
-    rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # R * K may exceed 2^31
-    cols = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    rows, cols, mask = _tile(R, K, pid_r, pid_k, BLOCK_R, BLOCK_K)
     scols = pid_k * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
-    mask = (rows[:, None] < R) & (cols[None, :] < K)
     v = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0)
     s_mask = (rows[:, None] < R) & (scols[None, :] < K // 32)
     s = tl.load(scales_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], (K // 32 + 3) // 4 * 4),
@@ -42,6 +48,7 @@ def dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
 
 @triton.jit
 def store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Store ``bf16(e4m3 * 2^(s - 127))`` of a tile's E4M3 bits ``v`` and scale bytes ``s`` at ``offs``."""
     f = tl.reshape(e4m3_to_f32(v), (BLOCK_R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
     tl.store(out_ptr + offs, to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
 
@@ -86,9 +93,7 @@ def mxfp8_dequant_kernel(
             tl.extra.cuda.gdc_wait()
         if A_BF16:
             # the bytes seam.mxfp8_quantize writes, dequantized as they would be (the blocks are row-local)
-            rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
-            cols = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
-            mask = (rows[:, None] < R) & (cols[None, :] < K)
+            rows, cols, mask = _tile(R, K, pid_r, pid_k, BLOCK_R, BLOCK_K)
             x = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0.0)
             v, s = mxfp8_quantize_tile(to_f32(x), BLOCK_R, BLOCK_K)
             offs = rows[:, None] * K + cols[None, :]
