@@ -231,8 +231,8 @@ def test_wgmma_tile_sizes_checked_gpu():
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
     per program and shared-memory weight steps change the code; the split and K beyond that do not), E4M3
-    activations, and BF16 ones at each block_m's longest range with and without shared-memory steps, and
-    the partials-only kernels the QKV op picks (nkv 1, 2, 4): no spills, shared memory within the limit,
+    activations, and BF16 ones (quantized in the kernel, or A_deq) at each block_m's longest range with and
+    without shared-memory steps, and the partials-only kernels the QKV op picks (nkv 1, 2, 4): no spills, shared memory within the limit,
     up to 32 tokens at most 128 registers (two programs per SM; the weight steps read before the PDL
     wait are held across the activation staging), and with shared-memory steps at most half an SM's
     shared memory.
@@ -248,21 +248,23 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
             configs.setdefault(key, (t.split_k, k))
     longest = {(key[0], key[-1]): max(other for other in configs if (other[0], other[-1]) == (key[0], key[-1]))
                for key in configs}
-    runs = [(key[0], key[1], sk, k, False, False) for key, (sk, k) in sorted(configs.items())]
-    runs += [(key[0], key[1], *configs[key], True, False) for key in sorted(longest.values())]
+    runs = [(key[0], key[1], sk, k, False, False, False) for key, (sk, k) in sorted(configs.items())]
+    runs += [(key[0], key[1], *configs[key], True, False, False) for key in sorted(longest.values())]
+    runs += [(key[0], key[1], *configs[key], False, False, True) for key in sorted(longest.values())]  # A_deq
     qkv = {}
     for nkv in (1, 2, 4):
         for m in range(2, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, (19 * nkv + 1) * 128, 6144, 132)  # pick_qkv_tile's on Hopper (test above)
             qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
-    runs += [(bm, st, sk, 6144, False, True) for (bm, st, _), sk in sorted(qkv.items())]
+    runs += [(bm, st, sk, 6144, False, True, False) for (bm, st, _), sk in sorted(qkv.items())]
     script = (
         "import importlib.util, json, sys\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
         "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
-        f"for bm, st, sk, k, bf16, partials in {runs!r}:\n"
-        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, partials=partials)\n"
-        "    print(json.dumps([bm, st, sk, k, bf16, partials, r]))\n"
+        f"for bm, st, sk, k, bf16, partials, a_deq in {runs!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, partials=partials,\n"
+        "                       a_deq=a_deq)\n"
+        "    print(json.dumps([bm, st, sk, k, bf16, partials, a_deq, r]))\n"
     )
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)

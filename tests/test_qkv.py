@@ -243,7 +243,7 @@ def test_gluon_gemm_partials_take_the_epilogue_tile_after_it(m, block_m, split, 
     heads = p.n // 128
     tile = Tile(block_m, 128, 128, 8, 2, split_k=split, wgmma=True)
 
-    def gluon_partials(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False):
+    def gluon_partials(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False, a_deq=None):
         assert partials
         work, _ = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(device))]
         parts = work[: heads * tile.split_k * tile.block_m * 128].view(heads, tile.split_k, tile.block_m, 128)

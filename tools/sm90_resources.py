@@ -38,11 +38,11 @@ def _cuobjdump() -> Path:
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
-              partials: bool = False) -> dict:
+              partials: bool = False, a_deq: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
-    the Gluon decode kernel, with ``partials`` its partials-only store for the QKV op) for one tile, compiled
-    for sm_90.
+    the Gluon decode kernel, with ``partials`` its partials-only store for the QKV op and with ``a_deq`` its
+    variant that reads A_deq, ``seam.formats.a_deq``) for one tile, compiled for sm_90.
 
     Raises:
         RuntimeError: seam's kernels were imported in interpreter mode (set TRITON_INTERPRET=0).
@@ -53,7 +53,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
 
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
-                                max_registers=max_registers, partials=partials)
+                                max_registers=max_registers, partials=partials, a_deq=a_deq)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "nkv": "i32", "M": "i32",
@@ -118,7 +118,7 @@ def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, s
 
 
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
-                     max_registers: int | None, partials: bool) -> dict:
+                     max_registers: int | None, partials: bool, a_deq: bool = False) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -134,15 +134,17 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
         room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
         raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
-    x_dtype = gl.bfloat16 if a_bf16 else gl.uint8
+    bf16_x = a_bf16 or a_deq
+    x_dtype = gl.bfloat16 if bf16_x else gl.uint8
     w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
     x_layout = gl.NVMMASharedLayout.get_default_for([block_m, 128], x_dtype)
     s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
-             "x_desc": f"tensordesc<{'bf16' if a_bf16 else 'u8'}[{block_m}, 128],{x_layout!r}>",
+             "x_desc": f"tensordesc<{'bf16' if bf16_x else 'u8'}[{block_m}, 128],{x_layout!r}>",
              "out_ptr": "*fp32" if partials else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
-    consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16, USE_PDL=True,
+    consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq,
+                  USE_PDL=True,
                   COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
                   EARLY_STEPS=rules.early_steps, SMEM_STEPS=rules.smem_steps, num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
@@ -189,11 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--f16-operands", action="store_true")
     p.add_argument("--a-bf16", action="store_true", help="linear, wgmma: BF16 activations quantized in the GEMM")
     p.add_argument("--partials", action="store_true", help="wgmma: partials only (the QKV op's GEMM)")
+    p.add_argument("--a-deq", action="store_true", help="wgmma: reads A_deq (seam.formats.a_deq)")
     a = p.parse_args(argv)
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
                                num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
                                has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16,
-                               partials=a.partials)))
+                               partials=a.partials, a_deq=a.a_deq)))
     return 0
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import torch
 
 from seam import checks
+from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout, scale_numel
 
 _SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -26,12 +27,17 @@ class QuantizedActivation:
         dtype: dtype of the unquantized rows (BF16 for every seam producer; FP16/FP32 allowed).
         shape: (M, K) of the unquantized rows, K a positive multiple of 32.
         layout: the scale layout.
+        a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the Hopper
+            decode GEMM's K order (:func:`seam.formats.a_deq.a_deq_from_mxfp8`), which that GEMM then reads
+            instead of dequantizing ``values`` itself; other paths ignore it. It must hold exactly those
+            bytes (nothing checks them: seam's producers write both in one launch); None: not given.
 
     Raises:
         TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not
-            a Python or NumPy int (bools and floats included).
+            a Python or NumPy int (bools and floats included), a_deq not a BF16 tensor.
         ValueError: shape not a pair (M, K) with M >= 0 and K a positive multiple of 32, tensor shapes
-            or byte counts that do not match it, scales on another device than values.
+            or byte counts that do not match it, scales or a_deq on another device than values, a_deq
+            not contiguous or given where K is not a multiple of 128.
     """
 
     values: torch.Tensor
@@ -39,6 +45,7 @@ class QuantizedActivation:
     dtype: torch.dtype
     shape: tuple[int, int]
     layout: ScaleLayout = ScaleLayout.SWIZZLED
+    a_deq: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", ScaleLayout.parse(self.layout, "layout"))
@@ -68,6 +75,10 @@ class QuantizedActivation:
             raise ValueError(
                 f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got {self.scales.numel()}"
             )
+        if self.a_deq is not None:
+            if k % A_DEQ_STEP:
+                raise ValueError(f"a_deq needs K a multiple of {A_DEQ_STEP}, got K={k}")
+            checks.tensor("a_deq", self.a_deq, dtype=torch.bfloat16, shape=shape, device=self.values.device)
 
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:
         """Raise ValueError if the scales are not in ``layout`` (what a consumer reads)."""

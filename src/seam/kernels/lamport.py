@@ -54,6 +54,7 @@ import torch
 import triton
 import triton.language as tl
 
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne, to_f32
 
 #: Generations in the mailbox rotation.
@@ -258,6 +259,7 @@ def lamport_consumer_kernel(
     residual_out_ptr,  # bf16 [M, hidden]
     values_ptr,  # uint8 view of e4m3 [M, hidden]
     scales_ptr,  # uint8, 128x4 swizzled, padding rows zero
+    a_deq_ptr,  # bf16 [M, hidden]: A_deq of the MXFP8 rows (seam.formats.a_deq; written with WRITE_A_DEQ)
     # sizes
     M,
     capacity,
@@ -268,6 +270,7 @@ def lamport_consumer_kernel(
     EPILOGUE: tl.constexpr,
     GEMMA: tl.constexpr,  # weight is applied as (1 + w)
     STORE_NORMED: tl.constexpr,  # MXFP8 epilogue also writes BF16 normed into out_ptr
+    WRITE_A_DEQ: tl.constexpr,  # MXFP8 epilogue also writes A_deq (hidden a multiple of 128)
     SPIN_LIMIT: tl.constexpr,
     BLOCK_H: tl.constexpr,  # next power of two >= hidden: one program holds a whole row
     PAD_ROWS: tl.constexpr,  # swizzle padding rows zeroed per program past M
@@ -310,6 +313,9 @@ def lamport_consumer_kernel(
                 values, scales = mxfp8_quantize_tile(tl.reshape(normed, (1, BLOCK_H)), 1, BLOCK_H)
                 tl.store(values_ptr + row + cols, tl.reshape(values, (BLOCK_H,)), mask=mask)
                 tl.store(scales_ptr + s_offs, tl.reshape(scales, (BLOCK_H // 32,)), mask=scols < padded_scols)
+                if WRITE_A_DEQ:
+                    store_a_deq(a_deq_ptr, tl.zeros((1,), tl.int64) + row, cols, values, scales, mask[None, :],
+                                1, BLOCK_H)
     else:
         if EPILOGUE == _RMS_NORM_MXFP8:
             if USE_PDL:
@@ -393,9 +399,11 @@ def launch_lamport_consumer(
     scales: torch.Tensor | None = None,
     spin_limit: int = 0,
     use_pdl: bool = False,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
     """Collect M rows from this rank's mailbox and run ``epilogue`` (EPILOGUE_* constant). Registered as is
-    (``seam.ops.allreduce_base``): flat annotated arguments, each output optional."""
+    (``seam.ops.allreduce_base``): flat annotated arguments, each output optional (``a_deq``: with the MXFP8
+    epilogue, A_deq of its rows, ``seam.formats.a_deq``)."""
     _, tp, capacity, hidden = mailbox.shape
     block_h = max(triton.next_power_of_2(hidden), 128)  # >= 128: holds the padded scale columns
     # MXFP8: programs past M zero the swizzle padding scale rows, PAD_ROWS each.
@@ -413,6 +421,7 @@ def launch_lamport_consumer(
         residual_out if residual_out is not None else dummy,
         values.view(torch.uint8) if values is not None else dummy,
         scales if scales is not None else dummy,
+        a_deq if a_deq is not None else dummy,
         m,
         capacity,
         hidden,
@@ -421,6 +430,7 @@ def launch_lamport_consumer(
         EPILOGUE=epilogue,
         GEMMA=gemma,
         STORE_NORMED=out is not None,
+        WRITE_A_DEQ=a_deq is not None,
         SPIN_LIMIT=spin_limit,
         BLOCK_H=block_h,
         PAD_ROWS=PAD_ROWS,

@@ -524,12 +524,18 @@ def mxfp8_linear_kernel(
 
 def launch_gluon(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
-    tile: Tile, use_pdl: bool, *, partials: bool = False,
+    tile: Tile, use_pdl: bool, *, partials: bool = False, a_deq: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
     (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
-    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. Returns
-    None, launching nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
+    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
+    (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the decode kernel
+    then copies instead of dequantizing ``xq`` (the ring kernel makes its own copy). Returns None, launching
+    nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
+    if a_deq is not None and not tile.ring and mxfp8_wgmma.tma_ready(a_deq):
+        xq, xs = a_deq, None
+    else:
+        a_deq = None
     m, n = xq.shape[0], wq.shape[0]
     # the ring kernel reads the activations from its own dequantized copy
     if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws) if tile.ring
@@ -547,14 +553,16 @@ def launch_gluon(
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
-                                              smem_steps=rules.smem_steps, early_steps=rules.early_steps)
+                                              smem_steps=rules.smem_steps, early_steps=rules.early_steps,
+                                              a_deq=a_deq is not None)
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out
 
 
 def launch_mxfp8_linear(
-    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
     """out[M, N] = bf16(A_deq @ B_deq^T) for validated operands (swizzled scales); an fp32 ``out`` (the
     fused QKV op's accumulator) gets the sums unrounded, from a ``bf16_mm`` tile only.
@@ -564,7 +572,9 @@ def launch_mxfp8_linear(
     tile runs the Gluon kernel; where TMA cannot read an operand as is (a base or row
     stride not 16-byte aligned) the tl kernel runs instead, on its own tile (same bytes
     wherever the sums are exact; within fp32 reordering otherwise). A ``bf16_mm`` tile runs
-    the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`).
+    the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`). ``a_deq``: the
+    activations' A_deq (:mod:`seam.formats.a_deq`), which the Gluon decode kernel reads in place of ``xq``;
+    every other path ignores it.
     """
     m, k = xq.shape
     n = wq.shape[0]
@@ -578,7 +588,7 @@ def launch_mxfp8_linear(
     a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
     if tile.wgmma:
-        if launch_gluon(xq, xs, wq, ws, out, tile, use_pdl) is not None:
+        if launch_gluon(xq, xs, wq, ws, out, tile, use_pdl, a_deq=a_deq) is not None:
             return
         tile = pick_tile(m, n, k, out.device, tl_only=True)  # an operand TMA cannot read as is
     grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)

@@ -1,7 +1,8 @@
 """Fused residual add + (Gemma) RMSNorm, optionally + MXFP8 (``docs/spec/norm_act.md``).
 
 Bytes moved per row of H (fused add + norm + MXFP8 + BF16 normed): 2H (x) + 2H (residual)
-read, 2H (residual_out) + H + H/32 (E4M3 values, scales) + 2H (normed, optional) written;
+read, 2H (residual_out) + H + H/32 (E4M3 values, scales) + 2H (normed, optional) + 2H (A_deq,
+optional: the MXFP8 rows dequantized for the Hopper decode GEMM, ``seam.formats.a_deq``) written;
 the weight (2H) is read once per program and stays in L2.
 
 One program owns ``ROWS`` whole rows (``ROWS = 1`` at model sizes) held in registers as a
@@ -23,6 +24,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
@@ -45,6 +47,7 @@ def fused_add_rms_norm_kernel(
     normed_ptr,  # [M, H] bf16 contiguous (written with WRITE_NORMED)
     values_ptr,  # [M, H] uint8 view of E4M3 (written with QUANT)
     scales_ptr,  # uint8: swizzled flat, or row-major [M, H/32] (written with QUANT)
+    a_deq_ptr,  # [M, H] bf16 contiguous: A_deq of the MXFP8 rows (written with WRITE_A_DEQ)
     # sizes and strides
     M,
     H,
@@ -57,6 +60,7 @@ def fused_add_rms_norm_kernel(
     WRITE_NORMED: tl.constexpr,  # store the BF16 normed rows
     QUANT: tl.constexpr,  # store MXFP8 values/scales of the BF16 normed rows
     SWIZZLED: tl.constexpr,  # 128x4 swizzled scales (padding written as zero)
+    WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (seam.formats.a_deq; H a multiple of 128)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
@@ -114,6 +118,8 @@ def fused_add_rms_norm_kernel(
                 s_offs = rows[:, None] * num_scols + scols[None, :]
                 s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
             tl.store(scales_ptr + s_offs, scales, mask=s_mask)
+            if WRITE_A_DEQ:
+                store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, BLOCK_H)
     else:
         zero_scale_padding_rows(scales_ptr, M, pid - num_row_programs, scols, padded_scols, PAD_ROWS)
 
@@ -150,10 +156,12 @@ def launch_fused_add_rms_norm(
     values: torch.Tensor | None = None,
     scales: torch.Tensor | None = None,
     swizzled: bool = False,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
     """One launch over validated buffers; each ``None`` output is not written.
 
-    ``residual`` and ``residual_out`` go together; ``values`` and ``scales`` go together.
+    ``residual`` and ``residual_out`` go together; ``values`` and ``scales`` go together; ``a_deq`` (BF16
+    [M, H], H a multiple of 128: A_deq of the MXFP8 rows, ``seam.formats.a_deq``) comes with them.
     Flat annotated arguments, so ``seam.ops.norm`` registers this launcher as is.
     """
     m, hidden = x.shape
@@ -173,6 +181,7 @@ def launch_fused_add_rms_norm(
         normed if normed is not None else x,
         values.view(torch.uint8) if quant else x,
         scales if quant else x,
+        a_deq if a_deq is not None else x,
         m,
         hidden,
         x.stride(0),
@@ -183,6 +192,7 @@ def launch_fused_add_rms_norm(
         WRITE_NORMED=normed is not None,
         QUANT=quant,
         SWIZZLED=swizzled,
+        WRITE_A_DEQ=a_deq is not None,
         USE_PDL=use_pdl,
         EARLY_TRIGGER=early_trigger(m),
         ROWS=rows,

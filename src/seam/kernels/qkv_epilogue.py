@@ -518,8 +518,10 @@ def launch_qkv_epilogue(
     inv_scales: tuple[float, float, float],
     nkv: int,
     tile: Tile,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
+    ``a_deq``: A_deq of ``xq`` (``seam.formats.a_deq``), which the Gluon decode GEMM reads in its place.
 
     A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM first, then this kernel with
     the tile :func:`seam.kernels.qkv_config.epilogue_tile_after` gives on what it wrote: the Gluon kernel's
@@ -544,7 +546,7 @@ def launch_qkv_epilogue(
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
         else:
             # one M tile; its partials land in scratch (the workspace reserved above is the one it takes)
-            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True)
+            acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True, a_deq=a_deq)
             # the decode kernel's PARTIALS mode triggers this launch only past its own wait (mxfp8_wgmma); the
             # ring kernel triggers before its wait, so its epilogue reads its inputs after its own
             gluon_partials = acc is not None and not tile.ring

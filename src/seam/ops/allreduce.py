@@ -171,6 +171,7 @@ class LamportAllReduce(LamportBase):
         *,
         also_bf16: bool = False,
         rank: int | None = None,
+        a_deq: bool = False,
     ) -> tuple[QuantizedActivation, torch.Tensor] | tuple[QuantizedActivation, torch.Tensor, torch.Tensor]:
         """Consumer (a): ``(QuantizedActivation(normed), residual_out[, normed])``.
 
@@ -180,6 +181,8 @@ class LamportAllReduce(LamportBase):
             eps: finite float >= 0.
             also_bf16: also return the BF16 normed rows.
             rank: the simulated rank collecting (None for a real group).
+            a_deq: the same launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden a
+                multiple of 128), which :func:`seam.mxfp8_linear`'s Hopper decode kernel then reads.
 
         Returns:
             QuantizedActivation (values float8_e4m3fn [M, hidden], 128x4 swizzled scales
@@ -192,9 +195,10 @@ class LamportAllReduce(LamportBase):
         """
         r = self._mailbox_rank(rank)
         also_bf16 = checks.flag("also_bf16", also_bf16)
+        a_deq = self._check_a_deq(a_deq)
         m = self._pending_m(r)
         eps = self._check_norm_inputs(m, residual, weight, eps)
-        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, weight, eps, also_bf16)
+        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, weight, eps, also_bf16, a_deq)
 
     def _collect(self, r: int, m: int, out: torch.Tensor) -> torch.Tensor:
         self._launch_consumer(r, m, EPILOGUE_ALL_REDUCE, out=out)
@@ -258,7 +262,8 @@ class LamportAllReduce(LamportBase):
         return self._collect_rms_norm(r, m, residual, weight, eps, gemma)
 
     def all_reduce_gemma_rms_norm_mxfp8(
-        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, also_bf16: bool = False
+        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, also_bf16: bool = False,
+        a_deq: bool = False,
     ):
         """Consumer (a) in one call: publish ``x``, return ``(QuantizedActivation, residual_out[, normed])``.
 
@@ -266,19 +271,20 @@ class LamportAllReduce(LamportBase):
         access this call takes the fallback (``torch.distributed.all_reduce``, then the fused kernel).
 
         Raises:
-            TypeError / ValueError: bad x, residual, weight, eps or also_bf16, before any launch or
+            TypeError / ValueError: bad x, residual, weight, eps, also_bf16 or a_deq, before any launch or
                 collective; ValueError also as :meth:`all_reduce` (simulated tp > 1, a pending
                 publish, the ranks' M differing in debug mode).
             RuntimeError: debug mode and a peer never published.
         """
         m = self._rows("x", x)
         also_bf16 = checks.flag("also_bf16", also_bf16)
+        a_deq = self._check_a_deq(a_deq)
         eps = self._check_norm_inputs(m, residual, weight, eps)
         if not self.fused:
-            return gemma_norm_mxfp8_activation(self._fallback_sum(x), residual, weight, eps, also_bf16)
+            return gemma_norm_mxfp8_activation(self._fallback_sum(x), residual, weight, eps, also_bf16, a_deq)
         r = self.group.check_rank(None)
         self._publish(r, m, x)
-        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, weight, eps, also_bf16)
+        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, weight, eps, also_bf16, a_deq)
 
 
 def all_reduce(x: torch.Tensor, comm: LamportAllReduce, *, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -21,6 +21,7 @@ import torch
 from seam import checks, runtime
 from seam.comm.group import Group, SimulatedGroup
 from seam.comm.ledger import CallLedger
+from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
 from seam.kernels.lamport import EPILOGUE_RMS_NORM_MXFP8, launch_lamport_consumer, launch_lamport_publish
@@ -45,7 +46,7 @@ DEBUG_ENV = "SEAM_LAMPORT_DEBUG"
 _publish_op = register("lamport_publish", ("mailbox", "stage_state"), launch_lamport_publish)
 _consume_op = register(
     "lamport_consume",
-    ("mailbox", "stage_state", "error", "out", "residual_out", "values", "scales"),
+    ("mailbox", "stage_state", "error", "out", "residual_out", "values", "scales", "a_deq"),
     launch_lamport_consumer,
 )
 
@@ -222,20 +223,30 @@ class LamportBase:
         self._collected(rank)
 
     def _consume_gemma_rms_norm_mxfp8(
-        self, rank: int, m: int, residual: torch.Tensor, weight: torch.Tensor, eps: float, also_bf16: bool
+        self, rank: int, m: int, residual: torch.Tensor, weight: torch.Tensor, eps: float, also_bf16: bool,
+        a_deq: bool = False,
     ) -> tuple[QuantizedActivation, torch.Tensor] | tuple[QuantizedActivation, torch.Tensor, torch.Tensor]:
-        """Consumer A on checked inputs: ``(QuantizedActivation, residual_out[, normed])``."""
+        """Consumer A on checked inputs (``a_deq`` checked by :meth:`_check_a_deq`): ``(QuantizedActivation,
+        residual_out[, normed])``, the activation carrying A_deq with ``a_deq``."""
         hidden = self.hidden_size
         values = torch.empty((m, hidden), dtype=torch.float8_e4m3fn, device=self.device)
         scales = torch.empty(mxfp8_scale_numel(m, hidden), dtype=torch.uint8, device=self.device)
         residual_out = torch.empty_like(residual)
         normed = torch.empty_like(residual) if also_bf16 else None
+        deq = torch.empty((m, hidden), dtype=torch.bfloat16, device=self.device) if a_deq else None
         self._launch_consumer(
             rank, m, EPILOGUE_RMS_NORM_MXFP8, residual=residual, weight=weight, eps=eps, gemma=True,
-            out=normed, residual_out=residual_out, values=values, scales=scales,
+            out=normed, residual_out=residual_out, values=values, scales=scales, a_deq=deq,
         )
-        qa = QuantizedActivation(values, scales, torch.bfloat16, (m, hidden), ScaleLayout.SWIZZLED)
+        qa = QuantizedActivation(values, scales, torch.bfloat16, (m, hidden), ScaleLayout.SWIZZLED, a_deq=deq)
         return (qa, residual_out, normed) if also_bf16 else (qa, residual_out)
+
+    def _check_a_deq(self, a_deq: object) -> bool:
+        """The ``a_deq`` flag of a norm + MXFP8 consumer: a bool, True only where hidden is a multiple of 128."""
+        a_deq = checks.flag("a_deq", a_deq)
+        if a_deq:
+            checks.multiple_of("hidden_size with a_deq", self.hidden_size, A_DEQ_STEP)
+        return a_deq
 
     # -- the fallback (no peer access) ----------------------------------------------------
     def _fallback_sum(self, x: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ def allreduce_gemma_rms_norm_mxfp8(
     *,
     also_bf16: bool = False,
     defer: bool = False,
+    a_deq: bool = False,
 ):
     """All-reduce ``x`` over the TP group, add ``residual``, Gemma RMSNorm, MXFP8 (swizzled).
 
@@ -51,6 +52,10 @@ def allreduce_gemma_rms_norm_mxfp8(
             its capacity bounds M).
         also_bf16: also return the BF16 normed rows (the MoE router needs them).
         defer: return None (see above).
+        a_deq: the norm's launch also writes the activation's A_deq (BF16 [M, hidden], ``seam.formats.a_deq``;
+            hidden a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused QKV op's Hopper
+            decode GEMM (M 2..64) then reads instead of dequantizing the MXFP8 rows: 2 bytes per element
+            more written here, every GEMM program's staging saved there.
 
     Returns:
         ``(QuantizedActivation, residual_out)`` or with ``also_bf16``
@@ -63,9 +68,9 @@ def allreduce_gemma_rms_norm_mxfp8(
     if checks.flag("defer", defer):
         return None
     if group is None:
-        return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16)
+        return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16, a_deq)
     if not isinstance(group, LamportAllReduce):
         wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
         hint = wrap if isinstance(group, Group) else ""
         raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}{hint}")
-    return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)
+    return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16, a_deq=a_deq)

@@ -66,11 +66,13 @@ def _launch(
     f16_operands: bool,
     wgmma: bool,
     bf16_mm: bool,
+    a_deq: Optional[torch.Tensor],
 ) -> None:
     # A custom op takes no Tile: its fields travel as Tile.to_args(). xs None: x is BF16, quantized in the GEMM.
+    # a_deq: the QuantizedActivation's A_deq, or None.
     tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
                           wgmma, bf16_mm)
-    launch_mxfp8_linear(x, xs, wq, ws, out, tile)
+    launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq)
 
 
 _linear = register("mxfp8_linear", ("out",), _launch)
@@ -184,7 +186,9 @@ def mxfp8_linear(
             MXFP8 as ``quantize`` says (NaN and inf elements quantize to finite E4M3 values,
             ``docs/spec/mxfp8.md`` step 5, so such a row's output is finite); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
-            change the output's, which is BF16). Not modified.
+            change the output's, which is BF16); where it carries ``a_deq`` the Gluon decode kernel reads
+            those BF16 rows instead of dequantizing the MXFP8 ones itself (same bytes; other paths ignore
+            it). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes
@@ -252,14 +256,23 @@ def mxfp8_linear(
         out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     else:
         checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device)
-        inputs = [("x.values", x.values), ("x.scales", x.scales)] if isinstance(x, QuantizedActivation) else [("x", x)]
+        inputs = _activation_inputs(x)
         checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
     tile = tile or pick_tile(m, n, k, device)
+    a_deq = None
     if isinstance(x, QuantizedActivation):
-        x, xs = x.values, x.scales
+        x, xs, a_deq = x.values, x.scales, x.a_deq
     elif mode is LinearQuantize.IN_GEMM or mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile)):
         xs = None
     else:
         x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
-    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args())
+    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq)
     return out
+
+
+def _activation_inputs(x: torch.Tensor | QuantizedActivation) -> list[tuple[str, torch.Tensor]]:
+    """The tensors ``mxfp8_linear`` reads of ``x``, named for the overlap check."""
+    if not isinstance(x, QuantizedActivation):
+        return [("x", x)]
+    tensors = [("x.values", x.values), ("x.scales", x.scales)]
+    return tensors + ([("x.a_deq", x.a_deq)] if x.a_deq is not None else [])

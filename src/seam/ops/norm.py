@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from seam import checks
+from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.norm_quant import launch_fused_add_rms_norm
@@ -18,7 +19,8 @@ MAX_HIDDEN = 16384  #: widest row one program holds in registers
 
 
 # One op for every variant: a residual, the BF16 normed rows and the MXFP8 outputs are each optional.
-_norm = register("fused_add_rms_norm", ("residual_out", "normed", "values", "scales"), launch_fused_add_rms_norm)
+_norm = register("fused_add_rms_norm", ("residual_out", "normed", "values", "scales", "a_deq"),
+                 launch_fused_add_rms_norm)
 
 
 def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: torch.device | None) -> torch.Tensor:
@@ -207,6 +209,15 @@ def fused_add_rms_norm_mxfp8(
         ValueError: hidden not a multiple of 32 or above 16384, wrong shapes/strides/devices/
             sizes/alignment, eps out of range, unknown scale_layout, overlapping buffers.
     """
+    values, scales, normed, residual_out, _ = _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16,
+                                                             scale_layout, out, with_a_deq=False)
+    return (values, scales, normed, residual_out) if also_bf16 else (values, scales, residual_out)
+
+
+def _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16, scale_layout, out, *, with_a_deq: bool):
+    """:func:`fused_add_rms_norm_mxfp8`'s checks and launch; returns (values, scales, normed or None,
+    residual_out, a_deq or None), ``with_a_deq`` also writing A_deq (``seam.formats.a_deq``, a new BF16
+    [M, hidden] tensor; hidden a multiple of 128, else ValueError)."""
     layout = ScaleLayout.parse(scale_layout)
     for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
         if not isinstance(flag, bool):
@@ -233,9 +244,13 @@ def fused_add_rms_norm_mxfp8(
         outputs.append((normed_name, normed))
     checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)],
                          in_place=((normed_name, "x"), (res_name, "residual")))
+    a_deq = None
+    if with_a_deq:
+        checks.multiple_of("hidden (x.shape[1]) with a_deq", hidden, A_DEQ_STEP)
+        a_deq = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
     _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed, values=values, scales=scales,
-          swizzled=layout is ScaleLayout.SWIZZLED)
-    return (values, scales, normed, residual_out) if also_bf16 else (values, scales, residual_out)
+          swizzled=layout is ScaleLayout.SWIZZLED, a_deq=a_deq)
+    return values, scales, normed, residual_out, a_deq
 
 
 def gemma_fused_add_rms_norm_mxfp8(
@@ -279,14 +294,20 @@ def gemma_fused_add_rms_norm_mxfp8(
     )
 
 
-def gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16: bool = False):
+def gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16: bool = False, a_deq: bool = False):
     """:func:`gemma_fused_add_rms_norm_mxfp8` (swizzled scales) packaged for a consumer GEMM.
 
     Returns ``(QuantizedActivation, residual_out)`` or with ``also_bf16``
     ``(QuantizedActivation, residual_out, normed)``: the TP-1 and no-peer-access paths of
-    the all-reduce + norm + quant boundary. Raises as :func:`gemma_fused_add_rms_norm_mxfp8`.
+    the all-reduce + norm + quant boundary. With ``a_deq`` the same launch also writes the activation's
+    A_deq (BF16 [M, hidden], ``seam.formats.a_deq``; hidden a multiple of 128), which
+    :func:`seam.mxfp8_linear`'s Hopper decode kernel then reads instead of dequantizing the MXFP8 rows.
+    Raises as :func:`gemma_fused_add_rms_norm_mxfp8`; TypeError for a non-bool ``a_deq``, ValueError for
+    ``a_deq`` with hidden not a multiple of 128.
     """
-    outs = gemma_fused_add_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16)
-    values, scales, residual_out = outs[0], outs[1], outs[-1]
-    qa = QuantizedActivation(values, scales, torch.bfloat16, tuple(x.shape), ScaleLayout.SWIZZLED)
-    return (qa, residual_out, outs[2]) if also_bf16 else (qa, residual_out)
+    if not isinstance(a_deq, bool):
+        raise TypeError(f"a_deq must be a bool, got {checks.type_name(a_deq)}")
+    values, scales, normed, residual_out, deq = _add_norm_mxfp8(
+        x, residual, weight, eps, True, also_bf16, ScaleLayout.SWIZZLED, None, with_a_deq=a_deq)
+    qa = QuantizedActivation(values, scales, torch.bfloat16, tuple(x.shape), ScaleLayout.SWIZZLED, a_deq=deq)
+    return (qa, residual_out, normed) if also_bf16 else (qa, residual_out)

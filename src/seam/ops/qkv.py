@@ -71,6 +71,7 @@ def _launch(
     f16_operands: bool,
     wgmma: bool,
     bf16_mm: bool,
+    a_deq: Optional[torch.Tensor],
 ) -> None:
     launch_qkv_epilogue(
         xq=xq, xsf=xsf, wq=wq, wsf=wsf, acc=acc,
@@ -84,6 +85,7 @@ def _launch(
         # A custom op takes no Tile: its fields travel as Tile.to_args().
         tile=Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
                             wgmma, bf16_mm),
+        a_deq=a_deq,
     )
 
 
@@ -242,6 +244,7 @@ def qkv_index_fused_epilogue(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     tile: Tile | None = None,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
     """MXFP8 QKV+indexer GEMM with the Gemma-norm / RoPE / NVFP4-insert epilogue fused.
 
@@ -300,6 +303,10 @@ def qkv_index_fused_epilogue(
             (``seam.kernels.mxfp8_gemm.gemm_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
+        a_deq: optional BF16 [M, K] contiguous: A_deq of ``xq`` / ``xsf`` (``seam.formats.a_deq``, as
+            ``seam.ops.norm.gemma_norm_mxfp8_activation(..., a_deq=True)`` writes it beside its MXFP8 rows),
+            which the Hopper decode GEMM (M 2..64) reads instead of dequantizing ``xq``; other paths ignore
+            it. It must hold exactly those bytes (not checked). Not modified.
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar, a
@@ -326,8 +333,10 @@ def qkv_index_fused_epilogue(
     eps, inv = _check_epilogue(
         m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
-        [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)],
+        [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)] + ([("a_deq", a_deq)] if a_deq is not None else []),
     )
+    if a_deq is not None:
+        checks.tensor("a_deq", a_deq, dtype=torch.bfloat16, shape=(m, k), device=device)
     tile = check_tile(tile, k, m, device) or pick_qkv_tile(m, wq.shape[0], k, device)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
@@ -339,7 +348,7 @@ def qkv_index_fused_epilogue(
     _qkv(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
-        *tile.to_args(),
+        *tile.to_args(), a_deq,
     )
 
 
@@ -397,7 +406,7 @@ def prepare_epilogue(
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
-        *tile_args,
+        *tile_args, None,
     )
 
 

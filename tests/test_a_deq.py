@@ -1,0 +1,268 @@
+"""A_deq: the MXFP8 rows dequantized in the Hopper decode GEMM's K order (seam.formats.a_deq), written by
+the norm + MXFP8 producer beside its MXFP8 rows and read by mxfp8_linear's Gluon decode kernel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import seam
+from seam.formats.a_deq import a_deq_from_mxfp8, k_permutation
+from seam.kernels.mxfp8_gemm_config import pick_tile
+from seam.ops.norm import gemma_norm_mxfp8_activation
+
+from mxfp8_rows import edge_and_random_rows
+
+
+def _step_columns(j, c, h, i):
+    return 32 * j + 4 * c + 2 * h + i, 16 * c + 8 * h + 2 * j + i
+
+
+def test_k_permutation_moves_columns_within_each_step():
+    perm = k_permutation(384)
+    assert sorted(perm.tolist()) == list(range(384))  # a permutation
+    assert bool(((perm // 128) == (torch.arange(384) // 128)).all())  # inside its own 128-column step
+    for j, c, h, i in [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0), (1, 1, 0, 0),
+                       (3, 7, 1, 1), (2, 5, 1, 0)]:
+        src, dst = _step_columns(j, c, h, i)
+        assert perm[src] == dst and perm[256 + src] == 256 + dst
+    for bad in (0, 96, 200):
+        with pytest.raises(ValueError, match="k must be a positive multiple of 128"):
+            k_permutation(bad)
+    with pytest.raises(TypeError):
+        k_permutation(128.0)
+
+
+def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted():
+    x = edge_and_random_rows(9, 256, seed=3)
+    xq, xs = seam.mxfp8_quantize(x)
+    a = a_deq_from_mxfp8(xq, xs)
+    deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
+    assert a.dtype == torch.bfloat16 and a.is_contiguous()
+    assert torch.equal(a[:, k_permutation(256)].view(torch.int16), deq.view(torch.int16))
+    assert not torch.equal(a.view(torch.int16), deq.view(torch.int16))  # the order really moved
+    xq96, xs96 = seam.mxfp8_quantize(x[:, :96].contiguous())
+    with pytest.raises(ValueError, match="multiple of 128"):
+        a_deq_from_mxfp8(xq96, xs96)
+
+
+def test_quantized_activation_checks_a_deq():
+    x = torch.randn(4, 256).bfloat16()
+    xq, xs = seam.mxfp8_quantize(x)
+    a = a_deq_from_mxfp8(xq, xs)
+    assert seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256), a_deq=a).a_deq is a
+    assert seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256)).a_deq is None
+    with pytest.raises(TypeError, match="a_deq must have dtype torch.bfloat16"):
+        seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256), a_deq=a.float())
+    with pytest.raises(TypeError, match="a_deq must be a torch.Tensor"):
+        seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256), a_deq=a.tolist())
+    with pytest.raises(ValueError, match="a_deq"):
+        seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256), a_deq=a[:3])
+    with pytest.raises(ValueError, match="a_deq"):
+        seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256), a_deq=a.t().contiguous().t())
+    xq96, xs96 = seam.mxfp8_quantize(x[:, :96].contiguous())
+    with pytest.raises(ValueError, match="a_deq needs K a multiple of 128, got K=96"):
+        seam.QuantizedActivation(xq96, xs96, torch.bfloat16, (4, 96), a_deq=a[:, :96].contiguous())
+
+
+@pytest.mark.parametrize("m, hidden", [(1, 128), (7, 256), (130, 128), (2, 6144)])
+def test_norm_writes_a_deq_beside_its_mxfp8_rows(m, hidden, device):
+    """The norm + MXFP8 launch with a_deq: A_deq bytes equal the reference of its own MXFP8 rows (edge rows:
+    zeros, scale byte 0, a dominating element, inf / NaN, huge, -0.0), and every other output equals the
+    launch without it."""
+    g = torch.Generator().manual_seed(m + hidden)
+    x = edge_and_random_rows(max(m, 7), hidden, seed=m)[:m].to(device)
+    residual = (torch.randn(m, hidden, generator=g) * 0.1).bfloat16().to(device)
+    weight = (torch.randn(hidden, generator=g) * 0.1).bfloat16().to(device)
+    qa, res = gemma_norm_mxfp8_activation(x, residual, weight, 1e-6, a_deq=True)
+    plain, res0 = gemma_norm_mxfp8_activation(x, residual, weight, 1e-6)
+    assert plain.a_deq is None
+    assert torch.equal(qa.values.view(torch.uint8), plain.values.view(torch.uint8))
+    assert torch.equal(qa.scales, plain.scales) and torch.equal(res.view(torch.int16), res0.view(torch.int16))
+    assert qa.a_deq.shape == (m, hidden) and qa.a_deq.dtype == torch.bfloat16
+    want = a_deq_from_mxfp8(qa.values, qa.scales)
+    assert torch.equal(qa.a_deq.view(torch.int16), want.view(torch.int16))
+
+
+def test_norm_a_deq_refused_before_launch(device):
+    x = torch.randn(3, 96).bfloat16().to(device)
+    r = torch.randn(3, 96).bfloat16().to(device)
+    w = torch.zeros(96).bfloat16().to(device)
+    before = (x.clone(), r.clone())
+    with pytest.raises(ValueError, match=r"hidden \(x.shape\[1\]\) with a_deq must be a positive multiple of 128"):
+        gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=True)
+    with pytest.raises(TypeError, match="a_deq must be a bool"):
+        gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=1)
+    assert torch.equal(x, before[0]) and torch.equal(r, before[1])
+
+
+def test_linear_takes_a_deq_and_checks_overlaps(device):
+    """mxfp8_linear on a QuantizedActivation with A_deq gives the bytes it gives without (here the paths that
+    ignore it; on Hopper the decode kernel reads it: the GPU test below), and refuses an out that overlaps it."""
+    x = edge_and_random_rows(7, 256, seed=5).to(device)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(64, 256, generator=torch.Generator().manual_seed(1)) * 0.1)
+                                   .bfloat16().to(device))
+    xq, xs = seam.mxfp8_quantize(x)
+    with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (7, 256), a_deq=a_deq_from_mxfp8(xq, xs))
+    got = seam.mxfp8_linear(with_deq, w)
+    want = seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (7, 256)), w)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    shared = torch.empty(7 * 256, dtype=torch.bfloat16, device=device)
+    a = shared.view(7, 256)
+    a.copy_(a_deq_from_mxfp8(xq, xs))
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (7, 256), a_deq=a)
+    with pytest.raises(ValueError, match="x.a_deq"):
+        seam.mxfp8_linear(act, w, out=shared[: 7 * 64].view(7, 64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, k", [(2560, 6144), (6144, 768)])
+@pytest.mark.parametrize("m", [2, 9, 17, 33, 64])
+def test_decode_kernel_reads_a_deq_gpu(m, n, k):
+    """The Gluon decode kernel on the norm's A_deq: the bytes it gives on the MXFP8 rows alone, at every
+    decode tile; and it does read A_deq (a zeroed copy gives zeros)."""
+    g = torch.Generator().manual_seed(m + n)
+    x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
+    residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
+    qa, _ = gemma_norm_mxfp8_activation(x, residual, torch.zeros(k, dtype=torch.bfloat16, device="cuda"), 1e-6,
+                                        a_deq=True)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
+    assert pick_tile(m, n, k, x.device).wgmma
+    plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
+    got, want = seam.mxfp8_linear(qa, w), seam.mxfp8_linear(plain, w)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
+    assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
+
+
+# The fused QKV op (seam.qkv_index_fused_epilogue): the norm -> QKV boundary's consumer of A_deq.
+
+
+def _qkv_problem(m, device, k=256, seed=0):
+    from test_qkv import make_problem
+
+    return make_problem(nkv=1, m=m, k=k, block_size=4, seed=seed, device=device, integer=True,
+                        num_blocks=-(-3 * m // 4) + 2)
+
+
+def _assert_same_outputs(got, want):
+    for name, t in got.items():
+        if t is not None:
+            assert torch.equal(t.view(torch.uint8), want[name].view(torch.uint8)), name
+
+
+def test_qkv_takes_a_deq_and_checks_it(device):
+    """The fused QKV op with A_deq gives the bytes it gives without (a path that ignores it here), and
+    refuses an A_deq of the wrong dtype or shape, or one that an output overlaps, before any launch."""
+    p = _qkv_problem(5, device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    a = a_deq_from_mxfp8(xq, xsf)
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
+    _assert_same_outputs(got, want)
+    untouched = p.outputs(fill=3)
+    bad = [(a.float(), TypeError, "a_deq must have dtype torch.bfloat16"), (a[:4], ValueError, "a_deq"),
+           (untouched["q_out"][:, :256], ValueError, "q_out")]
+    for wrong, err, match in bad:
+        with pytest.raises(err, match=match):
+            seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
+                                          **untouched, a_deq=wrong)
+    _assert_same_outputs(untouched, p.outputs(fill=3))
+
+
+def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
+    """On the Hopper decode path the fused op's launcher hands A_deq to the Gluon GEMM (here replaced by the
+    reference's partials, on the CPU) and still writes the reference's bytes."""
+    import numpy as np
+
+    from seam.kernels import qkv_epilogue as qkv_epilogue_mod
+    from seam.kernels.mxfp8_gemm_config import Tile
+    from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
+
+    p = _qkv_problem(5, device, seed=4)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    acc = qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales)
+    a, seen = a_deq_from_mxfp8(xq, xsf), []
+
+    def gluon_partials(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False, a_deq=None):
+        seen.append(a_deq)
+        parts = torch.zeros(p.n // 128, tile.split_k, tile.block_m, 128, device=xq.device)
+        parts[:, 0, :5] = acc.view(5, -1, 128).permute(1, 0, 2)
+        return parts
+
+    monkeypatch.setattr(qkv_epilogue_mod, "launch_gluon", gluon_partials)
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    with np.errstate(all="ignore"):
+        qkv_epilogue_mod.launch_qkv_epilogue(
+            xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
+            cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
+            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
+            tile=Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), a_deq=a)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_same_outputs(got, want)
+    assert len(seen) == 1 and seen[0] is a
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [2, 16, 33, 64])
+def test_qkv_decode_gemm_reads_a_deq_gpu(m):
+    """The fused QKV op on Hopper at decode M with A_deq: the bytes it gives without; a zeroed A_deq changes
+    them (the GEMM reads it)."""
+    p = _qkv_problem(m, "cuda", k=6144, seed=m)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    a = a_deq_from_mxfp8(xq, xsf)
+    got, want, zeroed = p.outputs(fill=3), p.outputs(fill=3), p.outputs(fill=3)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
+    _assert_same_outputs(got, want)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,
+                                  a_deq=torch.zeros_like(a))
+    assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
+
+
+# The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_lamport_consumer_writes_a_deq(tp):
+    """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
+    its own MXFP8 rows (edge rows included), and its other outputs are those without a_deq."""
+    hidden, m = 256, 7
+    rows = [edge_and_random_rows(m, hidden, seed=r) * 0.25 for r in range(tp)]
+    residual = edge_and_random_rows(m, hidden, seed=99) * 0.5
+    weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(1)) * 0.2).bfloat16()
+    outs = {}
+    for a_deq in (False, True):
+        comm = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=8, group=seam.SimulatedGroup(tp))
+        for r, x in enumerate(rows):
+            comm.publish(x, rank=r)
+        outs[a_deq] = [comm.collect_gemma_rms_norm_mxfp8(residual, weight, 1e-6, rank=r, a_deq=a_deq)
+                       for r in range(tp)]
+    for (plain, res0), (qa, res) in zip(outs[False], outs[True]):
+        assert plain.a_deq is None
+        assert torch.equal(qa.values.view(torch.uint8), plain.values.view(torch.uint8))
+        assert torch.equal(qa.scales, plain.scales) and torch.equal(res.view(torch.int16), res0.view(torch.int16))
+        assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(qa.values, qa.scales).view(torch.int16))
+
+
+def test_dispatch_passes_a_deq_on_every_path(device):
+    """allreduce_gemma_rms_norm_mxfp8 with a_deq: TP 1 (the fused norm kernel) and a simulated Lamport group
+    both return an activation whose A_deq matches its MXFP8 rows; bad a_deq values are refused first."""
+    from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
+
+    g = torch.Generator().manual_seed(2)
+    x, r = (torch.randn(3, 128, generator=g).bfloat16().to(device) for _ in range(2))
+    w = (torch.randn(128, generator=g) * 0.1).bfloat16().to(device)
+    comm = seam.LamportAllReduce(hidden_size=128, max_num_tokens=4, group=seam.SimulatedGroup(1, device))
+    for group in (None, comm):
+        qa, _ = allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, group, a_deq=True)
+        assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(qa.values, qa.scales).view(torch.int16))
+        with pytest.raises(TypeError, match="a_deq must be a bool"):
+            allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, group, a_deq="yes")
+    narrow = seam.LamportAllReduce(hidden_size=96, max_num_tokens=4, group=seam.SimulatedGroup(1, device))
+    x96, r96, w96 = x[:, :96].contiguous(), r[:, :96].contiguous(), w[:96].contiguous()
+    with pytest.raises(ValueError, match="hidden_size with a_deq must be a positive multiple of 128, got 96"):
+        allreduce_gemma_rms_norm_mxfp8(x96, r96, w96, 1e-6, narrow, a_deq=True)
+    qa, _ = allreduce_gemma_rms_norm_mxfp8(x96, r96, w96, 1e-6, narrow)  # the refusal left nothing pending
+    assert qa.a_deq is None
