@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
@@ -40,6 +41,7 @@ def swiglu_oai_kernel(
     out_ptr,  # [M, I] bf16 contiguous (without QUANT)
     values_ptr,  # [M, I] uint8 view of E4M3 (with QUANT)
     scales_ptr,  # uint8: swizzled flat or row-major [M, I/32] (with QUANT)
+    a_deq_ptr,  # [M, I] bf16 contiguous: A_deq of the MXFP8 rows (seam.formats.a_deq; with WRITE_A_DEQ)
     # sizes, strides, scalars
     M,
     I,
@@ -53,6 +55,7 @@ def swiglu_oai_kernel(
     QUANT: tl.constexpr,  # MXFP8 output (else BF16 activation)
     ROUND_BF16: tl.constexpr,  # quantize bf16(act) instead of the fp32 act
     SWIZZLED: tl.constexpr,
+    WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (I a multiple of 128)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
@@ -109,6 +112,8 @@ def swiglu_oai_kernel(
                 s_offs = rows[:, None] * num_scols + scols[None, :]
                 s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
             tl.store(scales_ptr + s_offs, scales, mask=s_mask)
+            if WRITE_A_DEQ:  # the column block is whole 128-column steps (BLOCK_I >= 128, a power of two)
+                store_a_deq(a_deq_ptr, rows * I, cols, values, scales, mask, BLOCK_M, BLOCK_I)
         else:
             tl.store(out_ptr + out_offs, to_bf16_rne(act), mask=mask)
     else:
@@ -143,8 +148,10 @@ def launch_swiglu_oai(
     scales: torch.Tensor | None = None,
     round_to_bf16: bool = False,
     swizzled: bool = False,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
-    """One launch over validated buffers: BF16 ``out``, or MXFP8 ``values``/``scales``.
+    """One launch over validated buffers: BF16 ``out``, or MXFP8 ``values``/``scales`` (with ``a_deq``, BF16
+    [M, I], their A_deq too: ``seam.formats.a_deq``, I a multiple of 128, swizzled scales).
 
     Flat annotated arguments, so ``seam.ops.swiglu`` registers this launcher as is.
     """
@@ -164,6 +171,7 @@ def launch_swiglu_oai(
         out if out is not None else gate_up,
         values.view(torch.uint8) if quant else gate_up,
         scales if quant else gate_up,
+        a_deq if a_deq is not None else gate_up,
         m,
         inter,
         gate_up.stride(0),
@@ -175,6 +183,7 @@ def launch_swiglu_oai(
         QUANT=quant,
         ROUND_BF16=round_to_bf16,
         SWIZZLED=swizzled,
+        WRITE_A_DEQ=a_deq is not None,
         USE_PDL=use_pdl,
         EARLY_TRIGGER=early_trigger(m),
         BLOCK_M=block_m,

@@ -10,6 +10,8 @@ import enum
 import torch
 
 from seam import checks
+from seam.formats.a_deq import A_DEQ_STEP
+from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.swiglu_quant import launch_swiglu_oai
 from seam.ops.mxfp8 import check_mxfp8_out
@@ -29,7 +31,7 @@ class GateUpLayout(str, enum.Enum):
 
 
 # One op for both variants: the BF16 ``out`` or the MXFP8 ``values``/``scales`` (the others None).
-_swiglu = register("swiglu_oai", ("out", "values", "scales"), launch_swiglu_oai)
+_swiglu = register("swiglu_oai", ("out", "values", "scales", "a_deq"), launch_swiglu_oai)
 
 
 def _check_inputs(gate_up, alpha, beta, limit, layout):
@@ -141,3 +143,35 @@ def swiglu_oai_mxfp8(
     _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
             round_to_bf16=round_to_bf16, swizzled=scale_layout is ScaleLayout.SWIZZLED)
     return values, scales
+
+
+def swiglu_oai_mxfp8_activation(
+    gate_up: torch.Tensor,
+    *,
+    alpha: float = 1.702,
+    beta: float = 1.0,
+    limit: float | None = 7.0,
+    layout: GateUpLayout | str = GateUpLayout.SPLIT,
+    round_to_bf16: bool = False,
+    a_deq: bool = False,
+) -> QuantizedActivation:
+    """:func:`swiglu_oai_mxfp8` (swizzled scales) packaged for the down projection's GEMM: a
+    :class:`seam.QuantizedActivation` of [M, I]. With ``a_deq`` the same launch also writes its A_deq
+    (BF16 [M, I], ``seam.formats.a_deq``; I a multiple of 128), which :func:`seam.mxfp8_linear`'s Hopper
+    decode kernel then reads instead of dequantizing the MXFP8 rows.
+
+    Raises:
+        TypeError, ValueError: as :func:`swiglu_oai_mxfp8`; TypeError for a non-bool ``a_deq``, ValueError for
+            ``a_deq`` with I not a multiple of 128.
+    """
+    if not isinstance(a_deq, bool):
+        raise TypeError(f"a_deq must be a bool, got {checks.type_name(a_deq)}")
+    if not isinstance(round_to_bf16, bool):
+        raise TypeError(f"round_to_bf16 must be a bool, got {checks.type_name(round_to_bf16)}")
+    m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
+    checks.multiple_of("I (gate_up.shape[1] // 2)", inter, A_DEQ_STEP if a_deq else 32)
+    values, scales = check_mxfp8_out(None, m, inter, ScaleLayout.SWIZZLED, device)
+    deq = torch.empty((m, inter), dtype=torch.bfloat16, device=device) if a_deq else None
+    _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
+            round_to_bf16=round_to_bf16, swizzled=True, a_deq=deq)
+    return QuantizedActivation(values, scales, torch.bfloat16, (m, inter), ScaleLayout.SWIZZLED, a_deq=deq)
