@@ -3,11 +3,15 @@ the norm + MXFP8 producer beside its MXFP8 rows and read by mxfp8_linear's Gluon
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import seam
 from seam.formats.a_deq import a_deq_from_mxfp8, k_permutation
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.mxfp8_gemm_config import pick_tile
 from seam.ops.norm import gemma_norm_mxfp8_activation
 
@@ -31,6 +35,44 @@ def test_k_permutation_moves_columns_within_each_step():
             k_permutation(bad)
     with pytest.raises(TypeError):
         k_permutation(128.0)
+
+
+def test_k_permutation_is_the_gluon_kernels_k_permute():
+    """seam.kernels.mxfp8_wgmma.k_permute relabels a [R, 128] step as reshape [R, 4, 8, 2, 2], permute
+    (0, 2, 3, 1, 4), reshape back: position p then holds column t[p], so column t[p] moves to p."""
+    t = torch.arange(128).reshape(1, 4, 8, 2, 2).permute(0, 2, 3, 1, 4).reshape(128)
+    dest = torch.empty(128, dtype=torch.int64)
+    dest[t] = torch.arange(128)
+    assert torch.equal(k_permutation(128), dest)
+
+
+@triton.jit
+def _store_a_deq_kernel(values_ptr, scales_ptr, out_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    rows = tl.arange(0, ROWS)
+    cols = tl.arange(0, COLS)
+    v = tl.load(values_ptr + rows[:, None] * COLS + cols[None, :])
+    s = tl.load(scales_ptr + rows[:, None] * (COLS // 32) + tl.arange(0, COLS // 32)[None, :])
+    store_a_deq(out_ptr, rows * COLS, cols, v, s, (rows[:, None] < ROWS) & (cols[None, :] < COLS), ROWS, COLS)
+
+
+def test_store_a_deq_every_e4m3_byte_at_extreme_scales(device):
+    """The producers' A_deq store (seam.kernels.a_deq.store_a_deq) on every E4M3 byte (zeros, subnormals,
+    NaN, +-448) at scale bytes 0 (2^-127), 1, 127, 253 and 254 (2^127: past BF16's range, inf): the
+    reference's bytes, one rounding (subnormal BF16 results included)."""
+    scale_bytes = [0, 1, 127, 253, 254]
+    values = torch.arange(256, dtype=torch.uint8).repeat(len(scale_bytes) + 3, 1)[:8]  # 8 rows x 256 columns
+    scales = torch.tensor([scale_bytes[i % 5] for i in range(8)], dtype=torch.uint8)[:, None].repeat(1, 8)
+    scales[5:, ::2] = 127  # mixed blocks in a row
+    out = torch.empty(8, 256, dtype=torch.bfloat16, device=device)
+    with np.errstate(all="ignore"):  # the interpreter's products past the fp32 range (inf, as on the GPU)
+        _store_a_deq_kernel[(1,)](values.to(device), scales.contiguous().to(device), out, ROWS=8, COLS=256)
+    want = a_deq_from_mxfp8(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major")
+    got = out.cpu()
+    # NaN bytes (0x7F / 0xFF, which seam's quantizers never emit) give a NaN; its payload is not specified
+    assert torch.equal(got.isnan(), want.isnan()) and int(want.isnan().sum()) == 16
+    assert torch.equal(got.view(torch.int16)[~want.isnan()], want.view(torch.int16)[~want.isnan()])
+    assert bool(want.isinf().any()) and bool((want.view(torch.int16) == 0).any())
+    assert bool(((want.abs() > 0) & (want.abs() < 2.0**-126)).any())  # BF16 subnormals
 
 
 def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted():
@@ -67,9 +109,9 @@ def test_quantized_activation_checks_a_deq():
 
 @pytest.mark.parametrize("m, hidden", [(1, 128), (7, 256), (130, 128), (2, 6144)])
 def test_norm_writes_a_deq_beside_its_mxfp8_rows(m, hidden, device):
-    """The norm + MXFP8 launch with a_deq: A_deq bytes equal the reference of its own MXFP8 rows (edge rows:
-    zeros, scale byte 0, a dominating element, inf / NaN, huge, -0.0), and every other output equals the
-    launch without it."""
+    """The norm + MXFP8 launch with a_deq: A_deq bytes equal the reference of its own MXFP8 rows (edge inputs
+    in x: zeros, tiny, a dominating element, inf / NaN, huge, -0.0; the extreme scale bytes: the store test
+    above), and every other output equals the launch without it."""
     g = torch.Generator().manual_seed(m + hidden)
     x = edge_and_random_rows(max(m, 7), hidden, seed=m)[:m].to(device)
     residual = (torch.randn(m, hidden, generator=g) * 0.1).bfloat16().to(device)
@@ -88,12 +130,10 @@ def test_norm_a_deq_refused_before_launch(device):
     x = torch.randn(3, 96).bfloat16().to(device)
     r = torch.randn(3, 96).bfloat16().to(device)
     w = torch.zeros(96).bfloat16().to(device)
-    before = (x.clone(), r.clone())
     with pytest.raises(ValueError, match=r"hidden \(x.shape\[1\]\) with a_deq must be a positive multiple of 128"):
         gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=True)
     with pytest.raises(TypeError, match="a_deq must be a bool"):
         gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=1)
-    assert torch.equal(x, before[0]) and torch.equal(r, before[1])
 
 
 def test_linear_takes_a_deq_and_checks_overlaps(device):
@@ -113,6 +153,26 @@ def test_linear_takes_a_deq_and_checks_overlaps(device):
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (7, 256), a_deq=a)
     with pytest.raises(ValueError, match="x.a_deq"):
         seam.mxfp8_linear(act, w, out=shared[: 7 * 64].view(7, 64))
+
+
+def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
+    """mxfp8_linear's launcher gives the Gluon launch the activation's A_deq (here a stand-in for the Gluon
+    kernel records it, on the CPU)."""
+    from seam.kernels import mxfp8_gemm
+    from seam.kernels.mxfp8_gemm_config import Tile
+
+    xq, xs = seam.mxfp8_quantize(torch.randn(5, 256).bfloat16().to(device))
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256).bfloat16().to(device))
+    a, seen = a_deq_from_mxfp8(xq, xs), []
+
+    def gluon(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False, a_deq=None):
+        seen.append(a_deq)
+        return out
+
+    monkeypatch.setattr(mxfp8_gemm, "launch_gluon", gluon)
+    out = torch.empty(5, 128, dtype=torch.bfloat16, device=device)
+    mxfp8_gemm.launch_mxfp8_linear(xq, xs, w.values, w.scales, out, Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), a)
+    assert len(seen) == 1 and seen[0] is a
 
 
 @pytest.mark.gpu
@@ -163,7 +223,8 @@ def test_qkv_takes_a_deq_and_checks_it(device):
     _assert_same_outputs(got, want)
     untouched = p.outputs(fill=3)
     bad = [(a.float(), TypeError, "a_deq must have dtype torch.bfloat16"), (a[:4], ValueError, "a_deq"),
-           (untouched["q_out"][:, :256], ValueError, "q_out")]
+           (untouched["q_out"].view(-1)[: 5 * 256].view(5, 256), ValueError, "q_out"),
+           (a.tolist(), TypeError, "a_deq must be a torch.Tensor")]
     for wrong, err, match in bad:
         with pytest.raises(err, match=match):
             seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
@@ -224,11 +285,11 @@ def test_qkv_decode_gemm_reads_a_deq_gpu(m):
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
 
 
-@pytest.mark.parametrize("tp", [1, 2, 4])
-def test_lamport_consumer_writes_a_deq(tp):
+@pytest.mark.parametrize("tp, hidden", [(1, 256), (2, 256), (4, 256), (2, 6144)])
+def test_lamport_consumer_writes_a_deq(tp, hidden):
     """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
-    its own MXFP8 rows (edge rows included), and its other outputs are those without a_deq."""
-    hidden, m = 256, 7
+    its own MXFP8 rows (edge inputs included), and its other outputs are those without a_deq."""
+    m = 7
     rows = [edge_and_random_rows(m, hidden, seed=r) * 0.25 for r in range(tp)]
     residual = edge_and_random_rows(m, hidden, seed=99) * 0.5
     weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(1)) * 0.2).bfloat16()

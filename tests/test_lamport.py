@@ -639,6 +639,7 @@ def _gloo_worker(rank, world, path, capacities, results):
     import torch.distributed as dist
 
     import seam as s
+    from seam.formats.a_deq import a_deq_from_mxfp8
 
     dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"file://{path}")
     try:
@@ -662,6 +663,9 @@ def _gloo_worker(rank, world, path, capacities, results):
         )
         ok = all(bytes_equal(a, b) for a, b in (
             (qa.values, values), (qa.scales, scales), (normed, normed_want), (residual_out, residual_want)))
+        # the fallback's fused norm kernel writes A_deq on request too
+        qa_deq, _ = s.allreduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, a_deq=True)
+        ok &= bytes_equal(qa_deq.values, values) and bytes_equal(qa_deq.a_deq, a_deq_from_mxfp8(values, scales))
         normed, residual_out = s.all_reduce_rms_norm(x, residual, weight, EPS, comm, gemma=False)
         normed_want, residual_want = s.fused_add_rms_norm(want, residual, weight, EPS, gemma=False)
         ok &= bytes_equal(normed, normed_want) and bytes_equal(residual_out, residual_want)

@@ -109,6 +109,23 @@ def test_prequant_not_used_after_a_rewrite(device, counted_quantize, rewrite):
     assert bytes_equal(y, seam.mxfp8_linear(buf, layer.weight))
 
 
+def test_prequant_not_used_after_its_a_deq_is_rewritten(device, counted_quantize):
+    """A hand-off carrying A_deq (seam.formats.a_deq, which the Hopper decode GEMM reads in place of the
+    MXFP8 rows) is stale once A_deq changes, even with the rows untouched."""
+    from seam.formats.a_deq import a_deq_from_mxfp8
+
+    layer = _layer(device)
+    buf = torch.randn(3, 128).bfloat16().to(device)
+    values, scales = seam.mxfp8_quantize(buf)
+    qa = seam.QuantizedActivation(values, scales, torch.bfloat16, (3, 128), a_deq=a_deq_from_mxfp8(values, scales))
+    layer.set_prequant(buf, qa)
+    qa.a_deq.zero_()
+    counted_quantize.clear()
+    y = layer(buf)
+    assert len(counted_quantize) == 1
+    assert bytes_equal(y, seam.mxfp8_linear(buf, layer.weight))
+
+
 def test_prequant_not_used_for_a_dead_tensor_at_a_reused_address(device, counted_quantize):
     layer = _layer(device)
     x = torch.randn(3, 128).bfloat16().to(device)

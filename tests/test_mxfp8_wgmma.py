@@ -232,7 +232,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
     per program and shared-memory weight steps change the code; the split and K beyond that do not), E4M3
     activations, and BF16 ones (quantized in the kernel, or A_deq) at each block_m's longest range with and
-    without shared-memory steps, and the partials-only kernels the QKV op picks (nkv 1, 2, 4): no spills, shared memory within the limit,
+    without shared-memory steps, and the partials-only kernels the QKV op picks (on E4M3 rows and on A_deq) (nkv 1, 2, 4): no spills, shared memory within the limit,
     up to 32 tokens at most 128 registers (two programs per SM; the weight steps read before the PDL
     wait are held across the activation staging), and with shared-memory steps at most half an SM's
     shared memory.
@@ -256,7 +256,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
         for m in range(2, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, (19 * nkv + 1) * 128, 6144, 132)  # pick_qkv_tile's on Hopper (test above)
             qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
-    runs += [(bm, st, sk, 6144, False, True, False) for (bm, st, _), sk in sorted(qkv.items())]
+    runs += [(bm, st, sk, 6144, False, True, a_deq) for (bm, st, _), sk in sorted(qkv.items()) for a_deq in (False, True)]
     script = (
         "import importlib.util, json, sys\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"

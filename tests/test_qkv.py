@@ -551,6 +551,8 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=str(device), has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else
     assert set(tiles) == {pick_qkv_tile(m, 2560, 128, device) for m in range(1, 257)}
+    assert seam.qkv_warmup(1, device=str(device), hidden_size=128, max_tokens=64, a_deq=True) == sorted(
+        {pick_qkv_tile(m, 2560, 128, device) for m in range(1, 65)}, key=tiles.index)
     with pytest.raises(ValueError, match="nkv"):
         seam.qkv_warmup(3, device=device, hidden_size=128)
     with pytest.raises(ValueError, match="no q output"):
@@ -563,6 +565,7 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
         (dict(max_tokens=0), ValueError, "max_tokens must be >= 1"),
         (dict(has_q="no"), TypeError, "has_q must be a bool, got str"),
         (dict(has_qfp8=1), TypeError, "has_qfp8 must be a bool, got int"),
+        (dict(a_deq="yes"), TypeError, "a_deq must be a bool, got str"),
         (dict(block_size=3), ValueError, "block_size must be a positive multiple of 4"),
     ]:
         with pytest.raises(exc, match=msg):
@@ -588,6 +591,7 @@ def test_warmup_dummy_problem_runs_each_tile(device):
     # the launches qkv_warmup makes where kernels compile (skipped under the interpreter) also run here
     tiles = [GEMV_TILE, small_tile(16)]
     qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=False, has_qfp8=True, block_size=4)
+    qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4, a_deq=True)
 
 
 @pytest.mark.parametrize("nkv, max_tokens, ms", [(4, 1, (1,)), (1, 20, (1, 20))])

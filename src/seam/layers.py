@@ -22,8 +22,10 @@ from seam.ops.linear import LinearQuantize, mxfp8_linear
 
 
 def _versions(x: torch.Tensor, qa: QuantizedActivation) -> tuple[int | None, ...]:
-    """Version counters of the hand-off's tensors (None for inference tensors, which have none)."""
-    return tuple(None if t.is_inference() else t._version for t in (x, qa.values, qa.scales))
+    """Version counters of the hand-off's tensors (None for inference tensors, which have none): x and the
+    activation's values, scales and A_deq when it carries one."""
+    tensors = (x, qa.values, qa.scales) + ((qa.a_deq,) if qa.a_deq is not None else ())
+    return tuple(None if t.is_inference() else t._version for t in tensors)
 
 
 class MXFP8Linear(torch.nn.Module):
@@ -99,7 +101,7 @@ class MXFP8Linear(torch.nn.Module):
                 ``seam.gemma_fused_add_rms_norm_mxfp8``.
 
         The registration is keyed on x's ``data_ptr`` and shape (the seed's contract) and also
-        requires x to be alive and x, ``qa.values`` and ``qa.scales`` unmodified at the forward
+        requires x to be alive and x, ``qa.values``, ``qa.scales`` (and ``qa.a_deq``) unmodified at the forward
         (version counters unchanged; seam's ops bump them too): a static buffer refilled by
         the next step, or a freed temporary whose address was reused, falls back to
         quantizing instead of using stale rows. Tensors made under ``torch.inference_mode()``

@@ -30,7 +30,8 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   ``wgmma``'s B operand for the whole loop. With ``A_DEQ`` the activations arrive already
   dequantized in that K order (``seam.formats.a_deq``, written by the producer kernel beside its
   MXFP8 rows): only the copies are issued, and each step's is waited for just before its MMA
-  (H200, the GEMM alone, log run 102: 1.1-3.2 us faster at 32-64 tokens).
+  (H200, the GEMM alone, log run 102: 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, from 0.9
+  slower to 0.8 faster at 8).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8`, and hands
@@ -535,8 +536,8 @@ def launch_mxfp8_linear_wgmma(
     a_deq: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
-    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq itself,
-    ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32
+    accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
+    kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32
     or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
     ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2

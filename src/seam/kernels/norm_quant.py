@@ -166,6 +166,7 @@ def launch_fused_add_rms_norm(
     """
     m, hidden = x.shape
     quant = values is not None
+    assert a_deq is None or quant, "A_deq comes with the MXFP8 outputs"
     rows, block_h, num_warps = norm_config(m, hidden)
     num_row_programs = triton.cdiv(m, rows)
     pad_rows = (-(-m // 128) * 128 - m) if (quant and swizzled) else 0

@@ -330,13 +330,13 @@ def qkv_index_fused_epilogue(
     xsf = _scales_bytes("xsf", xsf, m, k, device)
     wsf = _scales_bytes("wsf", wsf, wq.shape[0], k, device)
     norm_weights = (q_norm_weight, k_norm_weight, index_q_norm_weight, index_k_norm_weight)
+    if a_deq is not None:
+        checks.tensor("a_deq", a_deq, dtype=torch.bfloat16, shape=(m, k), device=device)
     eps, inv = _check_epilogue(
         m, nkv, device, positions, cos_sin_cache, norm_weights, eps, slot_mapping, index_slot_mapping,
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
         [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)] + ([("a_deq", a_deq)] if a_deq is not None else []),
     )
-    if a_deq is not None:
-        checks.tensor("a_deq", a_deq, dtype=torch.bfloat16, shape=(m, k), device=device)
     tile = check_tile(tile, k, m, device) or pick_qkv_tile(m, wq.shape[0], k, device)
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
@@ -461,6 +461,7 @@ def qkv_warmup(
     has_q: bool = True,
     has_qfp8: bool = False,
     block_size: int = 64,
+    a_deq: bool = False,
 ) -> list[Tile]:
     """Compile every tile configuration the fused kernel picks for 1..max_tokens tokens; returns them.
 
@@ -472,16 +473,17 @@ def qkv_warmup(
     compiles, so no dummy problem runs: the arguments are still checked and the tiles
     returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
     that the fused kernel and :func:`qkv_epilogue` need at any M <= max_tokens, so call it
-    before capturing CUDA graphs.
+    before capturing CUDA graphs. With ``a_deq`` each Gluon decode tile also runs once on an A_deq (the
+    kernel variant that reads it is compiled separately): pass it when the calls to serve take ``a_deq``.
 
     Raises:
-        TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q or has_qfp8 not a bool.
+        TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q, has_qfp8 or a_deq not a bool.
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
             positive multiple of 128, max_tokens < 1, block_size not a positive multiple of 4,
             a device seam's kernels do not run on here.
     """
     nkv = check_nkv(nkv)
-    has_q, has_qfp8 = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8)
+    has_q, has_qfp8, a_deq = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8), checks.flag("a_deq", a_deq)
     hidden_size = checks.integer("hidden_size", hidden_size)
     max_tokens = checks.integer("max_tokens", max_tokens)
     block_size = checks.integer("block_size", block_size)
@@ -497,7 +499,7 @@ def qkv_warmup(
     tiles = sorted(set(picks.values()), key=lambda t: tuple(0 if v is None else v for v in dataclasses.astuple(t)))
 
     if not runtime.INTERPRET:
-        _run_once_each(tiles, nkv, k, device, has_q, has_qfp8, block_size)
+        _run_once_each(tiles, nkv, k, device, has_q, has_qfp8, block_size, a_deq)
     # the largest workspace any M needs (fused, or the separate epilogue), allocated now
     # rather than during a capture
     heads = n // HEAD_DIM
@@ -507,9 +509,11 @@ def qkv_warmup(
 
 
 def _run_once_each(
-    tiles: list[Tile], nkv: int, k: int, device: torch.device, has_q: bool, has_qfp8: bool, block_size: int
+    tiles: list[Tile], nkv: int, k: int, device: torch.device, has_q: bool, has_qfp8: bool, block_size: int,
+    a_deq: bool = False,
 ) -> None:
-    """Run the fused kernel once per tile on a one-token dummy problem (slots -1): compiles each."""
+    """Run the fused kernel once per tile on a one-token dummy problem (slots -1): compiles each; with
+    ``a_deq`` each Gluon decode tile once more on a zero A_deq."""
     m, n = 1, (19 * nkv + 1) * HEAD_DIM
     xq = torch.zeros((m, k), dtype=torch.float8_e4m3fn, device=device)
     xsf = torch.zeros(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=device)
@@ -528,3 +532,6 @@ def _run_once_each(
     cs = torch.zeros((1, 64), dtype=torch.bfloat16, device=device)
     for tile in tiles:
         qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args)
+        if a_deq and tile.wgmma and not tile.ring:
+            zeros = torch.zeros((m, k), dtype=torch.bfloat16, device=device)
+            qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args, a_deq=zeros)
