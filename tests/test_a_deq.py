@@ -368,3 +368,37 @@ def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
     assert pick_tile(m, 6144, 768, gate_up.device).wgmma
     plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, 768))
     assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_moe_finalize_writes_a_deq(tp, monkeypatch):
+    """The MoE finalize + all-reduce + norm + MXFP8 op (the MoE -> next layer's QKV boundary) with a_deq:
+    the split steps (simulated TP) and the one-call form give A_deq of their own MXFP8 rows, the rest
+    unchanged."""
+    from seam.ops import allreduce_moe
+    from test_lamport import make_moe
+
+    monkeypatch.setattr(allreduce_moe, "_fused_moe_finalize", None)  # the shared instance, restored after
+    hidden, m, top_k = 256, 5, 2
+    residual = (torch.randn(m, hidden, generator=torch.Generator().manual_seed(3)) * 0.5).bfloat16()
+    weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(4)) * 0.2).bfloat16()
+    moes = [make_moe(m, hidden, top_k, rows=7, seed=40 + r) for r in range(tp)]
+    outs = {}
+    for a_deq in (False, True):
+        op = seam.FinalizeAllReduceGemmaRMSNormMxfp8(hidden_size=hidden, max_num_tokens=8, top_k=top_k,
+                                                     fp32_weights=True, group=seam.SimulatedGroup(tp))
+        for r, moe in enumerate(moes):
+            op.publish(moe, rank=r)
+        outs[a_deq] = [op.collect(residual, weight, 1e-6, rank=r, a_deq=a_deq) for r in range(tp)]
+        if tp == 1:
+            outs[a_deq].append(op(moes[0], residual, weight, 1e-6, a_deq=a_deq))
+            seam.init_fused_moe_finalize(hidden_size=hidden, max_num_tokens=8, top_k=top_k, fp32_weights=True,
+                                         group=seam.SimulatedGroup(1))
+            outs[a_deq].append(seam.finalize_allreduce_gemma_rms_norm_mxfp8(moes[0], residual, weight, 1e-6,
+                                                                            a_deq=a_deq))
+    for (plain, res0), (qa, res) in zip(outs[False], outs[True]):
+        assert plain.a_deq is None and torch.equal(res.view(torch.int16), res0.view(torch.int16))
+        assert torch.equal(qa.values.view(torch.uint8), plain.values.view(torch.uint8))
+        assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(qa.values, qa.scales).view(torch.int16))
+    with pytest.raises(TypeError, match="a_deq must be a bool"):
+        op(moes[0], residual, weight, 1e-6, a_deq=0)

@@ -176,17 +176,19 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         *,
         also_bf16: bool = False,
         rank: int | None = None,
+        a_deq: bool = False,
     ) -> tuple[QuantizedActivation, torch.Tensor] | tuple[QuantizedActivation, torch.Tensor, torch.Tensor]:
         """Consumer A of one rank (split step): ``(QuantizedActivation(normed), residual_out[, normed])``.
 
         Args, Returns and Raises: as :meth:`seam.LamportAllReduce.collect_gemma_rms_norm_mxfp8`
-        (``norm_weight`` and ``norm_eps`` are its ``weight`` and ``eps``).
+        (``norm_weight`` and ``norm_eps`` are its ``weight`` and ``eps``; ``a_deq`` as there).
         """
         r = self._mailbox_rank(rank)
         also_bf16 = checks.flag("also_bf16", also_bf16)
+        a_deq = self._check_a_deq(a_deq)
         m = self._pending_m(r)
         eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
-        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, also_bf16)
+        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, also_bf16, a_deq)
 
     def __call__(
         self,
@@ -194,6 +196,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         residual: torch.Tensor,
         norm_weight: torch.Tensor,
         norm_eps: float,
+        *,
+        a_deq: bool = False,
     ) -> tuple[QuantizedActivation, torch.Tensor]:
         """Return ``(QuantizedActivation(normed), residual_out)`` for this process's rank.
 
@@ -203,10 +207,13 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             residual: BF16 [M, hidden] residual stream, contiguous, 16-byte aligned. Read only.
             norm_weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
             norm_eps: RMSNorm epsilon, finite >= 0.
+            a_deq: the norm's launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden a
+                multiple of 128), which the next layer's Hopper decode GEMM then reads (the fused QKV op's
+                ``a_deq=``, or :func:`seam.mxfp8_linear` on the activation).
 
         Returns:
             QuantizedActivation (values float8_e4m3fn [M, hidden], 128x4 swizzled scales
-            ``[mxfp8_scale_numel(M, hidden)]``), residual_out BF16 [M, hidden].
+            ``[mxfp8_scale_numel(M, hidden)]``, and ``a_deq`` when asked), residual_out BF16 [M, hidden].
 
         Raises:
             TypeError / ValueError: bad inputs, all checked before any launch; ValueError
@@ -216,6 +223,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
                 collective).
             RuntimeError: debug mode and a peer never published.
         """
+        a_deq = self._check_a_deq(a_deq)
         m = self._check_moe(moe_output)
         eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
         if not self.fused:
@@ -224,10 +232,10 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
                 routed.gemm2_permuted, routed.expert_weights, routed.expanded_idx_to_permuted_idx,
                 moe_output.shared_output,
             )
-            return gemma_norm_mxfp8_activation(self._fallback_sum(x), residual, norm_weight, eps)
+            return gemma_norm_mxfp8_activation(self._fallback_sum(x), residual, norm_weight, eps, a_deq=a_deq)
         r = self.group.check_rank(None)
         self._publish_moe(r, m, moe_output)
-        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, False)
+        return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, False, a_deq)
 
     def _publish_moe(self, r: int, m: int, moe_output: MoEOutput) -> None:
         routed = moe_output.routed
@@ -293,7 +301,7 @@ def init_fused_moe_finalize(
 
 
 def finalize_allreduce_gemma_rms_norm_mxfp8(
-    moe_output: MoEOutput, residual: torch.Tensor, norm_weight: torch.Tensor, norm_eps: float
+    moe_output: MoEOutput, residual: torch.Tensor, norm_weight: torch.Tensor, norm_eps: float, *, a_deq: bool = False
 ) -> tuple[QuantizedActivation, torch.Tensor]:
     """Finalize a deferred MoE output into the next layer's MXFP8 input and new residual.
 
@@ -305,10 +313,11 @@ def finalize_allreduce_gemma_rms_norm_mxfp8(
         residual: BF16 [M, hidden] residual stream. Read only.
         norm_weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
         norm_eps: RMSNorm epsilon, finite >= 0.
+        a_deq: also write the activation's A_deq (see :meth:`FinalizeAllReduceGemmaRMSNormMxfp8.__call__`).
 
     Returns:
         ``(QuantizedActivation, residual_out)``: MXFP8 values float8_e4m3fn [M, hidden] with
-        128x4-swizzled scales, residual_out BF16 [M, hidden].
+        128x4-swizzled scales (and A_deq when asked), residual_out BF16 [M, hidden].
 
     Raises:
         RuntimeError: :func:`init_fused_moe_finalize` was not called; debug mode and a peer
@@ -317,4 +326,4 @@ def finalize_allreduce_gemma_rms_norm_mxfp8(
     """
     if _fused_moe_finalize is None:
         raise RuntimeError("init_fused_moe_finalize() was not called")
-    return _fused_moe_finalize(moe_output, residual, norm_weight, norm_eps)
+    return _fused_moe_finalize(moe_output, residual, norm_weight, norm_eps, a_deq=a_deq)
