@@ -331,42 +331,37 @@ def test_dispatch_passes_a_deq_on_every_path(device):
 
 @pytest.mark.parametrize("m, inter, layout", [(1, 128, "split"), (5, 768, "interleaved"), (130, 256, "split")])
 def test_swiglu_writes_a_deq_beside_its_mxfp8_rows(m, inter, layout, device):
-    """SwiGLU-OAI + MXFP8 packaged as an activation with A_deq: its MXFP8 rows are swiglu_oai_mxfp8's, and
-    A_deq their reference (edge rows: zeros, tiny, a dominating element, inf / NaN, huge, -0.0)."""
-    from seam.ops.swiglu import swiglu_oai_mxfp8_activation
-
+    """SwiGLU-OAI + MXFP8 with a_deq: its MXFP8 rows are those without it, and A_deq their reference (edge
+    inputs: zeros, tiny, a dominating element, inf / NaN, huge, -0.0)."""
     gate_up = edge_and_random_rows(max(m, 7), 2 * inter, seed=m)[:m].to(device)
-    qa = swiglu_oai_mxfp8_activation(gate_up, layout=layout, a_deq=True)
-    values, scales = seam.swiglu_oai_mxfp8(gate_up, layout=layout)
-    assert torch.equal(qa.values.view(torch.uint8), values.view(torch.uint8)) and torch.equal(qa.scales, scales)
-    assert qa.shape == (m, inter)
-    assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(values, scales).view(torch.int16))
-    assert swiglu_oai_mxfp8_activation(gate_up, layout=layout).a_deq is None
+    values, scales, a = seam.swiglu_oai_mxfp8(gate_up, layout=layout, a_deq=True)
+    plain_values, plain_scales = seam.swiglu_oai_mxfp8(gate_up, layout=layout)
+    assert torch.equal(values.view(torch.uint8), plain_values.view(torch.uint8)) and torch.equal(scales, plain_scales)
+    assert torch.equal(a.view(torch.int16), a_deq_from_mxfp8(values, scales).view(torch.int16))
 
 
 def test_swiglu_a_deq_refused_before_launch(device):
-    from seam.ops.swiglu import swiglu_oai_mxfp8_activation
-
     gate_up = torch.randn(3, 192).bfloat16().to(device)
     with pytest.raises(ValueError, match=r"I \(gate_up.shape\[1\] // 2\) must be a positive multiple of 128, got 96"):
-        swiglu_oai_mxfp8_activation(gate_up, a_deq=True)
+        seam.swiglu_oai_mxfp8(gate_up, a_deq=True)
     with pytest.raises(TypeError, match="a_deq must be a bool"):
-        swiglu_oai_mxfp8_activation(gate_up, a_deq=None)
-    assert swiglu_oai_mxfp8_activation(gate_up).shape == (3, 96)  # without A_deq, I a multiple of 32 is enough
+        seam.swiglu_oai_mxfp8(gate_up, a_deq=None)
+    with pytest.raises(ValueError, match="a_deq goes with swizzled scales"):
+        seam.swiglu_oai_mxfp8(torch.randn(3, 256).bfloat16().to(device), a_deq=True, scale_layout="row_major")
+    assert len(seam.swiglu_oai_mxfp8(gate_up)) == 2  # without A_deq, I a multiple of 32 is enough
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [2, 16, 64])
 def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
     """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it."""
-    from seam.ops.swiglu import swiglu_oai_mxfp8_activation
-
     g = torch.Generator().manual_seed(m)
     gate_up = (torch.randn(m, 1536, generator=g) * 2).bfloat16().cuda()
     w = seam.MXFP8Weight.from_bf16((torch.randn(6144, 768, generator=g) * 0.05).bfloat16().cuda())
-    qa = swiglu_oai_mxfp8_activation(gate_up, a_deq=True)
+    values, scales, a = seam.swiglu_oai_mxfp8(gate_up, a_deq=True)
+    qa = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768), a_deq=a)
     assert pick_tile(m, 6144, 768, gate_up.device).wgmma
-    plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, 768))
+    plain = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768))
     assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
 
 

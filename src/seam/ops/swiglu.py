@@ -11,7 +11,6 @@ import torch
 
 from seam import checks
 from seam.formats.a_deq import A_DEQ_STEP
-from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.swiglu_quant import launch_swiglu_oai
 from seam.ops.mxfp8 import check_mxfp8_out
@@ -105,7 +104,8 @@ def swiglu_oai_mxfp8(
     round_to_bf16: bool = False,
     scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    a_deq: bool = False,
+) -> tuple[torch.Tensor, ...]:
     """SwiGLU-OAI + MXFP8 in one launch: ``mxfp8_quantize(act)`` of the fp32
     ``act = g * sigmoid(alpha * g) * (u + beta)`` (no BF16 round trip), or of ``bf16(act)``
     with ``round_to_bf16`` (then bit-identical to ``mxfp8_quantize(swiglu_oai(gate_up))``).
@@ -124,54 +124,30 @@ def swiglu_oai_mxfp8(
             written as 0) or ``"row_major"`` (uint8 [M, I // 32]).
         out: optional (values float8_e4m3fn [M, I], scales uint8) buffers, contiguous and
             16-byte aligned, written in place.
+        a_deq: also write the rows' A_deq (a new BF16 [M, I] tensor, ``seam.formats.a_deq``; I a multiple of
+            128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper decode GEMM (the
+            down projection) then reads it instead of dequantizing the MXFP8 rows.
 
     Returns:
-        (values float8_e4m3fn [M, I], scales uint8).
+        (values float8_e4m3fn [M, I], scales uint8), with ``a_deq`` (values, scales, A_deq).
 
     Raises:
-        TypeError: wrong types/dtypes, ``out`` not a pair, round_to_bf16 not a bool.
-        ValueError: I not a multiple of 32, wrong shapes/strides/devices/sizes/alignment,
-            bad scalars, unknown layouts, overlapping buffers.
+        TypeError: wrong types/dtypes, ``out`` not a pair, round_to_bf16 or a_deq not a bool.
+        ValueError: I not a multiple of 32 (of 128 with ``a_deq``), wrong shapes/strides/devices/sizes/
+            alignment, bad scalars, unknown layouts, overlapping buffers, ``a_deq`` with row-major scales.
     """
     scale_layout = ScaleLayout.parse(scale_layout)
-    if not isinstance(round_to_bf16, bool):
-        raise TypeError(f"round_to_bf16 must be a bool, got {checks.type_name(round_to_bf16)}")
-    m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
-    checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
-    values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
-    checks.outputs_apart([("out[0] (values)", values), ("out[1] (scales)", scales)], [("gate_up", gate_up)])
-    _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
-            round_to_bf16=round_to_bf16, swizzled=scale_layout is ScaleLayout.SWIZZLED)
-    return values, scales
-
-
-def swiglu_oai_mxfp8_activation(
-    gate_up: torch.Tensor,
-    *,
-    alpha: float = 1.702,
-    beta: float = 1.0,
-    limit: float | None = 7.0,
-    layout: GateUpLayout | str = GateUpLayout.SPLIT,
-    round_to_bf16: bool = False,
-    a_deq: bool = False,
-) -> QuantizedActivation:
-    """:func:`swiglu_oai_mxfp8` (swizzled scales) packaged for the down projection's GEMM: a
-    :class:`seam.QuantizedActivation` of [M, I]. With ``a_deq`` the same launch also writes its A_deq
-    (BF16 [M, I], ``seam.formats.a_deq``; I a multiple of 128), which :func:`seam.mxfp8_linear`'s Hopper
-    decode kernel then reads instead of dequantizing the MXFP8 rows.
-
-    Raises:
-        TypeError, ValueError: as :func:`swiglu_oai_mxfp8`; TypeError for a non-bool ``a_deq``, ValueError for
-            ``a_deq`` with I not a multiple of 128.
-    """
-    if not isinstance(a_deq, bool):
-        raise TypeError(f"a_deq must be a bool, got {checks.type_name(a_deq)}")
-    if not isinstance(round_to_bf16, bool):
-        raise TypeError(f"round_to_bf16 must be a bool, got {checks.type_name(round_to_bf16)}")
+    for flag_name, flag in (("round_to_bf16", round_to_bf16), ("a_deq", a_deq)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{flag_name} must be a bool, got {checks.type_name(flag)}")
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
     checks.multiple_of("I (gate_up.shape[1] // 2)", inter, A_DEQ_STEP if a_deq else 32)
-    values, scales = check_mxfp8_out(None, m, inter, ScaleLayout.SWIZZLED, device)
+    if a_deq and scale_layout is not ScaleLayout.SWIZZLED:
+        raise ValueError("a_deq goes with swizzled scales (the decode GEMM's), got scale_layout 'row_major'")
+    values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
+    checks.outputs_apart([("out[0] (values)", values), ("out[1] (scales)", scales)], [("gate_up", gate_up)])
     deq = torch.empty((m, inter), dtype=torch.bfloat16, device=device) if a_deq else None
     _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
-            round_to_bf16=round_to_bf16, swizzled=True, a_deq=deq)
-    return QuantizedActivation(values, scales, torch.bfloat16, (m, inter), ScaleLayout.SWIZZLED, a_deq=deq)
+            round_to_bf16=round_to_bf16, swizzled=scale_layout is ScaleLayout.SWIZZLED, a_deq=deq)
+    return (values, scales, deq) if a_deq else (values, scales)
+
