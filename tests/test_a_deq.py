@@ -117,7 +117,7 @@ def test_norm_writes_a_deq_beside_its_mxfp8_rows(m, hidden, device):
     residual = (torch.randn(m, hidden, generator=g) * 0.1).bfloat16().to(device)
     weight = (torch.randn(hidden, generator=g) * 0.1).bfloat16().to(device)
     qa, res = gemma_norm_mxfp8_activation(x, residual, weight, 1e-6, a_deq=True)
-    plain, res0 = gemma_norm_mxfp8_activation(x, residual, weight, 1e-6)
+    plain, res0 = gemma_norm_mxfp8_activation(x, residual, weight, 1e-6, a_deq=False)
     assert plain.a_deq is None
     assert torch.equal(qa.values.view(torch.uint8), plain.values.view(torch.uint8))
     assert torch.equal(qa.scales, plain.scales) and torch.equal(res.view(torch.int16), res0.view(torch.int16))
@@ -319,13 +319,15 @@ def test_dispatch_passes_a_deq_on_every_path(device):
     for group in (None, comm):
         qa, _ = allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, group, a_deq=True)
         assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(qa.values, qa.scales).view(torch.int16))
-        with pytest.raises(TypeError, match="a_deq must be a bool"):
+        with pytest.raises(ValueError, match="a_deq must be True, False or 'auto', got 'yes'"):
             allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, group, a_deq="yes")
+        with pytest.raises(TypeError, match="a_deq must be a bool or 'auto', got NoneType"):
+            allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, group, a_deq=None)
     narrow = seam.LamportAllReduce(hidden_size=96, max_num_tokens=4, group=seam.SimulatedGroup(1, device))
     x96, r96, w96 = x[:, :96].contiguous(), r[:, :96].contiguous(), w[:96].contiguous()
     with pytest.raises(ValueError, match="hidden_size with a_deq must be a positive multiple of 128, got 96"):
         allreduce_gemma_rms_norm_mxfp8(x96, r96, w96, 1e-6, narrow, a_deq=True)
-    qa, _ = allreduce_gemma_rms_norm_mxfp8(x96, r96, w96, 1e-6, narrow)  # the refusal left nothing pending
+    qa, _ = allreduce_gemma_rms_norm_mxfp8(x96, r96, w96, 1e-6, narrow, a_deq=False)  # nothing left pending
     assert qa.a_deq is None
 
 
@@ -335,14 +337,14 @@ def test_swiglu_writes_a_deq_beside_its_mxfp8_rows(m, inter, layout, device):
     inputs: zeros, tiny, a dominating element, inf / NaN, huge, -0.0)."""
     gate_up = edge_and_random_rows(max(m, 7), 2 * inter, seed=m)[:m].to(device)
     values, scales, a = seam.swiglu_oai_mxfp8(gate_up, layout=layout, a_deq=True)
-    plain_values, plain_scales = seam.swiglu_oai_mxfp8(gate_up, layout=layout)
+    plain_values, plain_scales = seam.swiglu_oai_mxfp8(gate_up, layout=layout, a_deq=False)
     assert torch.equal(values.view(torch.uint8), plain_values.view(torch.uint8)) and torch.equal(scales, plain_scales)
     assert torch.equal(a.view(torch.int16), a_deq_from_mxfp8(values, scales).view(torch.int16))
 
 
 def test_swiglu_a_deq_refused_before_launch(device):
     gate_up = torch.randn(3, 192).bfloat16().to(device)
-    with pytest.raises(ValueError, match=r"I \(gate_up.shape\[1\] // 2\) must be a positive multiple of 128, got 96"):
+    with pytest.raises(ValueError, match=r"I \(gate_up.shape\[1\] // 2\) with a_deq must be a positive multiple of 128, got 96"):
         seam.swiglu_oai_mxfp8(gate_up, a_deq=True)
     with pytest.raises(TypeError, match="a_deq must be a bool"):
         seam.swiglu_oai_mxfp8(gate_up, a_deq=None)
@@ -397,3 +399,59 @@ def test_moe_finalize_writes_a_deq(tp, monkeypatch):
         assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(qa.values, qa.scales).view(torch.int16))
     with pytest.raises(TypeError, match="a_deq must be a bool"):
         op(moes[0], residual, weight, 1e-6, a_deq=0)
+
+
+def test_a_deq_pays_on_hopper_from_9_to_64_tokens(monkeypatch):
+    """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where the Gluon decode
+    kernel reads it (Hopper, M <= 64) and from 9 tokens (16-row tiles, measured to gain); nowhere on a
+    device without it; resolve_a_deq checks the argument itself first."""
+    from seam.kernels import mxfp8_gemm_config as config
+    from seam.ops.a_deq import resolve_a_deq
+
+    cpu = torch.device("cpu")
+    assert not any(config.a_deq_pays(m, cpu) for m in range(1, 300))
+    monkeypatch.setattr(config, "wgmma_supported", lambda device: True)
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, cpu)] == list(range(9, 65))
+    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", config.a_deq_pays)
+    assert resolve_a_deq("auto", 16, 6144, cpu) and not resolve_a_deq("auto", 8, 6144, cpu)
+    assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps
+    assert resolve_a_deq(True, 1, 128, cpu) and not resolve_a_deq(False, 16, 6144, cpu)
+    with pytest.raises(ValueError, match=r"I with a_deq must be a positive multiple of 128, got 96"):
+        resolve_a_deq(True, 16, 96, cpu, k_name="I")
+    for bad, exc in (("Auto", ValueError), (None, TypeError), (1, TypeError)):
+        with pytest.raises(exc, match="a_deq must be"):
+            resolve_a_deq(bad, 16, 6144, cpu)
+
+
+def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, device):
+    """a_deq="auto", the norm + MXFP8 producers' default: with the rule saying "from 5 tokens" (patched,
+    as on a Hopper GPU it says from 9) the norm, the dispatch, Lamport consumer A and the MoE finalize op
+    write A_deq at 5 rows and not at 3; SwiGLU takes "auto" when asked and returns None in its place."""
+    from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
+    from test_lamport import make_moe
+
+    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", lambda m, device: m >= 5)
+    hidden = 128
+    g = torch.Generator().manual_seed(6)
+    w = (torch.randn(hidden, generator=g) * 0.1).bfloat16().to(device)
+
+    def check(qa, writes):
+        if writes:
+            assert torch.equal(qa.a_deq.view(torch.int16), a_deq_from_mxfp8(qa.values, qa.scales).view(torch.int16))
+        else:
+            assert qa.a_deq is None
+
+    for m in (3, 5):
+        x, r = (torch.randn(m, hidden, generator=g).bfloat16().to(device) for _ in range(2))
+        check(gemma_norm_mxfp8_activation(x, r, w, 1e-6)[0], m >= 5)
+        comm = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=8, group=seam.SimulatedGroup(1, device))
+        check(allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, comm)[0], m >= 5)
+        comm.publish(x, rank=0)
+        check(comm.collect_gemma_rms_norm_mxfp8(r, w, 1e-6, rank=0)[0], m >= 5)
+        op = seam.FinalizeAllReduceGemmaRMSNormMxfp8(hidden_size=hidden, max_num_tokens=8, top_k=2,
+                                                     fp32_weights=True, group=seam.SimulatedGroup(1, device))
+        check(op(make_moe(m, hidden, 2, rows=7, seed=m, device=device), r, w, 1e-6)[0], m >= 5)
+        values, scales, a = seam.swiglu_oai_mxfp8(torch.randn(m, 2 * hidden, generator=g).bfloat16().to(device),
+                                                  a_deq="auto")
+        assert (a is not None) == (m >= 5)
+        assert len(seam.swiglu_oai_mxfp8(torch.randn(m, 2 * hidden).bfloat16().to(device))) == 2  # default False

@@ -565,7 +565,8 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
         (dict(max_tokens=0), ValueError, "max_tokens must be >= 1"),
         (dict(has_q="no"), TypeError, "has_q must be a bool, got str"),
         (dict(has_qfp8=1), TypeError, "has_qfp8 must be a bool, got int"),
-        (dict(a_deq="yes"), TypeError, "a_deq must be a bool, got str"),
+        (dict(a_deq="yes"), ValueError, "a_deq must be True, False or 'auto', got 'yes'"),
+        (dict(a_deq=1), TypeError, "a_deq must be a bool or 'auto', got int"),
         (dict(block_size=3), ValueError, "block_size must be a positive multiple of 4"),
     ]:
         with pytest.raises(exc, match=msg):
@@ -591,7 +592,28 @@ def test_warmup_dummy_problem_runs_each_tile(device):
     # the launches qkv_warmup makes where kernels compile (skipped under the interpreter) also run here
     tiles = [GEMV_TILE, small_tile(16)]
     qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=False, has_qfp8=True, block_size=4)
-    qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4, a_deq=True)
+    qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4)
+    if gemm_config.wgmma_supported(device):  # a Gluon decode tile, and its variant that reads A_deq
+        decode = pick_qkv_tile(16, 2560, 128, device)
+        qkv_ops._run_once_each([decode], nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4,
+                               a_deq_tiles={decode})
+
+
+def test_warmup_feeds_a_deq_to_the_decode_tiles_its_producers_write_it_for(monkeypatch):
+    """qkv_warmup's A_deq variants: every Gluon decode tile with a_deq=True, none with False, and with
+    "auto" those picked at the M where the producers write A_deq (seam.kernels.mxfp8_gemm_config.a_deq_pays);
+    never a ring or tl tile."""
+    from seam.ops import a_deq as a_deq_ops
+
+    monkeypatch.setattr(a_deq_ops, "a_deq_pays", lambda m, device: 9 <= m <= 64)
+    d8, d16 = Tile(8, 128, 128, 8, 2, 12, wgmma=True), Tile(16, 128, 128, 8, 2, 12, wgmma=True)
+    d64, ring = Tile(64, 128, 128, 8, 2, 6, wgmma=True), Tile(128, 128, 128, 8, 3, 6, wgmma=True)
+    picks = {1: GEMV_TILE, 8: d8, 9: d16, 16: d16, 64: d64, 65: ring, 300: small_tile(64)}
+    cpu = torch.device("cpu")
+    assert qkv_ops.tiles_fed_a_deq(picks, True, 6144, cpu) == {d8, d16, d64}
+    assert qkv_ops.tiles_fed_a_deq(picks, False, 6144, cpu) == set()
+    assert qkv_ops.tiles_fed_a_deq(picks, "auto", 6144, cpu) == {d16, d64}
+    assert qkv_ops.tiles_fed_a_deq(picks, "auto", 6100, cpu) == set()  # "auto" writes none where K is not whole steps
 
 
 @pytest.mark.parametrize("nkv, max_tokens, ms", [(4, 1, (1,)), (1, 20, (1, 20))])

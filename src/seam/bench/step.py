@@ -211,8 +211,8 @@ class MiniMaxBoundary:
             weights = self._route(normed)
             self.gate_up[r].set_prequant(normed, qa)
             gu = self.gate_up[r](normed)  # consumes the hand-off: no quantizer launch
-            values, scales = seam.swiglu_oai_mxfp8(gu)
-            act = seam.QuantizedActivation(values, scales, torch.bfloat16, tuple(values.shape))
+            values, scales, a_deq = seam.swiglu_oai_mxfp8(gu, a_deq="auto")
+            act = seam.QuantizedActivation(values, scales, torch.bfloat16, tuple(values.shape), a_deq=a_deq)
             shared = self.down[r](act)
             moe = seam.MoEOutput(seam.UnfinalizedMoEOutput(self.gemm2[r], weights, self.idx), shared)
             self.finalize.publish(moe, rank=r)
@@ -222,7 +222,8 @@ class MiniMaxBoundary:
             qa2, residual2 = self.finalize.collect(mid[r], self.w_in, eps, rank=r)
             w = self.qkv[r]
             seam.qkv_index_fused_epilogue(
-                qa2.values, qa2.scales, w.values, w.scales, *self._qkv_args(), **self._qkv_kwargs(r, "seam")
+                qa2.values, qa2.scales, w.values, w.scales, *self._qkv_args(), **self._qkv_kwargs(r, "seam"),
+                a_deq=qa2.a_deq,
             )
             out.append(residual2)
         return out

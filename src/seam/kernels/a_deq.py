@@ -10,19 +10,19 @@ from seam.kernels.numerics import e4m3_to_f32, to_bf16_rne, ue8m0_to_f32
 
 
 @triton.jit
-def k_permuted_column(col):
-    """Where column ``col`` goes in A_deq (``seam.formats.a_deq.k_permutation``): within each 128-column step,
-    32j + 4c + 2h + i -> 16c + 8h + 2j + i (``seam.kernels.mxfp8_wgmma.k_permute``'s relabelling)."""
-    r = col % 128
-    return col - r + (r // 4 % 8) * 16 + (r // 2 % 2) * 8 + (r // 32) * 2 + r % 2
-
-
-@triton.jit
 def store_a_deq(a_deq_ptr, row_offs, cols, values, scales, mask, ROWS: tl.constexpr, COLS: tl.constexpr):
     """Store A_deq of a quantized tile: ``values`` E4M3 bits uint8 [ROWS, COLS], ``scales`` their UE8M0 bytes
-    [ROWS, COLS // 32] (as :func:`seam.kernels.numerics.mxfp8_quantize_tile` returns them), at
-    ``a_deq_ptr + row_offs[:, None] + k_permuted_column(cols)[None, :]``; ``bf16(e4m3 * 2^(s - 127))``, one
-    rounding, as the decode GEMM's own staging computes it."""
+    [ROWS, COLS // 32] (as :func:`seam.kernels.numerics.mxfp8_quantize_tile` returns them), each column at
+    ``a_deq_ptr + row_offs`` plus the column ``seam.formats.a_deq.k_permutation`` moves it to;
+    ``bf16(e4m3 * 2^(s - 127))``, one rounding, as the decode GEMM's own staging computes it. ``cols``
+    start at a multiple of 128 and ``mask`` is the same across each 128-column step (rows, whole steps), so
+    it holds at the permuted columns too.
+
+    The tile is permuted in registers and stored in order: scattered 2-byte stores of each column at its
+    permuted place took the H200's norm kernel 1.1 us longer at 8 tokens
+    (``docs/benchmarks-log.md`` run 106)."""
     f = tl.reshape(e4m3_to_f32(values), (ROWS, COLS // 32, 32)) * ue8m0_to_f32(scales)[:, :, None]
-    tl.store(a_deq_ptr + row_offs[:, None] + k_permuted_column(cols)[None, :],
-             to_bf16_rne(tl.reshape(f, (ROWS, COLS))), mask=mask)
+    # column 32j + 4c + 2h + i of each step: dims (j, c, h, i) -> (c, h, j, i)
+    steps = tl.reshape(to_bf16_rne(f), (ROWS, COLS // 128, 4, 8, 2, 2))
+    ordered = tl.reshape(tl.permute(steps, (0, 1, 3, 4, 2, 5)), (ROWS, COLS))
+    tl.store(a_deq_ptr + row_offs[:, None] + cols[None, :], ordered, mask=mask)

@@ -171,7 +171,7 @@ class LamportAllReduce(LamportBase):
         *,
         also_bf16: bool = False,
         rank: int | None = None,
-        a_deq: bool = False,
+        a_deq: bool | str = "auto",
     ) -> tuple[QuantizedActivation, torch.Tensor] | tuple[QuantizedActivation, torch.Tensor, torch.Tensor]:
         """Consumer (a): ``(QuantizedActivation(normed), residual_out[, normed])``.
 
@@ -181,8 +181,10 @@ class LamportAllReduce(LamportBase):
             eps: finite float >= 0.
             also_bf16: also return the BF16 normed rows.
             rank: the simulated rank collecting (None for a real group).
-            a_deq: the same launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden a
-                multiple of 128), which :func:`seam.mxfp8_linear`'s Hopper decode kernel then reads.
+            a_deq: True: the same launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden
+                a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused QKV op's Hopper decode
+                GEMM then reads; "auto" (default): where that GEMM gains (Hopper, 9-64 tokens,
+                :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False: never.
 
         Returns:
             QuantizedActivation (values float8_e4m3fn [M, hidden], 128x4 swizzled scales
@@ -195,8 +197,8 @@ class LamportAllReduce(LamportBase):
         """
         r = self._mailbox_rank(rank)
         also_bf16 = checks.flag("also_bf16", also_bf16)
-        a_deq = self._check_a_deq(a_deq)
         m = self._pending_m(r)
+        a_deq = self._check_a_deq(a_deq, m)
         eps = self._check_norm_inputs(m, residual, weight, eps)
         return self._consume_gemma_rms_norm_mxfp8(r, m, residual, weight, eps, also_bf16, a_deq)
 
@@ -263,7 +265,7 @@ class LamportAllReduce(LamportBase):
 
     def all_reduce_gemma_rms_norm_mxfp8(
         self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, also_bf16: bool = False,
-        a_deq: bool = False,
+        a_deq: bool | str = "auto",
     ):
         """Consumer (a) in one call: publish ``x``, return ``(QuantizedActivation, residual_out[, normed])``.
 
@@ -278,7 +280,7 @@ class LamportAllReduce(LamportBase):
         """
         m = self._rows("x", x)
         also_bf16 = checks.flag("also_bf16", also_bf16)
-        a_deq = self._check_a_deq(a_deq)
+        a_deq = self._check_a_deq(a_deq, m)
         eps = self._check_norm_inputs(m, residual, weight, eps)
         if not self.fused:
             return gemma_norm_mxfp8_activation(self._fallback_sum(x), residual, weight, eps, also_bf16, a_deq)

@@ -21,10 +21,10 @@ import torch
 from seam import checks, runtime
 from seam.comm.group import Group, SimulatedGroup
 from seam.comm.ledger import CallLedger
-from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
 from seam.kernels.lamport import EPILOGUE_RMS_NORM_MXFP8, launch_lamport_consumer, launch_lamport_publish
+from seam.ops.a_deq import resolve_a_deq
 from seam.ops.registry import register
 
 #: Re-loads of one fragment before a debug-mode spin gives up. On a GPU one re-load is
@@ -241,12 +241,9 @@ class LamportBase:
         qa = QuantizedActivation(values, scales, torch.bfloat16, (m, hidden), ScaleLayout.SWIZZLED, a_deq=deq)
         return (qa, residual_out, normed) if also_bf16 else (qa, residual_out)
 
-    def _check_a_deq(self, a_deq: object) -> bool:
-        """The ``a_deq`` flag of a norm + MXFP8 consumer: a bool, True only where hidden is a multiple of 128."""
-        a_deq = checks.flag("a_deq", a_deq)
-        if a_deq:
-            checks.multiple_of("hidden_size with a_deq", self.hidden_size, A_DEQ_STEP)
-        return a_deq
+    def _check_a_deq(self, a_deq: object, m: int) -> bool:
+        """Whether a norm + MXFP8 consumer of M rows writes A_deq (:func:`seam.ops.a_deq.resolve_a_deq`)."""
+        return resolve_a_deq(a_deq, m, self.hidden_size, self.device, k_name="hidden_size")
 
     # -- the fallback (no peer access) ----------------------------------------------------
     def _fallback_sum(self, x: torch.Tensor) -> torch.Tensor:

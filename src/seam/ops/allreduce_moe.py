@@ -176,7 +176,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         *,
         also_bf16: bool = False,
         rank: int | None = None,
-        a_deq: bool = False,
+        a_deq: bool | str = "auto",
     ) -> tuple[QuantizedActivation, torch.Tensor] | tuple[QuantizedActivation, torch.Tensor, torch.Tensor]:
         """Consumer A of one rank (split step): ``(QuantizedActivation(normed), residual_out[, normed])``.
 
@@ -185,8 +185,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         """
         r = self._mailbox_rank(rank)
         also_bf16 = checks.flag("also_bf16", also_bf16)
-        a_deq = self._check_a_deq(a_deq)
         m = self._pending_m(r)
+        a_deq = self._check_a_deq(a_deq, m)
         eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
         return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, also_bf16, a_deq)
 
@@ -197,7 +197,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         norm_weight: torch.Tensor,
         norm_eps: float,
         *,
-        a_deq: bool = False,
+        a_deq: bool | str = "auto",
     ) -> tuple[QuantizedActivation, torch.Tensor]:
         """Return ``(QuantizedActivation(normed), residual_out)`` for this process's rank.
 
@@ -207,13 +207,15 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             residual: BF16 [M, hidden] residual stream, contiguous, 16-byte aligned. Read only.
             norm_weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
             norm_eps: RMSNorm epsilon, finite >= 0.
-            a_deq: the norm's launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden a
-                multiple of 128), which the next layer's Hopper decode GEMM then reads (the fused QKV op's
-                ``a_deq=``, or :func:`seam.mxfp8_linear` on the activation).
+            a_deq: True: the norm's launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden
+                a multiple of 128), which the next layer's Hopper decode GEMM then reads (the fused QKV op's
+                ``a_deq=``, or :func:`seam.mxfp8_linear` on the activation); "auto" (default): where that
+                GEMM gains (Hopper, 9-64 tokens, :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False:
+                never.
 
         Returns:
             QuantizedActivation (values float8_e4m3fn [M, hidden], 128x4 swizzled scales
-            ``[mxfp8_scale_numel(M, hidden)]``, and ``a_deq`` when asked), residual_out BF16 [M, hidden].
+            ``[mxfp8_scale_numel(M, hidden)]``, and A_deq when written), residual_out BF16 [M, hidden].
 
         Raises:
             TypeError / ValueError: bad inputs, all checked before any launch; ValueError
@@ -223,8 +225,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
                 collective).
             RuntimeError: debug mode and a peer never published.
         """
-        a_deq = self._check_a_deq(a_deq)
         m = self._check_moe(moe_output)
+        a_deq = self._check_a_deq(a_deq, m)
         eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
         if not self.fused:
             routed = moe_output.routed
@@ -301,7 +303,8 @@ def init_fused_moe_finalize(
 
 
 def finalize_allreduce_gemma_rms_norm_mxfp8(
-    moe_output: MoEOutput, residual: torch.Tensor, norm_weight: torch.Tensor, norm_eps: float, *, a_deq: bool = False
+    moe_output: MoEOutput, residual: torch.Tensor, norm_weight: torch.Tensor, norm_eps: float, *,
+    a_deq: bool | str = "auto",
 ) -> tuple[QuantizedActivation, torch.Tensor]:
     """Finalize a deferred MoE output into the next layer's MXFP8 input and new residual.
 
@@ -313,11 +316,12 @@ def finalize_allreduce_gemma_rms_norm_mxfp8(
         residual: BF16 [M, hidden] residual stream. Read only.
         norm_weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
         norm_eps: RMSNorm epsilon, finite >= 0.
-        a_deq: also write the activation's A_deq (see :meth:`FinalizeAllReduceGemmaRMSNormMxfp8.__call__`).
+        a_deq: write the activation's A_deq: True, "auto" (default) or False, as
+            :meth:`FinalizeAllReduceGemmaRMSNormMxfp8.__call__` says.
 
     Returns:
         ``(QuantizedActivation, residual_out)``: MXFP8 values float8_e4m3fn [M, hidden] with
-        128x4-swizzled scales (and A_deq when asked), residual_out BF16 [M, hidden].
+        128x4-swizzled scales (and A_deq when written), residual_out BF16 [M, hidden].
 
     Raises:
         RuntimeError: :func:`init_fused_moe_finalize` was not called; debug mode and a peer

@@ -24,7 +24,7 @@ def allreduce_gemma_rms_norm_mxfp8(
     *,
     also_bf16: bool = False,
     defer: bool = False,
-    a_deq: bool = False,
+    a_deq: bool | str = "auto",
 ):
     """All-reduce ``x`` over the TP group, add ``residual``, Gemma RMSNorm, MXFP8 (swizzled).
 
@@ -52,10 +52,12 @@ def allreduce_gemma_rms_norm_mxfp8(
             its capacity bounds M).
         also_bf16: also return the BF16 normed rows (the MoE router needs them).
         defer: return None (see above).
-        a_deq: the norm's launch also writes the activation's A_deq (BF16 [M, hidden], ``seam.formats.a_deq``;
-            hidden a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused QKV op's Hopper
-            decode GEMM (M 2..64) then reads instead of dequantizing the MXFP8 rows: 2 bytes per element
-            more written here, every GEMM program's staging saved there.
+        a_deq: True: the norm's launch also writes the activation's A_deq (BF16 [M, hidden],
+            ``seam.formats.a_deq``; hidden a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused
+            QKV op's Hopper decode GEMM (M 2..64) then reads instead of dequantizing the MXFP8 rows: 2 bytes
+            per element more written here, every GEMM program's staging saved there; "auto" (default): where
+            that trade gains (Hopper, 9-64 tokens, :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False:
+            never.
 
     Returns:
         ``(QuantizedActivation, residual_out)`` or with ``also_bf16``

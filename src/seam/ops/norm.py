@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 
 from seam import checks
-from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.norm_quant import launch_fused_add_rms_norm
+from seam.ops.a_deq import resolve_a_deq
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
 
@@ -210,14 +210,14 @@ def fused_add_rms_norm_mxfp8(
             sizes/alignment, eps out of range, unknown scale_layout, overlapping buffers.
     """
     values, scales, normed, residual_out, _ = _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16,
-                                                             scale_layout, out, with_a_deq=False)
+                                                             scale_layout, out, a_deq=False)
     return (values, scales, normed, residual_out) if also_bf16 else (values, scales, residual_out)
 
 
-def _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16, scale_layout, out, *, with_a_deq: bool):
+def _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16, scale_layout, out, *, a_deq: object):
     """:func:`fused_add_rms_norm_mxfp8`'s checks and launch; returns (values, scales, normed or None,
-    residual_out, a_deq or None), ``with_a_deq`` also writing A_deq (``seam.formats.a_deq``, a new BF16
-    [M, hidden] tensor; hidden a multiple of 128, else ValueError)."""
+    residual_out, A_deq or None), writing A_deq (``seam.formats.a_deq``, a new BF16 [M, hidden] tensor)
+    as :func:`seam.ops.a_deq.resolve_a_deq` decides for ``a_deq``."""
     layout = ScaleLayout.parse(scale_layout)
     for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
         if not isinstance(flag, bool):
@@ -244,13 +244,12 @@ def _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16, scale_layout, ou
         outputs.append((normed_name, normed))
     checks.outputs_apart(outputs, [("x", x), ("residual", residual), ("weight", weight)],
                          in_place=((normed_name, "x"), (res_name, "residual")))
-    a_deq = None
-    if with_a_deq:
-        checks.multiple_of("hidden (x.shape[1]) with a_deq", hidden, A_DEQ_STEP)
-        a_deq = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
+    deq = None
+    if resolve_a_deq(a_deq, m, hidden, device, k_name="hidden (x.shape[1])"):
+        deq = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
     _norm(x, residual, weight, eps, gemma, residual_out=residual_out, normed=normed, values=values, scales=scales,
-          swizzled=layout is ScaleLayout.SWIZZLED, a_deq=a_deq)
-    return values, scales, normed, residual_out, a_deq
+          swizzled=layout is ScaleLayout.SWIZZLED, a_deq=deq)
+    return values, scales, normed, residual_out, deq
 
 
 def gemma_fused_add_rms_norm_mxfp8(
@@ -294,20 +293,20 @@ def gemma_fused_add_rms_norm_mxfp8(
     )
 
 
-def gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16: bool = False, a_deq: bool = False):
+def gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16: bool = False, a_deq: bool | str = "auto"):
     """:func:`gemma_fused_add_rms_norm_mxfp8` (swizzled scales) packaged for a consumer GEMM.
 
     Returns ``(QuantizedActivation, residual_out)`` or with ``also_bf16``
     ``(QuantizedActivation, residual_out, normed)``: the TP-1 and no-peer-access paths of
-    the all-reduce + norm + quant boundary. With ``a_deq`` the same launch also writes the activation's
+    the all-reduce + norm + quant boundary. ``a_deq`` True: the same launch also writes the activation's
     A_deq (BF16 [M, hidden], ``seam.formats.a_deq``; hidden a multiple of 128), which
-    :func:`seam.mxfp8_linear`'s Hopper decode kernel then reads instead of dequantizing the MXFP8 rows.
-    Raises as :func:`gemma_fused_add_rms_norm_mxfp8`; TypeError for a non-bool ``a_deq``, ValueError for
-    ``a_deq`` with hidden not a multiple of 128.
+    :func:`seam.mxfp8_linear`'s and the fused QKV op's Hopper decode GEMM then reads instead of
+    dequantizing the MXFP8 rows; "auto" (default): where that GEMM gains (Hopper, 9-64 tokens,
+    :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False: never.
+    Raises as :func:`gemma_fused_add_rms_norm_mxfp8`; TypeError for ``a_deq`` neither a bool nor a string,
+    ValueError for another string or ``a_deq`` True with hidden not a multiple of 128.
     """
-    if not isinstance(a_deq, bool):
-        raise TypeError(f"a_deq must be a bool, got {checks.type_name(a_deq)}")
     values, scales, normed, residual_out, deq = _add_norm_mxfp8(
-        x, residual, weight, eps, True, also_bf16, ScaleLayout.SWIZZLED, None, with_a_deq=a_deq)
+        x, residual, weight, eps, True, also_bf16, ScaleLayout.SWIZZLED, None, a_deq=a_deq)
     qa = QuantizedActivation(values, scales, torch.bfloat16, tuple(x.shape), ScaleLayout.SWIZZLED, a_deq=deq)
     return (qa, residual_out, normed) if also_bf16 else (qa, residual_out)

@@ -33,6 +33,7 @@ from seam.kernels.qkv_config import (
     workspace_floats,
 )
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue, qkv_scratch
+from seam.ops.a_deq import check_a_deq, resolve_a_deq
 from seam.ops.linear import check_tile
 from seam.ops.registry import register
 
@@ -461,7 +462,7 @@ def qkv_warmup(
     has_q: bool = True,
     has_qfp8: bool = False,
     block_size: int = 64,
-    a_deq: bool = False,
+    a_deq: bool | str = "auto",
 ) -> list[Tile]:
     """Compile every tile configuration the fused kernel picks for 1..max_tokens tokens; returns them.
 
@@ -473,17 +474,21 @@ def qkv_warmup(
     compiles, so no dummy problem runs: the arguments are still checked and the tiles
     returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
     that the fused kernel and :func:`qkv_epilogue` need at any M <= max_tokens, so call it
-    before capturing CUDA graphs. With ``a_deq`` each Gluon decode tile also runs once on an A_deq (the
-    kernel variant that reads it is compiled separately): pass it when the calls to serve take ``a_deq``.
+    before capturing CUDA graphs. ``a_deq`` (True, "auto" or False, as the activations' producers take it,
+    e.g. :func:`seam.allreduce_gemma_rms_norm_mxfp8`): each Gluon decode tile that such calls feed an
+    A_deq (True: every one; "auto", the default: those picked at the M where the producers write it) also
+    runs once on an A_deq, the kernel variant that reads it being compiled separately.
 
     Raises:
-        TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q, has_qfp8 or a_deq not a bool.
+        TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q or has_qfp8 not a bool; a_deq
+            neither a bool nor a string.
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
             positive multiple of 128, max_tokens < 1, block_size not a positive multiple of 4,
-            a device seam's kernels do not run on here.
+            a device seam's kernels do not run on here, a_deq a string other than "auto".
     """
     nkv = check_nkv(nkv)
-    has_q, has_qfp8, a_deq = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8), checks.flag("a_deq", a_deq)
+    has_q, has_qfp8 = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8)
+    a_deq = check_a_deq(a_deq)
     hidden_size = checks.integer("hidden_size", hidden_size)
     max_tokens = checks.integer("max_tokens", max_tokens)
     block_size = checks.integer("block_size", block_size)
@@ -499,7 +504,7 @@ def qkv_warmup(
     tiles = sorted(set(picks.values()), key=lambda t: tuple(0 if v is None else v for v in dataclasses.astuple(t)))
 
     if not runtime.INTERPRET:
-        _run_once_each(tiles, nkv, k, device, has_q, has_qfp8, block_size, a_deq)
+        _run_once_each(tiles, nkv, k, device, has_q, has_qfp8, block_size, tiles_fed_a_deq(picks, a_deq, k, device))
     # the largest workspace any M needs (fused, or the separate epilogue), allocated now
     # rather than during a capture
     heads = n // HEAD_DIM
@@ -508,12 +513,18 @@ def qkv_warmup(
     return tiles
 
 
+def tiles_fed_a_deq(picks: dict[int, Tile], a_deq: bool | str, k: int, device: torch.device) -> set[Tile]:
+    """The Gluon decode tiles among ``picks`` (M -> tile) that get an A_deq where the activations' producers
+    take ``a_deq`` (:func:`seam.ops.a_deq.resolve_a_deq`)."""
+    return {t for m, t in picks.items() if t.wgmma and not t.ring and resolve_a_deq(a_deq, m, k, device)}
+
+
 def _run_once_each(
     tiles: list[Tile], nkv: int, k: int, device: torch.device, has_q: bool, has_qfp8: bool, block_size: int,
-    a_deq: bool = False,
+    a_deq_tiles: frozenset[Tile] | set[Tile] = frozenset(),
 ) -> None:
-    """Run the fused kernel once per tile on a one-token dummy problem (slots -1): compiles each; with
-    ``a_deq`` each Gluon decode tile once more on a zero A_deq."""
+    """Run the fused kernel once per tile on a one-token dummy problem (slots -1): compiles each; each of
+    ``a_deq_tiles`` (Gluon decode tiles) once more on a zero A_deq."""
     m, n = 1, (19 * nkv + 1) * HEAD_DIM
     xq = torch.zeros((m, k), dtype=torch.float8_e4m3fn, device=device)
     xsf = torch.zeros(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=device)
@@ -532,6 +543,6 @@ def _run_once_each(
     cs = torch.zeros((1, 64), dtype=torch.bfloat16, device=device)
     for tile in tiles:
         qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args)
-        if a_deq and tile.wgmma and not tile.ring:
+        if tile in a_deq_tiles:
             zeros = torch.zeros((m, k), dtype=torch.bfloat16, device=device)
             qkv_index_fused_epilogue(xq, xsf, wq, wsf, pos, cs, w, w, w, w, 1e-6, tile=tile, **args, a_deq=zeros)

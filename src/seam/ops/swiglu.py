@@ -10,9 +10,9 @@ import enum
 import torch
 
 from seam import checks
-from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.swiglu_quant import launch_swiglu_oai
+from seam.ops.a_deq import resolve_a_deq
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
 
@@ -104,7 +104,7 @@ def swiglu_oai_mxfp8(
     round_to_bf16: bool = False,
     scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
-    a_deq: bool = False,
+    a_deq: bool | str = False,
 ) -> tuple[torch.Tensor, ...]:
     """SwiGLU-OAI + MXFP8 in one launch: ``mxfp8_quantize(act)`` of the fp32
     ``act = g * sigmoid(alpha * g) * (u + beta)`` (no BF16 round trip), or of ``bf16(act)``
@@ -124,30 +124,36 @@ def swiglu_oai_mxfp8(
             written as 0) or ``"row_major"`` (uint8 [M, I // 32]).
         out: optional (values float8_e4m3fn [M, I], scales uint8) buffers, contiguous and
             16-byte aligned, written in place.
-        a_deq: also write the rows' A_deq (a new BF16 [M, I] tensor, ``seam.formats.a_deq``; I a multiple of
-            128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper decode GEMM (the
-            down projection) then reads it instead of dequantizing the MXFP8 rows.
+        a_deq: True: also write the rows' A_deq (a new BF16 [M, I] tensor, ``seam.formats.a_deq``; I a
+            multiple of 128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper decode
+            GEMM (the down projection) then reads it instead of dequantizing the MXFP8 rows; "auto": where
+            that GEMM gains (Hopper, 9-64 tokens, swizzled scales,
+            :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False (default): never.
 
     Returns:
-        (values float8_e4m3fn [M, I], scales uint8), with ``a_deq`` (values, scales, A_deq).
+        (values float8_e4m3fn [M, I], scales uint8); with ``a_deq`` True or "auto" (values, scales, A_deq),
+        A_deq None where "auto" wrote none.
 
     Raises:
-        TypeError: wrong types/dtypes, ``out`` not a pair, round_to_bf16 or a_deq not a bool.
-        ValueError: I not a multiple of 32 (of 128 with ``a_deq``), wrong shapes/strides/devices/sizes/
-            alignment, bad scalars, unknown layouts, overlapping buffers, ``a_deq`` with row-major scales.
+        TypeError: wrong types/dtypes, ``out`` not a pair, round_to_bf16 not a bool, a_deq neither a bool
+            nor a string.
+        ValueError: I not a multiple of 32 (of 128 with ``a_deq`` True), wrong shapes/strides/devices/sizes/
+            alignment, bad scalars, unknown layouts, overlapping buffers, ``a_deq`` True with row-major
+            scales, ``a_deq`` a string other than "auto".
     """
     scale_layout = ScaleLayout.parse(scale_layout)
-    for flag_name, flag in (("round_to_bf16", round_to_bf16), ("a_deq", a_deq)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{flag_name} must be a bool, got {checks.type_name(flag)}")
+    round_to_bf16 = checks.flag("round_to_bf16", round_to_bf16)
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
-    checks.multiple_of("I (gate_up.shape[1] // 2)", inter, A_DEQ_STEP if a_deq else 32)
-    if a_deq and scale_layout is not ScaleLayout.SWIZZLED:
+    checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
+    returns_a_deq = a_deq is not False
+    if a_deq is True and scale_layout is not ScaleLayout.SWIZZLED:
         raise ValueError("a_deq goes with swizzled scales (the decode GEMM's), got scale_layout 'row_major'")
+    a_deq = resolve_a_deq(a_deq, m, inter, device, k_name="I (gate_up.shape[1] // 2)")
+    a_deq = a_deq and scale_layout is ScaleLayout.SWIZZLED
     values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
     checks.outputs_apart([("out[0] (values)", values), ("out[1] (scales)", scales)], [("gate_up", gate_up)])
     deq = torch.empty((m, inter), dtype=torch.bfloat16, device=device) if a_deq else None
     _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, values=values, scales=scales,
             round_to_bf16=round_to_bf16, swizzled=scale_layout is ScaleLayout.SWIZZLED, a_deq=deq)
-    return (values, scales, deq) if a_deq else (values, scales)
+    return (values, scales, deq) if returns_a_deq else (values, scales)
 

@@ -11,7 +11,9 @@ import torch
 
 import seam
 from seam.compare import bytes_equal
+from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE
+from seam.ops.norm import gemma_norm_mxfp8_activation
 from seam.verify.core import Check, Context, Outcome
 
 
@@ -64,8 +66,30 @@ def _run_in_gemm(ctx: Context, m: int, n: int, k: int) -> Outcome:
     )
 
 
+def _run_a_deq(ctx: Context, m: int, n: int, k: int) -> Outcome:
+    """The norm + MXFP8 launch writing A_deq (``seam.formats.a_deq``), then the GEMM reading it: A_deq bytes
+    equal to its reference from the same MXFP8 rows, the GEMM's bytes equal to those without A_deq."""
+    x, r = ctx.randn(m, k, seed=m + 4, scale=3.0), ctx.randn(m, k, seed=m + 5)
+    w = ctx.randn(k, seed=m + 6, scale=0.1)
+    weight = seam.MXFP8Weight.from_bf16(ctx.randn(n, k, seed=m + 7, scale=k**-0.5))
+    with_deq, _ = gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=True)
+    plain, _ = gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=False)
+    deq_ok = bytes_equal(with_deq.a_deq, a_deq_from_mxfp8(with_deq.values, with_deq.scales))
+    out = seam.mxfp8_linear(with_deq, weight)
+    ok = deq_ok and bytes_equal(with_deq.values, plain.values) and bytes_equal(out, seam.mxfp8_linear(plain, weight))
+    return Outcome(
+        exact=ok,
+        detail="A_deq == reference; GEMM bytes equal to without A_deq" if ok else "A_deq or GEMM bytes DIFFER",
+        fused=lambda: seam.mxfp8_linear(gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=True)[0], weight, out=out),
+        unfused=lambda: seam.mxfp8_linear(gemma_norm_mxfp8_activation(x, r, w, 1e-6, a_deq=False)[0], weight, out=out),
+        baseline="the same norm + GEMM without A_deq",
+        bytes_moved=n * k + weight.scales.numel() + m * k * (2 * 4 + 1) + 2 * m * n,
+    )
+
+
 RULE = "tolerance (summation order differs): within one BF16 rounding + the fp32 reordering bound of the fp32 GEMM"
 IN_GEMM_RULE = "bit-identical to quantize + GEMM"
+A_DEQ_RULE = "A_deq bit-identical to its reference; the GEMM bit-identical to the one without A_deq"
 
 
 def checks(ctx: Context) -> list[Check]:
@@ -83,5 +107,10 @@ def checks(ctx: Context) -> list[Check]:
         Check("mxfp8_linear[in_gemm quant]", m, f"N={n} K={k}", lambda m=m: _run_in_gemm(ctx, m, n, k),
               rule=IN_GEMM_RULE)
         for m in ctx.pick([1, 8, 16, 64], [1, 5])
+    ]
+    out += [
+        Check("norm+MXFP8[+A_deq] -> mxfp8_linear", m, f"N={n} K={k}", lambda m=m: _run_a_deq(ctx, m, n, k),
+              rule=A_DEQ_RULE)
+        for m in ctx.pick([16, 64], [3])
     ]
     return out
