@@ -47,15 +47,18 @@ def test_k_permutation_is_the_gluon_kernels_k_permute():
 
 
 @triton.jit
-def _store_a_deq_kernel(values_ptr, scales_ptr, out_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
+def _store_a_deq_kernel(values_ptr, scales_ptr, out_ptr, ROWS: tl.constexpr, COLS: tl.constexpr,
+                        PERMUTED: tl.constexpr):
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, COLS)
     v = tl.load(values_ptr + rows[:, None] * COLS + cols[None, :])
     s = tl.load(scales_ptr + rows[:, None] * (COLS // 32) + tl.arange(0, COLS // 32)[None, :])
-    store_a_deq(out_ptr, rows * COLS, cols, v, s, (rows[:, None] < ROWS) & (cols[None, :] < COLS), ROWS, COLS)
+    store_a_deq(out_ptr, rows * COLS, cols, v, s, (rows[:, None] < ROWS) & (cols[None, :] < COLS), ROWS, COLS,
+                PERMUTED)
 
 
-def test_store_a_deq_every_e4m3_byte_at_extreme_scales(device):
+@pytest.mark.parametrize("permuted", [True, False])
+def test_store_a_deq_every_e4m3_byte_at_extreme_scales(permuted, device):
     """The producers' A_deq store (seam.kernels.a_deq.store_a_deq) on every E4M3 byte (zeros, subnormals,
     NaN, +-448) at scale bytes 0 (2^-127), 1, 127, 253 and 254 (2^127: past BF16's range, inf): the
     reference's bytes, one rounding (subnormal BF16 results included)."""
@@ -65,8 +68,12 @@ def test_store_a_deq_every_e4m3_byte_at_extreme_scales(device):
     scales[5:, ::2] = 127  # mixed blocks in a row
     out = torch.empty(8, 256, dtype=torch.bfloat16, device=device)
     with np.errstate(all="ignore"):  # the interpreter's products past the fp32 range (inf, as on the GPU)
-        _store_a_deq_kernel[(1,)](values.to(device), scales.contiguous().to(device), out, ROWS=8, COLS=256)
+        _store_a_deq_kernel[(1,)](values.to(device), scales.contiguous().to(device), out, ROWS=8, COLS=256,
+                                  PERMUTED=permuted)
     want = a_deq_from_mxfp8(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major")
+    if not permuted:  # the natural order of more than 64 rows (the reference permutes 8)
+        want = seam.mxfp8_dequantize(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major",
+                                     dtype=torch.bfloat16)
     got = out.cpu()
     # NaN bytes (0x7F / 0xFF, which seam's quantizers never emit) give a NaN; its payload is not specified
     assert torch.equal(got.isnan(), want.isnan()) and int(want.isnan().sum()) == 16
@@ -86,6 +93,25 @@ def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted():
     xq96, xs96 = seam.mxfp8_quantize(x[:, :96].contiguous())
     with pytest.raises(ValueError, match="multiple of 128"):
         a_deq_from_mxfp8(xq96, xs96)
+
+
+def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m():
+    """A_deq's K order follows M: permuted up to 64 rows (the decode GEMM, seam.kernels.a_deq.permuted and
+    seam.formats.a_deq.PERMUTED_MAX_M agree), natural order from 65 (the ring kernel reads the plain
+    dequantized rows); K must be whole 128-column steps either way."""
+    from seam.formats.a_deq import PERMUTED_MAX_M
+    from seam.kernels.a_deq import permuted
+
+    assert PERMUTED_MAX_M == 64 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 65))
+    for m in (64, 65):
+        xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m))
+        deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
+        a = a_deq_from_mxfp8(xq, xs)
+        want = deq if m > 64 else deq[:, torch.argsort(k_permutation(256))]
+        assert torch.equal(a.view(torch.int16), want.view(torch.int16))
+    xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, 96, seed=1))
+    with pytest.raises(ValueError, match="multiple of 128"):
+        a_deq_from_mxfp8(xq, xs)
 
 
 def test_quantized_activation_checks_a_deq():
@@ -195,6 +221,41 @@ def test_decode_kernel_reads_a_deq_gpu(m, n, k):
     assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, k", [(2560, 6144), (6144, 2048)])
+@pytest.mark.parametrize("m", [65, 100, 128])
+def test_ring_kernel_reads_a_deq_gpu(m, n, k):
+    """The ring kernel (65-128 tokens) on the norm's natural-order A_deq: the bytes it gives with its own
+    dequantization launch; and it does read A_deq (a zeroed copy gives zeros)."""
+    g = torch.Generator().manual_seed(m + n)
+    x = edge_and_random_rows(m, k, seed=m).cuda()
+    residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
+    qa, _ = gemma_norm_mxfp8_activation(x, residual, torch.zeros(k, dtype=torch.bfloat16, device="cuda"), 1e-6,
+                                        a_deq=True)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
+    assert pick_tile(m, n, k, x.device).ring
+    plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
+    assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
+    zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
+    assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
+
+
+@pytest.mark.gpu
+def test_a_deq_of_another_k_order_is_ignored_gpu():
+    """A tile override that runs the ring kernel at 64 tokens (whose A_deq is K-permuted, for the decode
+    kernel) leaves A_deq unread: the bytes of the same tile without it."""
+    m, n, k = 64, 2560, 6144
+    g = torch.Generator().manual_seed(5)
+    qa, _ = gemma_norm_mxfp8_activation(torch.randn(m, k, generator=g).bfloat16().cuda(),
+                                        torch.randn(m, k, generator=g).bfloat16().cuda(),
+                                        torch.zeros(k, dtype=torch.bfloat16, device="cuda"), 1e-6, a_deq=True)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
+    ring = pick_tile(65, n, k, qa.values.device)
+    plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
+    got, want = seam.mxfp8_linear(qa, w, tile=ring), seam.mxfp8_linear(plain, w, tile=ring)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
 # The fused QKV op (seam.qkv_index_fused_epilogue): the norm -> QKV boundary's consumer of A_deq.
 
 
@@ -266,10 +327,10 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [2, 16, 33, 64])
-def test_qkv_decode_gemm_reads_a_deq_gpu(m):
-    """The fused QKV op on Hopper at decode M with A_deq: the bytes it gives without; a zeroed A_deq changes
-    them (the GEMM reads it)."""
+@pytest.mark.parametrize("m", [2, 16, 33, 64, 65, 128])
+def test_qkv_gluon_gemm_reads_a_deq_gpu(m):
+    """The fused QKV op on Hopper with A_deq, through the decode kernel (2-64 tokens) and the ring kernel (65,
+    128): the bytes it gives without; a zeroed A_deq changes them (the GEMM reads it)."""
     p = _qkv_problem(m, "cuda", k=6144, seed=m)
     xq, xsf = seam.mxfp8_quantize(p.x)
     a = a_deq_from_mxfp8(xq, xsf)
@@ -285,17 +346,17 @@ def test_qkv_decode_gemm_reads_a_deq_gpu(m):
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
 
 
-@pytest.mark.parametrize("tp, hidden", [(1, 256), (2, 256), (4, 256), (2, 6144)])
-def test_lamport_consumer_writes_a_deq(tp, hidden):
+@pytest.mark.parametrize("tp, hidden, m", [(1, 256, 7), (2, 256, 7), (4, 256, 7), (2, 6144, 7), (2, 256, 70)])
+def test_lamport_consumer_writes_a_deq(tp, hidden, m):
     """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
-    its own MXFP8 rows (edge inputs included), and its other outputs are those without a_deq."""
-    m = 7
+    its own MXFP8 rows (edge inputs included; K-permuted at 7 rows, natural order at 70), and its other
+    outputs are those without a_deq."""
     rows = [edge_and_random_rows(m, hidden, seed=r) * 0.25 for r in range(tp)]
     residual = edge_and_random_rows(m, hidden, seed=99) * 0.5
     weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(1)) * 0.2).bfloat16()
     outs = {}
     for a_deq in (False, True):
-        comm = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=8, group=seam.SimulatedGroup(tp))
+        comm = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=max(8, m), group=seam.SimulatedGroup(tp))
         for r, x in enumerate(rows):
             comm.publish(x, rank=r)
         outs[a_deq] = [comm.collect_gemma_rms_norm_mxfp8(residual, weight, 1e-6, rank=r, a_deq=a_deq)
@@ -401,17 +462,22 @@ def test_moe_finalize_writes_a_deq(tp, monkeypatch):
         op(moes[0], residual, weight, 1e-6, a_deq=0)
 
 
-def test_a_deq_pays_on_hopper_from_9_to_64_tokens(monkeypatch):
-    """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where the Gluon decode
-    kernel reads it (Hopper, M <= 64) and from 9 tokens (16-row tiles, measured to gain); nowhere on a
-    device without it; resolve_a_deq checks the argument itself first."""
+def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
+    """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
+    on Hopper: the decode kernel from 9 tokens (16-row tiles, measured to gain) to 64, the ring kernel at
+    65-128 tokens where K >= 2048 (it takes no smaller K); never off whole 128-column steps, nowhere on a
+    device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config as config
     from seam.ops.a_deq import resolve_a_deq
 
     cpu = torch.device("cpu")
-    assert not any(config.a_deq_pays(m, cpu) for m in range(1, 300))
+    assert not any(config.a_deq_pays(m, 6144, cpu) for m in range(1, 300))
     monkeypatch.setattr(config, "wgmma_supported", lambda device: True)
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, cpu)] == list(range(9, 65))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 6144, cpu)] == list(range(9, 129))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(9, 65))
+    assert all(config.pick_ring_tile(m, 2560, 6144, 132) is not None for m in range(65, 129))
+    assert config.pick_ring_tile(100, 6144, 768, 132) is None
+    assert not any(config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
     monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", config.a_deq_pays)
     assert resolve_a_deq("auto", 16, 6144, cpu) and not resolve_a_deq("auto", 8, 6144, cpu)
     assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps
@@ -430,7 +496,7 @@ def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, devic
     from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
     from test_lamport import make_moe
 
-    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", lambda m, device: m >= 5)
+    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", lambda m, k, device: m >= 5)
     hidden = 128
     g = torch.Generator().manual_seed(6)
     w = (torch.randn(hidden, generator=g) * 0.1).bfloat16().to(device)

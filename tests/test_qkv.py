@@ -602,10 +602,10 @@ def test_warmup_dummy_problem_runs_each_tile(device):
 def test_warmup_feeds_a_deq_to_the_decode_tiles_its_producers_write_it_for(monkeypatch):
     """qkv_warmup's A_deq variants: every Gluon decode tile with a_deq=True, none with False, and with
     "auto" those picked at the M where the producers write A_deq (seam.kernels.mxfp8_gemm_config.a_deq_pays);
-    never a ring or tl tile."""
+    never a ring tile (the ring kernel reads A_deq in the variant it always compiles) or a tl tile."""
     from seam.ops import a_deq as a_deq_ops
 
-    monkeypatch.setattr(a_deq_ops, "a_deq_pays", lambda m, device: 9 <= m <= 64)
+    monkeypatch.setattr(a_deq_ops, "a_deq_pays", lambda m, k, device: 9 <= m <= 128 and k % 128 == 0)
     d8, d16 = Tile(8, 128, 128, 8, 2, 12, wgmma=True), Tile(16, 128, 128, 8, 2, 12, wgmma=True)
     d64, ring = Tile(64, 128, 128, 8, 2, 6, wgmma=True), Tile(128, 128, 128, 8, 3, 6, wgmma=True)
     picks = {1: GEMV_TILE, 8: d8, 9: d16, 16: d16, 64: d64, 65: ring, 300: small_tile(64)}

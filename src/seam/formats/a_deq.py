@@ -1,12 +1,13 @@
-"""A_deq: MXFP8 rows dequantized to BF16 in the Hopper decode GEMM's K order.
+"""A_deq: MXFP8 rows dequantized to BF16 in the K order of the Hopper GEMM that reads them at their M.
 
-The Gluon decode GEMM (``seam.kernels.mxfp8_wgmma``) multiplies BF16 copies of both operands: it holds
-each weight step in registers in a fixed permutation of its 128 K columns, so it stages the activations
-with the same permutation. A producer kernel that writes that BF16 copy beside its MXFP8 rows (A_deq in the
-GEMM's K order, here just "A_deq"; carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares every
-program of the GEMM dequantizing its K range again (H200, the GEMM alone, ``docs/benchmarks-log.md`` run
-102: 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16; at 8 tokens from 0.9 us slower to 0.8 faster by
-shape).
+Hopper has no MXFP8 MMA: seam's Gluon GEMMs multiply BF16 copies of both operands. Up to
+:data:`PERMUTED_MAX_M` tokens the decode GEMM (``seam.kernels.mxfp8_wgmma``) holds each weight step in
+registers in a fixed permutation of its 128 K columns and stages the activations with the same permutation;
+above, the ring kernel (``seam.kernels.mxfp8_wgmma_ring``) reads the activations dequantized in natural
+order from a launch before it. A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
+carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM
+alone, ``docs/benchmarks-log.md``: run 102, the decode GEMM 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at
+16, from 0.9 us slower to 0.8 faster at 8; run 111, the ring path 1.0-3.4 us faster at 65-128 tokens).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 
 #: Columns per K step of the decode GEMM: the permutation stays inside each such step.
 A_DEQ_STEP = 128
+#: Largest M whose A_deq is K-permuted (the decode GEMM's largest M); above it A_deq is in natural order.
+PERMUTED_MAX_M = 64
 
 
 def k_permutation(k: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -39,8 +42,9 @@ def a_deq_from_mxfp8(
     values: torch.Tensor, scales: torch.Tensor, *, scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED
 ) -> torch.Tensor:
     """A_deq of MXFP8 rows: ``bf16(f32(e4m3) * 2^(s - 127))`` (one rounding, as
-    :func:`seam.mxfp8_dequantize`), each column moved as :func:`k_permutation` says. Pure PyTorch, any
-    device; the reference for the kernels that write it.
+    :func:`seam.mxfp8_dequantize`), each column moved as :func:`k_permutation` says where M <=
+    :data:`PERMUTED_MAX_M`, in natural order above. Pure PyTorch, any device; the reference for the kernels
+    that write it.
 
     Args:
         values: float8_e4m3fn (or its uint8 bytes) [M, K], K a positive multiple of 128.
@@ -53,6 +57,11 @@ def a_deq_from_mxfp8(
         TypeError, ValueError: as :func:`seam.mxfp8_dequantize`; ValueError for K not a multiple of 128.
     """
     deq = mxfp8_dequantize(values, scales, scale_layout=scale_layout, dtype=torch.bfloat16)
+    k = deq.shape[1]
+    if k % A_DEQ_STEP:
+        raise ValueError(f"K must be a positive multiple of {A_DEQ_STEP}, got {k}")
+    if deq.shape[0] > PERMUTED_MAX_M:
+        return deq
     out = torch.empty_like(deq)
     out[:, k_permutation(deq.shape[1], deq.device)] = deq
     return out

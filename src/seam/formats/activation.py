@@ -27,9 +27,9 @@ class QuantizedActivation:
         dtype: dtype of the unquantized rows (BF16 for every seam producer; FP16/FP32 allowed).
         shape: (M, K) of the unquantized rows, K a positive multiple of 32.
         layout: the scale layout.
-        a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the Hopper
-            decode GEMM's K order (:func:`seam.formats.a_deq.a_deq_from_mxfp8`), which that GEMM then reads
-            instead of dequantizing ``values`` itself; other paths ignore it. It must hold exactly those
+        a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
+            order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
+            which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. It must hold exactly those
             bytes (nothing checks them: seam's producers write both in one launch); None: not given.
 
     Raises:

@@ -45,6 +45,7 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
+from seam.kernels.a_deq import permuted
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
 from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_launch
 from seam.kernels.numerics import (
@@ -529,14 +530,15 @@ def launch_gluon(
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
     (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
-    (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the decode kernel
-    then copies instead of dequantizing ``xq`` (the ring kernel makes its own copy). Returns None, launching
+    (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
+    K order it has (:func:`seam.kernels.a_deq.permuted`: the decode kernel's up to its largest M, the ring
+    kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. Returns None, launching
     nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
-    if a_deq is not None and not tile.ring and mxfp8_wgmma.tma_ready(a_deq):
-        xq, xs = a_deq, None
-    else:
-        a_deq = None
     m, n = xq.shape[0], wq.shape[0]
+    if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
+        a_deq = None
+    elif not tile.ring:
+        xq, xs = a_deq, None
     # the ring kernel reads the activations from its own dequantized copy
     if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws) if tile.ring
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
@@ -550,7 +552,8 @@ def launch_gluon(
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, rules.combine)
     if tile.ring:
-        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners)
+        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
+                                                        a_deq=a_deq)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,
@@ -573,8 +576,8 @@ def launch_mxfp8_linear(
     stride not 16-byte aligned) the tl kernel runs instead, on its own tile (same bytes
     wherever the sums are exact; within fp32 reordering otherwise). A ``bf16_mm`` tile runs
     the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`). ``a_deq``: the
-    activations' A_deq (:mod:`seam.formats.a_deq`), which the Gluon decode kernel reads in place of ``xq``;
-    every other path ignores it.
+    activations' A_deq (:mod:`seam.formats.a_deq`), which the Gluon kernels read in place of ``xq`` as
+    :func:`launch_gluon` says; every other path ignores it.
     """
     m, k = xq.shape
     n = wq.shape[0]

@@ -130,8 +130,10 @@ def wgmma_supported(device: torch.device) -> bool:
 #: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
 WGMMA_MAX_M = 64
 WGMMA_STAGES = 2
-#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off.
+#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off,
+#: and the most for the ring kernel (above it the ring is picked for some weight shapes only).
 A_DEQ_MIN_M = 9
+A_DEQ_MAX_M = 128
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
@@ -177,10 +179,12 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-def a_deq_pays(m: int, device: torch.device) -> bool:
-    """Whether an M-token activation's producer should write its A_deq (``seam.formats.a_deq``): where the
-    Gluon decode kernel reads it (a Hopper GPU, M <= :data:`WGMMA_MAX_M`) and from :data:`A_DEQ_MIN_M` tokens
-    (16-row tiles up), where the GEMM's saved staging outweighs the producer's extra BF16 store.
+def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
+    """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
+    Hopper GPU: where the Gluon decode kernel reads it (M <= :data:`WGMMA_MAX_M`) from :data:`A_DEQ_MIN_M`
+    tokens (16-row tiles up), where the GEMM's saved staging outweighs the producer's extra BF16 store; and
+    where the ring kernel reads it (up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`RING_MIN_K`), which then
+    skips its dequantization launch.
 
     H200 (2026-12-02, ``docs/benchmarks-log.md`` run 110, producer + GEMM per step, CUDA graph of
     back-to-back pairs, us without -> with, bytes equal): norm + MXFP8 -> ``mxfp8_linear`` N 2560 x K 6144
@@ -188,9 +192,15 @@ def a_deq_pays(m: int, device: torch.device) -> bool:
     11.71, M 16 11.71 -> 11.68, M 64 14.16 -> 12.66; norm -> fused QKV nkv 1 M 8 11.19 -> 12.05, M 16
     14.50 -> 13.95, M 64 19.17 -> 16.93 (nkv 2 faster at every M, M 8 18.11 -> 15.97); SwiGLU + MXFP8 ->
     down (N 6144 x K 768) M 8 5.24 -> 4.91, M 16 6.60 -> 5.51, M 64 9.79 -> 8.76. The norm's store costs
-    0.5 us at these M, and 8-row tiles given A_deq run about 1 us slower at N 1536-2560.
+    0.5 us at these M, and 8-row tiles given A_deq run about 1 us slower at N 1536-2560. The ring kernel
+    (run 112, natural-order A_deq, same method): norm -> ``mxfp8_linear`` N 2560 x K 6144 M 65 21.39 ->
+    20.30, M 100 22.06 -> 20.70, M 128 22.69 -> 20.66; N 1536 18.20 -> 17.15, 18.23 -> 16.96, 17.99 ->
+    16.78; norm -> fused QKV nkv 1 23.50 -> 22.45, 24.19 -> 22.72, 25.17 -> 22.93; nkv 2 33.68 -> 32.35,
+    34.94 -> 33.93, 36.46 -> 35.57 (the norm's store 0.35-1.0 us there).
     """
-    return A_DEQ_MIN_M <= m <= WGMMA_MAX_M and wgmma_supported(device)
+    if k % 128 or not A_DEQ_MIN_M <= m <= A_DEQ_MAX_M:
+        return False
+    return (m <= WGMMA_MAX_M or k >= RING_MIN_K) and wgmma_supported(device)
 
 
 def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.a_deq import store_a_deq
+from seam.kernels.a_deq import permuted, store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
@@ -61,6 +61,7 @@ def fused_add_rms_norm_kernel(
     QUANT: tl.constexpr,  # store MXFP8 values/scales of the BF16 normed rows
     SWIZZLED: tl.constexpr,  # 128x4 swizzled scales (padding written as zero)
     WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (seam.formats.a_deq; H a multiple of 128)
+    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.kernels.a_deq.permuted)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
@@ -119,7 +120,7 @@ def fused_add_rms_norm_kernel(
                 s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
             tl.store(scales_ptr + s_offs, scales, mask=s_mask)
             if WRITE_A_DEQ:
-                store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, BLOCK_H)
+                store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, BLOCK_H, A_DEQ_PERMUTED)
     else:
         zero_scale_padding_rows(scales_ptr, M, pid - num_row_programs, scols, padded_scols, PAD_ROWS)
 
@@ -194,6 +195,7 @@ def launch_fused_add_rms_norm(
         QUANT=quant,
         SWIZZLED=swizzled,
         WRITE_A_DEQ=a_deq is not None,
+        A_DEQ_PERMUTED=permuted(m),
         USE_PDL=use_pdl,
         EARLY_TRIGGER=early_trigger(m),
         ROWS=rows,

@@ -521,7 +521,8 @@ def launch_qkv_epilogue(
     a_deq: torch.Tensor | None = None,
 ) -> None:
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
-    ``a_deq``: A_deq of ``xq`` (``seam.formats.a_deq``), which the Gluon decode GEMM reads in its place.
+    ``a_deq``: A_deq of ``xq`` (``seam.formats.a_deq``), which the Gluon GEMM whose K order it has reads
+    in its place.
 
     A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM first, then this kernel with
     the tile :func:`seam.kernels.qkv_config.epilogue_tile_after` gives on what it wrote: the Gluon kernel's

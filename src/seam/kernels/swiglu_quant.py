@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.a_deq import store_a_deq
+from seam.kernels.a_deq import permuted, store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
@@ -56,6 +56,7 @@ def swiglu_oai_kernel(
     ROUND_BF16: tl.constexpr,  # quantize bf16(act) instead of the fp32 act
     SWIZZLED: tl.constexpr,
     WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (I a multiple of 128)
+    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.kernels.a_deq.permuted)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
@@ -113,7 +114,7 @@ def swiglu_oai_kernel(
                 s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
             tl.store(scales_ptr + s_offs, scales, mask=s_mask)
             if WRITE_A_DEQ:  # the column block is whole 128-column steps (BLOCK_I >= 128, a power of two)
-                store_a_deq(a_deq_ptr, rows * I, cols, values, scales, mask, BLOCK_M, BLOCK_I)
+                store_a_deq(a_deq_ptr, rows * I, cols, values, scales, mask, BLOCK_M, BLOCK_I, A_DEQ_PERMUTED)
         else:
             tl.store(out_ptr + out_offs, to_bf16_rne(act), mask=mask)
     else:
@@ -184,6 +185,7 @@ def launch_swiglu_oai(
         ROUND_BF16=round_to_bf16,
         SWIZZLED=swizzled,
         WRITE_A_DEQ=a_deq is not None,
+        A_DEQ_PERMUTED=permuted(m),
         USE_PDL=use_pdl,
         EARLY_TRIGGER=early_trigger(m),
         BLOCK_M=block_m,

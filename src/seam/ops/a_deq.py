@@ -34,7 +34,7 @@ def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name
         ``k_name``) not a multiple of 128.
     """
     if check_a_deq(a_deq) == "auto":
-        return k % A_DEQ_STEP == 0 and a_deq_pays(m, device)
+        return a_deq_pays(m, k, device)
     if a_deq:
         checks.multiple_of(f"{k_name} with a_deq", k, A_DEQ_STEP)
     return a_deq

@@ -54,10 +54,10 @@ def allreduce_gemma_rms_norm_mxfp8(
         defer: return None (see above).
         a_deq: True: the norm's launch also writes the activation's A_deq (BF16 [M, hidden],
             ``seam.formats.a_deq``; hidden a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused
-            QKV op's Hopper decode GEMM (M 2..64) then reads instead of dequantizing the MXFP8 rows: 2 bytes
-            per element more written here, every GEMM program's staging saved there; "auto" (default): where
-            that trade gains (Hopper, 9-64 tokens, :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False:
-            never.
+            QKV op's Hopper Gluon GEMMs (M 2..256) then read instead of dequantizing the MXFP8 rows: 2 bytes
+            per element more written here, the GEMM's dequantization saved there; "auto" (default): where
+            that trade gains (Hopper, 9-128 tokens, from 65 at hidden >= 2048,
+            :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False: never.
 
     Returns:
         ``(QuantizedActivation, residual_out)`` or with ``also_bf16``

@@ -186,9 +186,9 @@ def mxfp8_linear(
             MXFP8 as ``quantize`` says (NaN and inf elements quantize to finite E4M3 values,
             ``docs/spec/mxfp8.md`` step 5, so such a row's output is finite); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
-            change the output's, which is BF16); where it carries ``a_deq`` the Gluon decode kernel reads
-            those BF16 rows instead of dequantizing the MXFP8 ones itself (same bytes; other paths ignore
-            it). Not modified.
+            change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-64
+            tokens; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
+            bytes; other paths ignore it). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes

@@ -306,8 +306,8 @@ def qkv_index_fused_epilogue(
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
         a_deq: optional BF16 [M, K] contiguous: A_deq of ``xq`` / ``xsf`` (``seam.formats.a_deq``, as
             ``seam.ops.norm.gemma_norm_mxfp8_activation(..., a_deq=True)`` writes it beside its MXFP8 rows),
-            which the Hopper decode GEMM (M 2..64) reads instead of dequantizing ``xq``; other paths ignore
-            it. It must hold exactly those bytes (not checked). Not modified.
+            which the Hopper Gluon GEMMs (the decode kernel at M 2..64, the ring kernel at 65-256) read instead
+            of dequantizing ``xq``; other paths ignore it. It must hold exactly those bytes (not checked). Not modified.
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar, a
