@@ -201,39 +201,24 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
     assert len(seen) == 1 and seen[0] is a
 
 
+_GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (2, 9, 17, 33, 64)] + [
+    (m, n, k, True) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, k", [(2560, 6144), (6144, 768)])
-@pytest.mark.parametrize("m", [2, 9, 17, 33, 64])
-def test_decode_kernel_reads_a_deq_gpu(m, n, k):
-    """The Gluon decode kernel on the norm's A_deq: the bytes it gives on the MXFP8 rows alone, at every
-    decode tile; and it does read A_deq (a zeroed copy gives zeros)."""
+@pytest.mark.parametrize("m, n, k, ring", _GLUON_CASES)
+def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
+    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 2-64 tokens, at every decode
+    tile; natural order for the ring kernel at 65-128): the bytes each gives on the MXFP8 rows alone (its own
+    staging, or its dequantization launch); and it does read A_deq (a zeroed copy gives zeros)."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
     residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
     qa, _ = gemma_norm_mxfp8_activation(x, residual, torch.zeros(k, dtype=torch.bfloat16, device="cuda"), 1e-6,
                                         a_deq=True)
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
-    assert pick_tile(m, n, k, x.device).wgmma
-    plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
-    got, want = seam.mxfp8_linear(qa, w), seam.mxfp8_linear(plain, w)
-    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
-    zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
-    assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("n, k", [(2560, 6144), (6144, 2048)])
-@pytest.mark.parametrize("m", [65, 100, 128])
-def test_ring_kernel_reads_a_deq_gpu(m, n, k):
-    """The ring kernel (65-128 tokens) on the norm's natural-order A_deq: the bytes it gives with its own
-    dequantization launch; and it does read A_deq (a zeroed copy gives zeros)."""
-    g = torch.Generator().manual_seed(m + n)
-    x = edge_and_random_rows(m, k, seed=m).cuda()
-    residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
-    qa, _ = gemma_norm_mxfp8_activation(x, residual, torch.zeros(k, dtype=torch.bfloat16, device="cuda"), 1e-6,
-                                        a_deq=True)
-    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
-    assert pick_tile(m, n, k, x.device).ring
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma and tile.ring == ring
     plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
     assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
     zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
