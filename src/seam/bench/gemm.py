@@ -8,6 +8,8 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   Gluon decode kernel at 2 <= M <= 64 on Hopper, ``seam.kernels.mxfp8_wgmma``; the Gluon ring
   kernel at 65 <= M <= 128 where K >= 2048, and at 129 <= M <= 256 where ``pick_ring_tile`` takes the
   shape, ``seam.kernels.mxfp8_wgmma_ring``);
+* ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as
+  a producer writes it by default) where ``a_deq_pays`` says a producer writes one, else ``-``;
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,
@@ -20,9 +22,9 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   x @ W_deq^T (``_humming_us``), ``error`` where it raised (printed);
 * ``floor``: MXFP8 weight bytes (values + scales) / 4.23 TB/s + one 0.54 us launch.
 
-A last table times seam's norm -> GEMM chain (``gemma_fused_add_rms_norm_mxfp8`` then
-``mxfp8_linear`` on its MXFP8 rows, both PDL launches, back to back in one graph) and what
-the GEMM adds to the norm alone.
+A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused
+norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph)
+without A_deq and with the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from rich.table import Table
 import seam
 from seam.bench.linear import SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
 from seam.bench.timing import floor_us, graph_time_us, rotating
-from seam.kernels.mxfp8_gemm_config import pick_tile
+from seam.formats.a_deq import a_deq_from_mxfp8
+from seam.kernels.mxfp8_gemm_config import a_deq_pays, pick_tile
 
 MS = (1, 8, 16, 32, 64, 128)
 
@@ -132,6 +135,10 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     one = torch.ones((), device=dev)
     r = {"layer": layer, "N": n, "K": k, "M": m, "tile": _tile_name(tile)}
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
+    r["seam A_deq"] = "-"
+    if a_deq_pays(m, k, dev):
+        with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+        r["seam A_deq"] = graph_time_us(lambda: seam.mxfp8_linear(with_deq, mx(), out=out))
     r["seam bf16 x"] = graph_time_us(lambda: seam.mxfp8_linear(x, mx(), out=out))
     r["seam tl"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out, tile=tl_tile))
     r["cuBLAS FP8"] = graph_time_us(lambda: torch._scaled_mm(xq, f8().t(), one, one, out_dtype=torch.bfloat16))
@@ -162,15 +169,16 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
         residual = torch.randn(m, hidden, generator=g).to(torch.bfloat16).to(dev)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
 
-        def norm():
-            return seam.gemma_fused_add_rms_norm_mxfp8(x, residual, norm_w, 1e-6)
+        def norm(a_deq=False):
+            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, a_deq=a_deq)[0]
 
-        def chain():
-            values, scales, _ = norm()
-            seam.mxfp8_linear(seam.QuantizedActivation(values, scales, torch.bfloat16, (m, hidden)), mx(), out=out)
+        def chain(a_deq=False):
+            seam.mxfp8_linear(norm(a_deq), mx(), out=out)
 
         t_norm, t_chain = graph_time_us(norm), graph_time_us(chain)
-        rows.append({"M": m, "norm": t_norm, "norm + GEMM": t_chain, "GEMM adds": t_chain - t_norm})
+        t_auto = graph_time_us(lambda: chain("auto"))
+        rows.append({"M": m, "norm": t_norm, "norm + GEMM": t_chain, "GEMM adds": t_chain - t_norm,
+                     "norm + GEMM, A_deq auto": t_auto})
     return rows
 
 
@@ -202,10 +210,10 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             console.print(f"{layer} M {m}: seam {r['seam']:.2f} us ({r['tile']}), tl {r['seam tl']:.2f}, "
                           f"cuBLAS FP8 {r['cuBLAS FP8']:.2f}, BF16 {r['cuBLAS BF16']:.2f}, "
                           f"humming {_cell(r['humming'])}")
-    cols = ["layer", "N", "K", "M", "tile", "seam", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16", "humming",
-            "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam"]
+    cols = ["layer", "N", "K", "M", "tile", "seam", "seam A_deq", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16",
+            "humming", "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam"]
     console.print(_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, cols))
-    chain = _chain_rows(tuple(m for m in ms if m <= 64), dev, g)
+    chain = _chain_rows(tuple(m for m in ms if m <= 128), dev, g)
     console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {SHAPES[-1][1]}), PDL, us per step", chain,
-                         ["M", "norm", "norm + GEMM", "GEMM adds"]))
+                         ["M", "norm", "norm + GEMM", "GEMM adds", "norm + GEMM, A_deq auto"]))
     return rows + [{"op": "chain", **c} for c in chain]
