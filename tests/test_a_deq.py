@@ -1,5 +1,6 @@
-"""A_deq: the MXFP8 rows dequantized in the Hopper decode GEMM's K order (seam.formats.a_deq), written by
-the norm + MXFP8 producer beside its MXFP8 rows and read by mxfp8_linear's Gluon decode kernel."""
+"""A_deq: the MXFP8 rows dequantized to BF16 in the K order of the Hopper Gluon GEMM that reads them at their
+M (seam.formats.a_deq), written by the norm, SwiGLU and Lamport + MXFP8 producers beside their MXFP8 rows and
+read by mxfp8_linear's and the fused QKV op's Gluon kernels (decode up to 64 tokens, ring above)."""
 
 from __future__ import annotations
 
@@ -131,9 +132,15 @@ def test_quantized_activation_checks_a_deq():
     xq96, xs96 = seam.mxfp8_quantize(x[:, :96].contiguous())
     with pytest.raises(ValueError, match="a_deq needs K a multiple of 128, got K=96"):
         seam.QuantizedActivation(xq96, xs96, torch.bfloat16, (4, 96), a_deq=a[:, :96].contiguous())
+    with pytest.raises(TypeError, match="a_deq must be a torch.Tensor"):  # its type before K's steps
+        seam.QuantizedActivation(xq96, xs96, torch.bfloat16, (4, 96), a_deq="junk")
+    xq_rm, xs_rm = seam.mxfp8_quantize(x, scale_layout="row_major")
+    with pytest.raises(ValueError, match="a_deq goes with swizzled scales"):
+        seam.QuantizedActivation(xq_rm, xs_rm, torch.bfloat16, (4, 256), layout="row_major",
+                                 a_deq=a_deq_from_mxfp8(xq_rm, xs_rm, scale_layout="row_major"))
 
 
-@pytest.mark.parametrize("m, hidden", [(1, 128), (7, 256), (130, 128), (2, 6144)])
+@pytest.mark.parametrize("m, hidden", [(1, 128), (7, 256), (64, 128), (65, 128), (130, 128), (2, 6144)])
 def test_norm_writes_a_deq_beside_its_mxfp8_rows(m, hidden, device):
     """The norm + MXFP8 launch with a_deq: A_deq bytes equal the reference of its own MXFP8 rows (edge inputs
     in x: zeros, tiny, a dominating element, inf / NaN, huge, -0.0; the extreme scale bytes: the store test
@@ -199,6 +206,40 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
     out = torch.empty(5, 128, dtype=torch.bfloat16, device=device)
     mxfp8_gemm.launch_mxfp8_linear(xq, xs, w.values, w.scales, out, Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), a)
     assert len(seen) == 1 and seen[0] is a
+
+
+def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(monkeypatch):
+    """seam.kernels.mxfp8_gemm.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
+    goes to the decode kernel up to 64 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
+    kernel from 65 (in place of its dequantization launch); a tile override that runs the other kernel (the
+    ring at 64 tokens, whose A_deq is K-permuted) gets none."""
+    from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring
+    from seam.kernels.mxfp8_gemm_config import Tile
+
+    seen = []
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda xq, xs, *args, a_deq, **kw: seen.append(("decode", xq, xs, a_deq)))
+    monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
+                        lambda xq, xs, *args, a_deq, **kw: seen.append(("ring", xq, xs, a_deq)))
+    k, n = 256, 128
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16())
+    decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(128, 128, 128, 8, 3, split_k=2, wgmma=True)
+    for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
+                                   "decode", True), (65, ring, "ring", True), (128, ring, "ring", True),
+                                   (64, ring, "ring", False)]:
+        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16())
+        a = a_deq_from_mxfp8(xq, xs)
+        out = torch.empty(m, n, dtype=torch.bfloat16)
+        seen.clear()
+        assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, tile, False, a_deq=a) is out
+        (got_kernel, got_xq, got_xs, got_a_deq), = seen
+        assert got_kernel == kernel, (m, tile)
+        if kernel == "decode":  # the rows it stages are A_deq itself
+            assert (got_xq is a and got_xs is None and got_a_deq is True) == reads
+        else:
+            assert (got_a_deq is a) == reads and got_xq is xq and got_xs is xs
+        if not reads:
+            assert got_a_deq is None
 
 
 _GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (2, 9, 17, 33, 64)] + [
@@ -402,7 +443,8 @@ def test_swiglu_a_deq_refused_before_launch(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [2, 16, 64])
 def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
-    """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it."""
+    """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it; and
+    the GEMM does read it (a zeroed copy gives zeros)."""
     g = torch.Generator().manual_seed(m)
     gate_up = (torch.randn(m, 1536, generator=g) * 2).bfloat16().cuda()
     w = seam.MXFP8Weight.from_bf16((torch.randn(6144, 768, generator=g) * 0.05).bfloat16().cuda())
@@ -411,6 +453,8 @@ def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
     assert pick_tile(m, 6144, 768, gate_up.device).wgmma
     plain = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768))
     assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
+    zeroed = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768), a_deq=torch.zeros_like(a))
+    assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
 
 
 @pytest.mark.parametrize("tp", [1, 2])
@@ -469,7 +513,8 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     assert resolve_a_deq(True, 1, 128, cpu) and not resolve_a_deq(False, 16, 6144, cpu)
     with pytest.raises(ValueError, match=r"I with a_deq must be a positive multiple of 128, got 96"):
         resolve_a_deq(True, 16, 96, cpu, k_name="I")
-    for bad, exc in (("Auto", ValueError), (None, TypeError), (1, TypeError)):
+    assert resolve_a_deq("AUTO", 16, 6144, cpu) and not resolve_a_deq("Auto", 8, 6144, cpu)  # any case
+    for bad, exc in (("autos", ValueError), ("", ValueError), (None, TypeError), (1, TypeError)):
         with pytest.raises(exc, match="a_deq must be"):
             resolve_a_deq(bad, 16, 6144, cpu)
 

@@ -7,7 +7,7 @@ above, the ring kernel (``seam.kernels.mxfp8_wgmma_ring``) reads the activations
 order from a launch before it. A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
 carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM
 alone, ``docs/benchmarks-log.md``: run 102, the decode GEMM 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at
-16, from 0.9 us slower to 0.8 faster at 8; run 111, the ring path 1.0-3.4 us faster at 65-128 tokens).
+16, from 0.9 us slower to 0.8 faster at 8; run 111, the ring kernel 0.95-3.24 us faster at 65-128 tokens).
 """
 
 from __future__ import annotations

@@ -29,15 +29,17 @@ class QuantizedActivation:
         layout: the scale layout.
         a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
             order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
-            which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. It must hold exactly those
-            bytes (nothing checks them: seam's producers write both in one launch); None: not given.
+            which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. The
+            order is a function of M (permuted up to 64 rows): rows cut from a larger activation need their
+            own A_deq (or none). It must hold exactly those bytes (nothing checks them: seam's producers write
+            both in one launch); None: not given.
 
     Raises:
         TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not
             a Python or NumPy int (bools and floats included), a_deq not a BF16 tensor.
         ValueError: shape not a pair (M, K) with M >= 0 and K a positive multiple of 32, tensor shapes
             or byte counts that do not match it, scales or a_deq on another device than values, a_deq
-            not contiguous or given where K is not a multiple of 128.
+            not contiguous or given where K is not a multiple of 128 or with row-major scales.
     """
 
     values: torch.Tensor
@@ -76,9 +78,11 @@ class QuantizedActivation:
                 f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got {self.scales.numel()}"
             )
         if self.a_deq is not None:
+            checks.tensor("a_deq", self.a_deq, dtype=torch.bfloat16, shape=shape, device=self.values.device)
             if k % A_DEQ_STEP:
                 raise ValueError(f"a_deq needs K a multiple of {A_DEQ_STEP}, got K={k}")
-            checks.tensor("a_deq", self.a_deq, dtype=torch.bfloat16, shape=shape, device=self.values.device)
+            if self.layout is not ScaleLayout.SWIZZLED:
+                raise ValueError("a_deq goes with swizzled scales (the Gluon GEMMs'), got layout 'row_major'")
 
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:
         """Raise ValueError if the scales are not in ``layout`` (what a consumer reads)."""

@@ -2,7 +2,7 @@
 
 Bytes moved per row of H (fused add + norm + MXFP8 + BF16 normed): 2H (x) + 2H (residual)
 read, 2H (residual_out) + H + H/32 (E4M3 values, scales) + 2H (normed, optional) + 2H (A_deq,
-optional: the MXFP8 rows dequantized for the Hopper decode GEMM, ``seam.formats.a_deq``) written;
+optional: the MXFP8 rows dequantized for the Hopper Gluon GEMMs, ``seam.formats.a_deq``) written;
 the weight (2H) is read once per program and stays in L2.
 
 One program owns ``ROWS`` whole rows (``ROWS = 1`` at model sizes) held in registers as a

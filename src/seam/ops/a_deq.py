@@ -12,15 +12,16 @@ from seam.kernels.mxfp8_gemm_config import a_deq_pays
 
 
 def check_a_deq(a_deq: object) -> bool | str:
-    """``a_deq`` itself: True, False or "auto".
+    """``a_deq`` itself: True, False or "auto" (in any case, as seam's other string options), returned as
+    True, False or "auto".
 
     Raises:
         TypeError: neither a bool nor a string. ValueError: a string other than "auto".
     """
     if isinstance(a_deq, str):
-        if a_deq != "auto":
+        if a_deq.lower() != "auto":
             raise ValueError(f"a_deq must be True, False or 'auto', got {a_deq!r}")
-        return a_deq
+        return "auto"
     if not isinstance(a_deq, bool):
         raise TypeError(f"a_deq must be a bool or 'auto', got {checks.type_name(a_deq)}")
     return a_deq
