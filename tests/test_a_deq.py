@@ -551,3 +551,35 @@ def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, devic
                                                   a_deq="auto")
         assert (a is not None) == (m >= 5)
         assert len(seam.swiglu_oai_mxfp8(torch.randn(m, 2 * hidden).bfloat16().to(device))) == 2  # default False
+
+
+def test_seam_debug_refuses_an_a_deq_of_other_rows(monkeypatch, device):
+    """With SEAM_DEBUG the consumers compare A_deq with its reference before any launch: rows cut from a
+    larger activation (a 70-row natural-order A_deq cut to 50 rows, which the decode kernel would read as
+    K-permuted) and a stale copy are refused, naming the argument, with nothing written; the right A_deq
+    passes. Without SEAM_DEBUG nothing is read on the host."""
+    monkeypatch.setenv("SEAM_DEBUG", "1")
+    k, n = 256, 128
+    xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, k, seed=8).to(device))
+    natural = a_deq_from_mxfp8(xq, xs)  # 70 rows: natural order
+    # the first 50 rows: their E4M3 bytes, and the swizzled scales as they are (one 128-row block either way)
+    cut_q, cut_s = xq[:50].contiguous(), xs
+    assert cut_s.numel() == seam.mxfp8_scale_numel(50, k)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(1)).bfloat16().to(device))
+    out = torch.full((50, n), 7.0, dtype=torch.bfloat16, device=device)
+    for name, wrong in (("cut rows", natural[:50].contiguous()), ("stale", a_deq_from_mxfp8(cut_q, cut_s) + 1)):
+        act = seam.QuantizedActivation(cut_q, cut_s, torch.bfloat16, (50, k), a_deq=wrong)
+        with pytest.raises(ValueError, match="x.a_deq does not hold the A_deq of these MXFP8 rows at M=50"):
+            seam.mxfp8_linear(act, w, out=out)
+        assert bool((out == 7.0).all()), name
+    right = seam.QuantizedActivation(cut_q, cut_s, torch.bfloat16, (50, k), a_deq=a_deq_from_mxfp8(cut_q, cut_s))
+    seam.mxfp8_linear(right, w, out=out)
+    p = _qkv_problem(5, device)
+    pq, ps = seam.mxfp8_quantize(p.x)
+    with pytest.raises(ValueError, match="a_deq does not hold the A_deq"):
+        seam.qkv_index_fused_epilogue(pq, ps, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
+                                      **p.outputs(fill=3), a_deq=torch.zeros(5, p.x.shape[1], dtype=torch.bfloat16,
+                                                                              device=device))
+    monkeypatch.delenv("SEAM_DEBUG")
+    stale = seam.QuantizedActivation(cut_q, cut_s, torch.bfloat16, (50, k), a_deq=natural[:50].contiguous())
+    seam.mxfp8_linear(stale, w, out=out)  # not checked: the tl path here ignores A_deq

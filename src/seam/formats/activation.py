@@ -31,8 +31,8 @@ class QuantizedActivation:
             order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
             which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. The
             order is a function of M (permuted up to 64 rows): rows cut from a larger activation need their
-            own A_deq (or none). It must hold exactly those bytes (nothing checks them: seam's producers write
-            both in one launch); None: not given.
+            own A_deq (or none). It must hold exactly those bytes (seam's producers write both in one launch;
+            only with ``SEAM_DEBUG`` do the consumers check them); None: not given.
 
     Raises:
         TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not

@@ -1,13 +1,13 @@
-"""The producers' ``a_deq`` argument: write A_deq (``seam.formats.a_deq``) beside the MXFP8 rows always
-(True), never (False) or where the GEMM that reads it gains ("auto",
-:func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`)."""
+"""A_deq (``seam.formats.a_deq``) at the ops' edge: the producers' ``a_deq`` argument (write it beside the
+MXFP8 rows always, never, or where the GEMM that reads it gains: "auto",
+:func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`), and the consumers' ``SEAM_DEBUG`` check of its bytes."""
 
 from __future__ import annotations
 
 import torch
 
-from seam import checks
-from seam.formats.a_deq import A_DEQ_STEP
+from seam import checks, runtime
+from seam.formats.a_deq import A_DEQ_STEP, a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import a_deq_pays
 
 
@@ -39,3 +39,20 @@ def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name
     if a_deq:
         checks.multiple_of(f"{k_name} with a_deq", k, A_DEQ_STEP)
     return a_deq
+
+
+def check_a_deq_bytes(name: str, a_deq: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> None:
+    """With ``SEAM_DEBUG`` (and host reads allowed, :func:`seam.runtime.debug_checks`), raise ValueError unless
+    ``a_deq`` holds the A_deq of ``values`` / ``scales`` (swizzled) at their M: what a stale copy, or rows cut
+    from a larger activation (whose A_deq is in another K order), would break. A NaN's payload is not compared.
+    Costs a dequantization and a device sync; off by default."""
+    if not runtime.debug_checks(a_deq.device):
+        return
+    want = a_deq_from_mxfp8(values, scales)
+    nan = want.isnan()
+    same = torch.equal(a_deq.isnan(), nan) and torch.equal(a_deq.view(torch.int16)[~nan], want.view(torch.int16)[~nan])
+    if not same:
+        raise ValueError(
+            f"{name} does not hold the A_deq of these MXFP8 rows at M={values.shape[0]} (seam.formats.a_deq: its K "
+            "order follows M, so rows cut from a larger activation need their own; pass none to dequantize here)"
+        )

@@ -15,6 +15,7 @@ from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile, wgmma_supported
+from seam.ops.a_deq import check_a_deq_bytes
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
 
@@ -222,7 +223,8 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a bf16_mm
-            tile other than ``BF16_MM_TILE``, or an unknown ``quantize``.
+            tile other than ``BF16_MM_TILE``, or an unknown ``quantize``; with ``SEAM_DEBUG``, an ``x.a_deq``
+            that is not the A_deq of ``x``'s MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``).
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
     """
@@ -262,6 +264,8 @@ def mxfp8_linear(
     a_deq = None
     if isinstance(x, QuantizedActivation):
         x, xs, a_deq = x.values, x.scales, x.a_deq
+        if a_deq is not None:
+            check_a_deq_bytes("x.a_deq", a_deq, x, xs)
     elif mode is LinearQuantize.IN_GEMM or mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile)):
         xs = None
     else:

@@ -33,7 +33,7 @@ from seam.kernels.qkv_config import (
     workspace_floats,
 )
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue, qkv_scratch
-from seam.ops.a_deq import check_a_deq, resolve_a_deq
+from seam.ops.a_deq import check_a_deq, check_a_deq_bytes, resolve_a_deq
 from seam.ops.linear import check_tile
 from seam.ops.registry import register
 
@@ -307,7 +307,8 @@ def qkv_index_fused_epilogue(
         a_deq: optional BF16 [M, K] contiguous: A_deq of ``xq`` / ``xsf`` (``seam.formats.a_deq``, as
             ``seam.ops.norm.gemma_norm_mxfp8_activation(..., a_deq=True)`` writes it beside its MXFP8 rows),
             which the Hopper Gluon GEMMs (the decode kernel at M 2..64, the ring kernel at 65-256) read instead
-            of dequantizing ``xq``; other paths ignore it. It must hold exactly those bytes (not checked). Not modified.
+            of dequantizing ``xq``; other paths ignore it. It must hold exactly those bytes (checked only with
+            ``SEAM_DEBUG``: ValueError otherwise, before any launch). Not modified.
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a non-float scalar, a
@@ -346,6 +347,8 @@ def qkv_index_fused_epilogue(
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
+    if a_deq is not None:
+        check_a_deq_bytes("a_deq", a_deq, xq, xsf)
     _qkv(
         xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
