@@ -97,13 +97,14 @@ def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted():
 
 
 def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m():
-    """A_deq's K order follows M: permuted up to 64 rows (the decode GEMM, seam.kernels.a_deq.permuted and
-    seam.formats.a_deq.PERMUTED_MAX_M agree), natural order from 65 (the ring kernel reads the plain
+    """A_deq's K order follows M: permuted up to 64 rows (the decode GEMM: seam.formats.a_deq.PERMUTED_MAX_M
+    is its largest M), natural order from 65 (the ring kernel reads the plain
     dequantized rows); K must be whole 128-column steps either way."""
-    from seam.formats.a_deq import PERMUTED_MAX_M
-    from seam.kernels.a_deq import permuted
+    from seam.formats.a_deq import PERMUTED_MAX_M, permuted
+    from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M
 
     assert PERMUTED_MAX_M == 64 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 65))
+    assert PERMUTED_MAX_M == WGMMA_MAX_M
     for m in (64, 65):
         xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m))
         deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)

@@ -19,8 +19,15 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 
 #: Columns per K step of the decode GEMM: the permutation stays inside each such step.
 A_DEQ_STEP = 128
-#: Largest M whose A_deq is K-permuted (the decode GEMM's largest M); above it A_deq is in natural order.
+#: Largest M whose A_deq is K-permuted (the decode GEMM's largest M,
+#: ``seam.kernels.mxfp8_gemm_config.WGMMA_MAX_M``); above it A_deq is in natural order.
 PERMUTED_MAX_M = 64
+
+
+def permuted(m: int) -> bool:
+    """Whether the A_deq of M rows is K-permuted (:func:`k_permutation`, for the decode GEMM), else in natural
+    order (for the ring kernel): the one rule the reference, the producer kernels and the GEMMs follow."""
+    return m <= PERMUTED_MAX_M
 
 
 def k_permutation(k: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -60,7 +67,7 @@ def a_deq_from_mxfp8(
     k = deq.shape[1]
     if k % A_DEQ_STEP:
         raise ValueError(f"K must be a positive multiple of {A_DEQ_STEP}, got {k}")
-    if deq.shape[0] > PERMUTED_MAX_M:
+    if not permuted(deq.shape[0]):
         return deq
     out = torch.empty_like(deq)
     out[:, k_permutation(deq.shape[1], deq.device)] = deq

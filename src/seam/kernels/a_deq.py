@@ -7,14 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M
-from seam.kernels.numerics import e4m3_to_f32, to_bf16_rne, ue8m0_to_f32
-
-
-def permuted(m: int) -> bool:
-    """Whether the A_deq of M rows is K-permuted: read by the decode GEMM (M <= its largest M), else in
-    natural order for the ring kernel (``seam.formats.a_deq.PERMUTED_MAX_M``)."""
-    return m <= WGMMA_MAX_M
+from seam.kernels.numerics import mxfp8_dequantize_tile, to_bf16_rne
 
 
 @triton.jit
@@ -22,17 +15,16 @@ def store_a_deq(a_deq_ptr, row_offs, cols, values, scales, mask, ROWS: tl.conste
                 PERMUTED: tl.constexpr):
     """Store A_deq of a quantized tile: ``values`` E4M3 bits uint8 [ROWS, COLS], ``scales`` their UE8M0 bytes
     [ROWS, COLS // 32] (as :func:`seam.kernels.numerics.mxfp8_quantize_tile` returns them), each column at
-    ``a_deq_ptr + row_offs`` plus the column ``seam.formats.a_deq.k_permutation`` moves it to (``PERMUTED``,
-    :func:`permuted`) or its own;
-    ``bf16(e4m3 * 2^(s - 127))``, one rounding, as the decode GEMM's own staging computes it. ``cols``
+    ``a_deq_ptr + row_offs`` plus the column ``seam.formats.a_deq.k_permutation`` moves it to
+    (``PERMUTED``: ``seam.formats.a_deq.permuted`` of the rows' M) or its own; ``bf16(e4m3 * 2^(s - 127))``,
+    one rounding, as the decode GEMM's own staging computes it. ``cols``
     start at a multiple of 128 and ``mask`` is the same across each 128-column step (rows, whole steps), so
     it holds at the permuted columns too.
 
     The tile is permuted in registers and stored in order: scattered 2-byte stores of each column at its
     permuted place took the H200's norm kernel 1.1 us longer at 8 tokens
     (``docs/benchmarks-log.md`` run 106)."""
-    f = tl.reshape(e4m3_to_f32(values), (ROWS, COLS // 32, 32)) * ue8m0_to_f32(scales)[:, :, None]
-    deq = to_bf16_rne(f)
+    deq = to_bf16_rne(mxfp8_dequantize_tile(values, scales, ROWS, COLS))
     if PERMUTED:
         # column 32j + 4c + 2h + i of each step: dims (j, c, h, i) -> (c, h, j, i)
         steps = tl.reshape(deq, (ROWS, COLS // 128, 4, 8, 2, 2))

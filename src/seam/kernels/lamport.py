@@ -54,7 +54,8 @@ import torch
 import triton
 import triton.language as tl
 
-from seam.kernels.a_deq import permuted, store_a_deq
+from seam.formats.a_deq import permuted
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne, to_f32
 
 #: Generations in the mailbox rotation.
@@ -271,7 +272,7 @@ def lamport_consumer_kernel(
     GEMMA: tl.constexpr,  # weight is applied as (1 + w)
     STORE_NORMED: tl.constexpr,  # MXFP8 epilogue also writes BF16 normed into out_ptr
     WRITE_A_DEQ: tl.constexpr,  # MXFP8 epilogue also writes A_deq (hidden a multiple of 128)
-    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.kernels.a_deq.permuted)
+    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.formats.a_deq.permuted)
     SPIN_LIMIT: tl.constexpr,
     BLOCK_H: tl.constexpr,  # next power of two >= hidden: one program holds a whole row
     PAD_ROWS: tl.constexpr,  # swizzle padding rows zeroed per program past M

@@ -16,12 +16,11 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels.numerics import (
-    e4m3_to_f32,
+    mxfp8_dequantize_tile,
     mxfp8_quantize_tile,
     swizzled_scale_offset,
     to_bf16_rne,
     to_f32,
-    ue8m0_to_f32,
 )
 
 
@@ -49,8 +48,7 @@ def dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
 @triton.jit
 def store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
     """Store ``bf16(e4m3 * 2^(s - 127))`` of a tile's E4M3 bits ``v`` and scale bytes ``s`` at ``offs``."""
-    f = tl.reshape(e4m3_to_f32(v), (BLOCK_R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
-    tl.store(out_ptr + offs, to_bf16_rne(tl.reshape(f, (BLOCK_R, BLOCK_K))), mask=mask)
+    tl.store(out_ptr + offs, to_bf16_rne(mxfp8_dequantize_tile(v, s, BLOCK_R, BLOCK_K)), mask=mask)
 
 
 # R and R_W (rows) only bound masks and split the grid: not specialized, so one launch per (A_BF16, K) compiles

@@ -44,21 +44,20 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.formats.a_deq import permuted
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
-from seam.kernels.a_deq import permuted
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
 from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_launch
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
     e4m3_bits_to_f32,
-    e4m3_to_f32,
+    mxfp8_dequantize_tile,
     mxfp8_quantize_tile,
     round_bf16,
     swizzled_scale_offset,
     to_bf16_rne,
     to_f32,
-    ue8m0_to_f32,
 )
 from seam.kernels.workspace import split_workspace
 
@@ -187,17 +186,10 @@ def load_k_step(
 
 
 @triton.jit
-def dequantize_mxfp8_f32(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """fp32 [R, BLOCK_K] = e4m3 * 2^(s - 127): exact for every E4M3 code and scale byte."""
-    f = tl.reshape(e4m3_to_f32(vals), (R, BLOCK_K // 32, 32)) * ue8m0_to_f32(s)[:, :, None]
-    return tl.reshape(f, (R, BLOCK_K))
-
-
-@triton.jit
 def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
     """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact above 2^-133); fp32 holding those values under the
     interpreter, whose tl.dot reads bitcast BF16 tiles as integers."""
-    f = dequantize_mxfp8_f32(vals, s, R, BLOCK_K)
+    f = mxfp8_dequantize_tile(vals, s, R, BLOCK_K)
     if EMULATE_CONVERSIONS:
         return round_bf16(f)
     else:
@@ -428,8 +420,8 @@ def mxfp8_gemv_mainloop(
             a_s_next, b_s_next, stride_xm, 1, BLOCK_K, A_BF16,
         )
         # the [1, BLOCK_K] A tile broadcasts over the weight rows: only it changes layout
-        w_deq = dequantize_mxfp8_f32(b_v, b_s, BN, BLOCK_K)
-        total += tl.sum(w_deq * dequantize_mxfp8_f32(a_v, a_s, 1, BLOCK_K), axis=1)
+        w_deq = mxfp8_dequantize_tile(b_v, b_s, BN, BLOCK_K)
+        total += tl.sum(w_deq * mxfp8_dequantize_tile(a_v, a_s, 1, BLOCK_K), axis=1)
     return acc + tl.reshape(total, (1, BN))
 
 
@@ -531,7 +523,7 @@ def launch_gluon(
     (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
     (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
-    K order it has (:func:`seam.kernels.a_deq.permuted`: the decode kernel's up to its largest M, the ring
+    K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
     kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. Returns None, launching
     nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]

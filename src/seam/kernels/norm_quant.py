@@ -24,7 +24,8 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.a_deq import permuted, store_a_deq
+from seam.formats.a_deq import permuted
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
@@ -61,7 +62,7 @@ def fused_add_rms_norm_kernel(
     QUANT: tl.constexpr,  # store MXFP8 values/scales of the BF16 normed rows
     SWIZZLED: tl.constexpr,  # 128x4 swizzled scales (padding written as zero)
     WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (seam.formats.a_deq; H a multiple of 128)
-    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.kernels.a_deq.permuted)
+    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.formats.a_deq.permuted)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling

@@ -194,6 +194,14 @@ def mxfp8_quantize_blocks(blocks):
 
 
 @triton.jit
+def mxfp8_dequantize_tile(values, scales, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """fp32 [ROWS, COLS] = e4m3 * 2^(s - 127) of E4M3 bits ``values`` [ROWS, COLS] and their scale bytes
+    ``scales`` [ROWS, COLS // 32] (as :func:`mxfp8_quantize_tile` returns them): exact for every code and byte."""
+    f = tl.reshape(e4m3_to_f32(values), (ROWS, COLS // 32, 32)) * ue8m0_to_f32(scales)[:, :, None]
+    return tl.reshape(f, (ROWS, COLS))
+
+
+@triton.jit
 def swizzled_scale_offset(r, c, padded_cols):
     """Byte offset of scale (row r, block column c) in the 128x4 swizzled layout.
 
