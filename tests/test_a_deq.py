@@ -83,20 +83,20 @@ def test_store_a_deq_every_e4m3_byte_at_extreme_scales(permuted, device):
     assert bool(((want.abs() > 0) & (want.abs() < 2.0**-126)).any())  # BF16 subnormals
 
 
-def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted():
-    x = edge_and_random_rows(9, 256, seed=3)
+def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted(device):
+    x = edge_and_random_rows(9, 256, seed=3).to(device)
     xq, xs = seam.mxfp8_quantize(x)
     a = a_deq_from_mxfp8(xq, xs)
     deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
     assert a.dtype == torch.bfloat16 and a.is_contiguous()
-    assert torch.equal(a[:, k_permutation(256)].view(torch.int16), deq.view(torch.int16))
+    assert torch.equal(a[:, k_permutation(256).to(device)].view(torch.int16), deq.view(torch.int16))
     assert not torch.equal(a.view(torch.int16), deq.view(torch.int16))  # the order really moved
     xq96, xs96 = seam.mxfp8_quantize(x[:, :96].contiguous())
     with pytest.raises(ValueError, match="multiple of 128"):
         a_deq_from_mxfp8(xq96, xs96)
 
 
-def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m():
+def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
     """A_deq's K order follows M: permuted up to 64 rows (the decode GEMM: seam.formats.a_deq.PERMUTED_MAX_M
     is its largest M), natural order from 65 (the ring kernel reads the plain
     dequantized rows); K must be whole 128-column steps either way."""
@@ -106,18 +106,18 @@ def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m():
     assert PERMUTED_MAX_M == 64 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 65))
     assert PERMUTED_MAX_M == WGMMA_MAX_M
     for m in (64, 65):
-        xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m))
+        xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m).to(device))
         deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
         a = a_deq_from_mxfp8(xq, xs)
-        want = deq if m > 64 else deq[:, torch.argsort(k_permutation(256))]
+        want = deq if m > 64 else deq[:, torch.argsort(k_permutation(256)).to(device)]
         assert torch.equal(a.view(torch.int16), want.view(torch.int16))
-    xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, 96, seed=1))
+    xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, 96, seed=1).to(device))
     with pytest.raises(ValueError, match="multiple of 128"):
         a_deq_from_mxfp8(xq, xs)
 
 
-def test_quantized_activation_checks_a_deq():
-    x = torch.randn(4, 256).bfloat16()
+def test_quantized_activation_checks_a_deq(device):
+    x = torch.randn(4, 256).bfloat16().to(device)
     xq, xs = seam.mxfp8_quantize(x)
     a = a_deq_from_mxfp8(xq, xs)
     assert seam.QuantizedActivation(xq, xs, torch.bfloat16, (4, 256), a_deq=a).a_deq is a
@@ -209,7 +209,7 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
     assert len(seen) == 1 and seen[0] is a
 
 
-def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(monkeypatch):
+def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monkeypatch):
     """seam.kernels.mxfp8_gemm.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
     goes to the decode kernel up to 64 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
     kernel from 65 (in place of its dequantization launch); a tile override that runs the other kernel (the
@@ -223,14 +223,14 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(monkeypatch)
     monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
                         lambda xq, xs, *args, a_deq, **kw: seen.append(("ring", xq, xs, a_deq)))
     k, n = 256, 128
-    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16())
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
     decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(128, 128, 128, 8, 3, split_k=2, wgmma=True)
     for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
                                    "decode", True), (65, ring, "ring", True), (128, ring, "ring", True),
                                    (64, ring, "ring", False)]:
-        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16())
+        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
         a = a_deq_from_mxfp8(xq, xs)
-        out = torch.empty(m, n, dtype=torch.bfloat16)
+        out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
         seen.clear()
         assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, tile, False, a_deq=a) is out
         (got_kernel, got_xq, got_xs, got_a_deq), = seen
@@ -374,13 +374,13 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m):
 
 
 @pytest.mark.parametrize("tp, hidden, m", [(1, 256, 7), (2, 256, 7), (4, 256, 7), (2, 6144, 7), (2, 256, 70)])
-def test_lamport_consumer_writes_a_deq(tp, hidden, m):
+def test_lamport_consumer_writes_a_deq(tp, hidden, m, device):
     """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
     its own MXFP8 rows (edge inputs included; K-permuted at 7 rows, natural order at 70), and its other
     outputs are those without a_deq."""
-    rows = [edge_and_random_rows(m, hidden, seed=r) * 0.25 for r in range(tp)]
-    residual = edge_and_random_rows(m, hidden, seed=99) * 0.5
-    weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(1)) * 0.2).bfloat16()
+    rows = [(edge_and_random_rows(m, hidden, seed=r) * 0.25).to(device) for r in range(tp)]
+    residual = (edge_and_random_rows(m, hidden, seed=99) * 0.5).to(device)
+    weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(1)) * 0.2).bfloat16().to(device)
     outs = {}
     for a_deq in (False, True):
         comm = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=max(8, m), group=seam.SimulatedGroup(tp))
@@ -459,7 +459,7 @@ def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
 
 
 @pytest.mark.parametrize("tp", [1, 2])
-def test_moe_finalize_writes_a_deq(tp, monkeypatch):
+def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
     """The MoE finalize + all-reduce + norm + MXFP8 op (the MoE -> next layer's QKV boundary) with a_deq:
     the split steps (simulated TP) and the one-call form give A_deq of their own MXFP8 rows, the rest
     unchanged."""
@@ -468,9 +468,9 @@ def test_moe_finalize_writes_a_deq(tp, monkeypatch):
 
     monkeypatch.setattr(allreduce_moe, "_fused_moe_finalize", None)  # the shared instance, restored after
     hidden, m, top_k = 256, 5, 2
-    residual = (torch.randn(m, hidden, generator=torch.Generator().manual_seed(3)) * 0.5).bfloat16()
-    weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(4)) * 0.2).bfloat16()
-    moes = [make_moe(m, hidden, top_k, rows=7, seed=40 + r) for r in range(tp)]
+    residual = (torch.randn(m, hidden, generator=torch.Generator().manual_seed(3)) * 0.5).bfloat16().to(device)
+    weight = (torch.randn(hidden, generator=torch.Generator().manual_seed(4)) * 0.2).bfloat16().to(device)
+    moes = [make_moe(m, hidden, top_k, rows=7, seed=40 + r, device=device) for r in range(tp)]
     outs = {}
     for a_deq in (False, True):
         op = seam.FinalizeAllReduceGemmaRMSNormMxfp8(hidden_size=hidden, max_num_tokens=8, top_k=top_k,
@@ -494,7 +494,7 @@ def test_moe_finalize_writes_a_deq(tp, monkeypatch):
 
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
-    on Hopper: the decode kernel from 9 tokens (16-row tiles, measured to gain) to 64, the ring kernel at
+    on Hopper: the decode kernel from 2 tokens (one token measured to lose) to 64, the ring kernel at
     65-128 tokens where K >= 2048 (it takes no smaller K); never off whole 128-column steps, nowhere on a
     device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config as config
@@ -503,18 +503,18 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     cpu = torch.device("cpu")
     assert not any(config.a_deq_pays(m, 6144, cpu) for m in range(1, 300))
     monkeypatch.setattr(config, "wgmma_supported", lambda device: True)
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 6144, cpu)] == list(range(9, 129))
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(9, 65))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 6144, cpu)] == list(range(2, 129))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(2, 65))
     assert all(config.pick_ring_tile(m, 2560, 6144, 132) is not None for m in range(65, 129))
     assert config.pick_ring_tile(100, 6144, 768, 132) is None
     assert not any(config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
     monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", config.a_deq_pays)
-    assert resolve_a_deq("auto", 16, 6144, cpu) and not resolve_a_deq("auto", 8, 6144, cpu)
+    assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)
     assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps
     assert resolve_a_deq(True, 1, 128, cpu) and not resolve_a_deq(False, 16, 6144, cpu)
     with pytest.raises(ValueError, match=r"I with a_deq must be a positive multiple of 128, got 96"):
         resolve_a_deq(True, 16, 96, cpu, k_name="I")
-    assert resolve_a_deq("AUTO", 16, 6144, cpu) and not resolve_a_deq("Auto", 8, 6144, cpu)  # any case
+    assert resolve_a_deq("AUTO", 16, 6144, cpu) and not resolve_a_deq("Auto", 1, 6144, cpu)  # any case
     for bad, exc in (("autos", ValueError), ("", ValueError), (None, TypeError), (1, TypeError)):
         with pytest.raises(exc, match="a_deq must be"):
             resolve_a_deq(bad, 16, 6144, cpu)
@@ -522,7 +522,7 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
 
 def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, device):
     """a_deq="auto", the norm + MXFP8 producers' default: with the rule saying "from 5 tokens" (patched,
-    as on a Hopper GPU it says from 9) the norm, the dispatch, Lamport consumer A and the MoE finalize op
+    as on a Hopper GPU it says from 2) the norm, the dispatch, Lamport consumer A and the MoE finalize op
     write A_deq at 5 rows and not at 3; SwiGLU takes "auto" when asked and returns None in its place."""
     from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
     from test_lamport import make_moe

@@ -132,7 +132,7 @@ WGMMA_MAX_M = 64
 WGMMA_STAGES = 2
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off,
 #: and the most for the ring kernel (above it the ring is picked for some weight shapes only).
-A_DEQ_MIN_M = 9
+A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = 128
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
@@ -182,7 +182,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
     Hopper GPU: where the Gluon decode kernel reads it (M <= :data:`WGMMA_MAX_M`) from :data:`A_DEQ_MIN_M`
-    tokens (16-row tiles up), where the GEMM's saved staging outweighs the producer's extra BF16 store; and
+    tokens, where the GEMM's saved staging outweighs the producer's extra BF16 store; and
     where the ring kernel reads it (up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`RING_MIN_K`), which then
     skips its dequantization launch.
 
@@ -192,7 +192,12 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     11.71, M 16 11.71 -> 11.68, M 64 14.16 -> 12.66; norm -> fused QKV nkv 1 M 8 11.19 -> 12.05, M 16
     14.50 -> 13.95, M 64 19.17 -> 16.93 (nkv 2 faster at every M, M 8 18.11 -> 15.97); SwiGLU + MXFP8 ->
     down (N 6144 x K 768) M 8 5.24 -> 4.91, M 16 6.60 -> 5.51, M 64 9.79 -> 8.76. The norm's store costs
-    0.5 us at these M, and 8-row tiles given A_deq run about 1 us slower at N 1536-2560. The ring kernel
+    0.5 us at these M. Below 9 tokens since the 8-row tiles wait for their A_deq copies at once
+    (``mxfp8_wgmma.A_DEQ_WAIT_ALL_MAX_M``; run 115): norm -> ``mxfp8_linear`` N 2560 M 1 11.17 -> 11.25 (two
+    runs' mean), M 2 10.94 -> 10.78, M 8 10.82 -> 10.78; N 1536 M 1 8.75 -> 9.15, M 2 10.12 -> 9.86, M 8
+    10.16 -> 10.06; fused QKV nkv 1 M 1 12.01 -> 12.43, M 2 11.01 -> 10.36, M 8 11.24 -> 10.74; nkv 2 M 1
+    17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33: one token loses (the store, 0.3 us, buys
+    nothing there), so the rule starts at two. The ring kernel
     (run 112, natural-order A_deq, same method): norm -> ``mxfp8_linear`` N 2560 x K 6144 M 65 21.39 ->
     20.30, M 100 22.06 -> 20.70, M 128 22.69 -> 20.66; N 1536 18.20 -> 17.15, 18.23 -> 16.96, 17.99 ->
     16.78; norm -> fused QKV nkv 1 23.50 -> 22.45, 24.19 -> 22.72, 25.17 -> 22.93; nkv 2 33.68 -> 32.35,

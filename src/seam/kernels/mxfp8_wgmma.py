@@ -115,6 +115,11 @@ NUM_WARPS = 8
 SHARED_BUDGET = 220 * 1024
 #: Shared memory of a program that leaves room for a second one on its SM (228 KiB per SM, 1 KiB per block).
 TWO_PER_SM_BYTES = 113 * 1024
+#: Tiles up to this many rows wait for all their A_deq copies once, before the first MMA; larger ones wait for
+#: each step's copy before its MMA. Measured on the H200 (docs/benchmarks-log.md run 114), the GEMM alone given
+#: A_deq at 8 rows: N 2560 x K 6144 9.11 -> 7.49 us, N 4992 x K 6144 14.53 -> 11.29 (N 6144 x K 2048 6.33 ->
+#: 6.39); at 16 rows the per-step wait is 0.1-0.25 us faster.
+A_DEQ_WAIT_ALL_MAX_M = gl.constexpr(8)
 
 
 def max_steps(k: int, split_k: int) -> int:
@@ -192,8 +197,8 @@ def _stage_activations(
     """A_deq [MP, 128] of each step of this program's K range, K-permuted (:func:`k_permute`), into
     ``x_smem``: BF16 ``e4m3 * 2^(s - 127)`` of the MXFP8 rows, or of BF16 rows quantized here by the
     MXFP8 rule (in-GEMM quantization). With ``A_DEQ`` the rows already are A_deq, K-permuted by the
-    kernel that produced them (``seam.formats.a_deq``): only their copies are issued here, and each step is
-    waited for before its MMA (:func:`_activation_step`).
+    kernel that produced them (``seam.formats.a_deq``): only their copies are issued here, waited for here up
+    to :data:`A_DEQ_WAIT_ALL_MAX_M` rows, else each before its step's MMA (:func:`_activation_step`).
 
     Every step's copy is issued at once (TMA, one barrier per step), so the global latency is paid
     once. The raw tiles land in ``x_smem`` itself: BF16 rows in place, E4M3 rows (half the size) in
@@ -232,12 +237,14 @@ def _stage_activations(
             s = gl.convert_layout(s, gl.SliceLayout(2, q.type.layout))
             deq = to_bf16_rne(e4m3_to_f32(q) * ue8m0_to_f32(s)[:, :, None])
             x_smem.index(j).store(k_permute(gl.reshape(deq, [MP, BLOCK_K]), MP))
+        elif A_DEQ and j < n_steps and MP <= A_DEQ_WAIT_ALL_MAX_M:
+            mbarrier.wait(x_bars.index(j), 0)
 
 
 @gluon.jit
-def _activation_step(x_smem, x_bars, i, A_DEQ: gl.constexpr):
+def _activation_step(x_smem, x_bars, i, MP: gl.constexpr, A_DEQ: gl.constexpr):
     """Step i's activations as wgmma's shared B operand; with ``A_DEQ``, once their copy has landed."""
-    if A_DEQ:
+    if A_DEQ and MP > A_DEQ_WAIT_ALL_MAX_M:
         mbarrier.wait(x_bars.index(i), 0)
     return x_smem.index(i).permute((1, 0))
 
@@ -390,7 +397,7 @@ def mxfp8_linear_wgmma_kernel(
     acc = gl.zeros([BN, MP], gl.float32, mma)
     for j in gl.static_range(SMEM_STEPS):  # both operands K-permuted, as in the register steps
         if j < n_steps:
-            acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, A_DEQ), acc, is_async=True)
+            acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, MP, A_DEQ), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if EARLY_STEPS == 0:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
@@ -399,14 +406,14 @@ def mxfp8_linear_wgmma_kernel(
     # loaded (not converted: ptxas waits for the MMA first, see the module docstring).
     if EARLY_STEPS < 2:
         for i in range(SMEM_STEPS, n_steps):
-            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, A_DEQ), acc, is_async=True)
+            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ), acc, is_async=True)
             a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
                                      STAGES, a_layout)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
             a = a_next
     else:
         for i in range(n_steps):
-            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, A_DEQ), acc, is_async=True)
+            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ), acc, is_async=True)
             a_after_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS,
                                            STAGES, a_layout)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
