@@ -29,9 +29,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   quantization) with TMA, every step at once, and dequantizes it to BF16 in place, as
   ``wgmma``'s B operand for the whole loop. With ``A_DEQ`` the activations arrive already
   dequantized in that K order (``seam.formats.a_deq``, written by the producer kernel beside its
-  MXFP8 rows): only the copies are issued, and each step's is waited for just before its MMA
-  (H200, the GEMM alone, log run 102: 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, from 0.9
-  slower to 0.8 faster at 8).
+  MXFP8 rows): only the copies are issued, and each step's is waited for just before its MMA, or all
+  at once by 8-row tiles (:data:`A_DEQ_WAIT_ALL_MAX_M`) (H200, the GEMM alone, log runs 102 and 114:
+  1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, 0.5-1.3 at 8).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8`, and hands
