@@ -38,11 +38,12 @@ def _cuobjdump() -> Path:
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
-              partials: bool = False, a_deq: bool = False) -> dict:
+              partials: bool = False, a_deq: bool = False, ptx: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
     the Gluon decode kernel, with ``partials`` its partials-only store for the QKV op and with ``a_deq`` its
-    variant that reads A_deq, ``seam.formats.a_deq``) for one tile, compiled for sm_90.
+    variant that reads A_deq, ``seam.formats.a_deq``) for one tile, compiled for sm_90; with ``ptx``
+    (wgmma only) also "ptx", the kernel's PTX, for tests of its structure.
 
     Raises:
         RuntimeError: seam's kernels were imported in interpreter mode (set TRITON_INTERPRET=0).
@@ -53,7 +54,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
 
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
-                                max_registers=max_registers, partials=partials, a_deq=a_deq)
+                                max_registers=max_registers, partials=partials, a_deq=a_deq, ptx=ptx)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "nkv": "i32", "M": "i32",
@@ -87,7 +88,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     return _compile(fn, types, consts, not_divisible, options, ASTSource)
 
 
-def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, source) -> dict:
+def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, source, ptx: bool = False) -> dict:
     """Compile ``fn`` for sm_90 (integer sizes and pointers divisible by 16 unless in ``not_divisible``;
     unnamed pointers are byte buffers) and read its resources."""
     import triton
@@ -114,11 +115,12 @@ def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, s
     m = re.search(r"REG:(\d+)\s+STACK:(\d+)", usage)
     if m is None:
         raise RuntimeError(f"unexpected cuobjdump output: {usage!r}")
-    return {"registers": int(m.group(1)), "stack_bytes": int(m.group(2)), "shared_bytes": compiled.metadata.shared}
+    found = {"registers": int(m.group(1)), "stack_bytes": int(m.group(2)), "shared_bytes": compiled.metadata.shared}
+    return {**found, "ptx": compiled.asm["ptx"]} if ptx else found
 
 
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
-                     max_registers: int | None, partials: bool, a_deq: bool = False) -> dict:
+                     max_registers: int | None, partials: bool, a_deq: bool = False, ptx: bool = False) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -150,7 +152,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:
         options["maxnreg"] = max_registers
-    return _compile(fn, types, consts, {"M"}, options, GluonASTSource)
+    return _compile(fn, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
 def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, partials: bool) -> dict:

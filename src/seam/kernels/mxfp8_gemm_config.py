@@ -196,8 +196,9 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     (``mxfp8_wgmma.A_DEQ_WAIT_ALL_MAX_M``; run 115): norm -> ``mxfp8_linear`` N 2560 M 1 11.17 -> 11.25 (two
     runs' mean), M 2 10.94 -> 10.78, M 8 10.82 -> 10.78; N 1536 M 1 8.75 -> 9.15, M 2 10.12 -> 9.86, M 8
     10.16 -> 10.06; fused QKV nkv 1 M 1 12.01 -> 12.43, M 2 11.01 -> 10.36, M 8 11.24 -> 10.74; nkv 2 M 1
-    17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33: one token loses (the store, 0.3 us, buys
-    nothing there), so the rule starts at two. The ring kernel
+    17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33. One token loses: the GEMM there is the tl GEMV
+    (:func:`pick_wgmma_tile` starts at 2), which does not read A_deq, so the store (0.3 us) buys nothing; the
+    rule starts at two. The ring kernel
     (run 112, natural-order A_deq, same method): norm -> ``mxfp8_linear`` N 2560 x K 6144 M 65 21.39 ->
     20.30, M 100 22.06 -> 20.70, M 128 22.69 -> 20.66; N 1536 18.20 -> 17.15, 18.23 -> 16.96, 17.99 ->
     16.78; norm -> fused QKV nkv 1 23.50 -> 22.45, 24.19 -> 22.72, 25.17 -> 22.93; nkv 2 33.68 -> 32.35,

@@ -117,8 +117,8 @@ SHARED_BUDGET = 220 * 1024
 TWO_PER_SM_BYTES = 113 * 1024
 #: Tiles up to this many rows wait for all their A_deq copies once, before the first MMA; larger ones wait for
 #: each step's copy before its MMA. Measured on the H200 (docs/benchmarks-log.md run 114), the GEMM alone given
-#: A_deq at 8 rows: N 2560 x K 6144 9.11 -> 7.49 us, N 4992 x K 6144 14.53 -> 11.29 (N 6144 x K 2048 6.33 ->
-#: 6.39); at 16 rows the per-step wait is 0.1-0.25 us faster.
+#: A_deq at 8 rows: N 2560 x K 6144 9.11 -> 7.49 us, N 4992 x K 6144 14.53 -> 11.29 (N 6144 x K 2048 6.26 ->
+#: 6.39, the one loss); at 16 rows the per-step wait is 0.1-0.25 us faster.
 A_DEQ_WAIT_ALL_MAX_M = gl.constexpr(8)
 
 
