@@ -70,6 +70,23 @@ def test_prequant_shape_checked(device):
         layer.set_prequant(x, (values, scales))
 
 
+def test_seam_debug_refuses_prequant_rows_of_other_data(device, monkeypatch):
+    """With SEAM_DEBUG, set_prequant compares qa with mxfp8_quantize(x): rows of other data raise ValueError
+    (without it they would be used silently, as documented); x's own rows register as before."""
+    layer = _layer(device)
+    x = torch.randn(5, 128).bfloat16().to(device)
+    other = seam.QuantizedActivation(*seam.mxfp8_quantize(x + 1), torch.bfloat16, (5, 128))
+    layer.set_prequant(x, other)  # not checked by default
+    assert layer.take_prequant(x) is other
+    monkeypatch.setenv("SEAM_DEBUG", "1")
+    with pytest.raises(ValueError, match="qa does not hold the MXFP8 rows of x"):
+        layer.set_prequant(x, other)
+    assert layer.take_prequant(x) is None  # nothing registered
+    own = seam.QuantizedActivation(*seam.mxfp8_quantize(x), torch.bfloat16, (5, 128))
+    layer.set_prequant(x, own)
+    assert layer.take_prequant(x) is own
+
+
 def test_quantized_activation_input_matches_bf16_input(device):
     layer = _layer(device, n=32, k=256, seed=1)
     x = torch.randn(3, 256).bfloat16().to(device)

@@ -285,6 +285,7 @@ def _mx(m, hidden, device):
         (lambda a: a.update(x=a["x"].float()), TypeError, "x must have dtype"),
         (lambda a: a.update(residual=a["residual"].transpose(0, 1).contiguous().transpose(0, 1)), ValueError, "residual must be contiguous"),
         (lambda a: a.update(comb=a["comb"].transpose(1, 2)), ValueError, "comb must be contiguous"),
+        (lambda a: a.update(residual=a["residual"][:, 0]), ValueError, "residual must be 3-D"),  # its rank first
         (lambda a: a.update(norm_eps=float("nan")), ValueError, "norm_eps"),
         (lambda a: a.update(mxfp8_out=(a["mxfp8_out"][0][:1], a["mxfp8_out"][1])), ValueError, "mxfp8_out"),
         (lambda a: a.update(mxfp8_out=(a["mxfp8_out"][0], a["mxfp8_out"][1][:-16])), ValueError, "mxfp8_out"),

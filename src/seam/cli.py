@@ -97,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     # even from src/ without install or beside another installed seam, where package metadata would differ
     parser.add_argument("--version", action="version", version=f"seam {seam.__version__}")
     sub = parser.add_subparsers(dest="cmd")
-    sub.add_parser("info", help="versions, device, native or interpreted kernels")
-    verify = sub.add_parser("verify", help="every fused op against its reference on this device")
+    info_help = "versions, device, native or interpreted kernels"
+    sub.add_parser("info", help=info_help, description=info_help)
+    verify_help = "every fused op against its reference on this device"
+    verify = sub.add_parser("verify", help=verify_help,
+                            description=f"{verify_help} (the GPU if present, else the CPU under the Triton "
+                            "interpreter: about 90 s on an H200, 40 s on 2 CPU cores), a line per check as it "
+                            "runs, then a table")
     verify.add_argument("--json", metavar="PATH", type=_writable, help="also save the results as JSON")
     verify.add_argument("--only", metavar="NAME", action="append",
                         help=f"only the family NAME ({', '.join(families())}) or the ops whose name contains NAME, "
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--workers", type=_positive, metavar="N",
                         help="processes that run the checks first, compiling in parallel (default: on a GPU half "
                         "the CPU cores, at most 8; under the interpreter 1)")
-    bench = sub.add_parser("bench", help="GPU benchmarks, one per op",
+    bench = sub.add_parser("bench", help="GPU benchmarks, one per op", description="GPU benchmarks, one per op",
                            epilog="gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional "
                            "package humming-kernels is installed; results: BENCHMARKS.md")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")

@@ -15,10 +15,12 @@ import weakref
 
 import torch
 
+from seam import runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.ops.linear import LinearQuantize, mxfp8_linear
+from seam.ops.mxfp8 import mxfp8_quantize
 
 
 def _versions(x: torch.Tensor, qa: QuantizedActivation) -> tuple[int | None, ...]:
@@ -112,9 +114,13 @@ class MXFP8Linear(torch.nn.Module):
         to key the registration on, so a compiled forward quantizes x itself (the same bytes, one
         launch more). In compiled code hand the layer the rows themselves: ``layer(qa)``.
 
+        With ``SEAM_DEBUG=1`` (a quantization and a host sync here) qa must hold ``mxfp8_quantize(x)`` byte
+        for byte: rows of other data, handed by mistake, would otherwise be used silently.
+
         Raises:
             TypeError: x not a BF16 tensor or qa not a QuantizedActivation.
-            ValueError: qa's shape differs from x's, or qa has row-major scales.
+            ValueError: qa's shape differs from x's, or qa has row-major scales; with ``SEAM_DEBUG``, qa is
+                not x's MXFP8 rows.
         """
         if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16:
             raise TypeError(f"x must be a BF16 torch.Tensor, got {getattr(x, 'dtype', type(x).__name__)}")
@@ -125,6 +131,12 @@ class MXFP8Linear(torch.nn.Module):
         qa.require_layout(ScaleLayout.SWIZZLED, "qa")
         if torch.compiler.is_compiling():
             return
+        if runtime.debug_checks(x.device):
+            values, scales = mxfp8_quantize(x)
+            same = torch.equal(qa.values.view(torch.uint8), values.view(torch.uint8)) and torch.equal(qa.scales, scales)
+            if not same:
+                raise ValueError("qa does not hold the MXFP8 rows of x (seam.mxfp8_quantize(x)): hand the layer the "
+                                 "rows quantized from the tensor it will be called with")
         self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), _versions(x, qa), qa)
 
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:

@@ -7,8 +7,15 @@ import dataclasses
 import torch
 
 from seam import checks
-from seam.formats.a_deq import A_DEQ_STEP
-from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout, scale_numel
+from seam.formats.a_deq import A_DEQ_STEP, permuted
+from seam.formats.mxfp8 import (
+    E4M3_DTYPES,
+    UE8M0_DTYPES,
+    ScaleLayout,
+    scale_numel,
+    swizzle_scales,
+    unswizzle_scales,
+)
 
 _SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -30,8 +37,8 @@ class QuantizedActivation:
         a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
             order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
             which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. The
-            order is a function of M (permuted up to 64 rows): rows cut from a larger activation need their
-            own A_deq (or none). It must hold exactly those bytes (seam's producers write both in one launch;
+            order is a function of M (permuted up to 64 rows): cut rows with :meth:`rows`, which keeps it only
+            where that order holds. It must hold exactly those bytes (seam's producers write both in one launch;
             only with ``SEAM_DEBUG`` do the consumers check them); None: not given.
 
     Raises:
@@ -83,6 +90,38 @@ class QuantizedActivation:
                 raise ValueError(f"a_deq needs K a multiple of {A_DEQ_STEP}, got K={k}")
             if self.layout is not ScaleLayout.SWIZZLED:
                 raise ValueError("a_deq goes with swizzled scales (the Gluon GEMMs'), got layout 'row_major'")
+
+    def rows(self, start: int, stop: int) -> QuantizedActivation:
+        """Rows [start, stop) as an activation of their own, e.g. a micro-batch of a larger batch.
+
+        ``values`` (and row-major ``scales``) are views. Swizzled scales interleave 32-row groups within each
+        128-row chunk, so slicing ``values`` alone and keeping ``scales`` reads other rows' scales: here they
+        are a view where ``start`` is a multiple of 128 and the cut ends at M or after whole 128-row chunks
+        (the padding bytes stay zero), else a copy in the new M's layout (a few small torch launches).
+        ``a_deq`` is sliced where its K order is the same at the new M (``seam.formats.a_deq.permuted``),
+        else dropped (None: the GEMM then dequantizes ``values`` itself).
+
+        Raises:
+            TypeError: start or stop not an int.
+            ValueError: not 0 <= start <= stop <= M.
+        """
+        start, stop = checks.integer("start", start), checks.integer("stop", stop)
+        m, k = self.shape
+        if not 0 <= start <= stop <= m:
+            raise ValueError(f"rows must satisfy 0 <= start <= stop <= M={m}, got start={start}, stop={stop}")
+        rows = stop - start
+        if self.layout is ScaleLayout.ROW_MAJOR:
+            scales = self.scales[start:stop]
+        elif start % 128 == 0 and (stop == m or rows % 128 == 0):
+            chunk = scale_numel(128, k, self.layout)  # one 128-row chunk of every column
+            first = start // 128 * chunk
+            scales = self.scales[first:first + scale_numel(rows, k, self.layout)]
+        else:
+            scales = swizzle_scales(unswizzle_scales(self.scales, m, k)[start:stop].contiguous())
+        a_deq = self.a_deq
+        if a_deq is not None:
+            a_deq = a_deq[start:stop] if permuted(rows) == permuted(m) else None
+        return QuantizedActivation(self.values[start:stop], scales, self.dtype, (rows, k), self.layout, a_deq)
 
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:
         """Raise ValueError if the scales are not in ``layout`` (what a consumer reads)."""

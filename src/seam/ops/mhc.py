@@ -150,7 +150,7 @@ def mhc_post_collapse_rms_norm(
         raise ValueError(f"x must be 2-D [M, hidden], got shape {list(x.shape)}")
     m, hidden = x.shape
     device = checks.kernel_device("x", x)
-    checks.tensor("residual", residual, dtype=torch.bfloat16)
+    checks.tensor("residual", residual, dtype=torch.bfloat16, contiguous=False)  # its rank first; the rest below
     if residual.dim() != 3:
         raise ValueError(f"residual must be 3-D [M, hc, hidden], got shape {list(residual.shape)}")
     hc = residual.shape[1]
