@@ -227,6 +227,20 @@ def test_wgmma_tile_sizes_checked_gpu():
                           tile=Tile(16, 128, 128, 8, 1, 1, wgmma=True))
 
 
+def _with_tool(loop: str) -> list:
+    """Run ``loop`` (Python source printing one JSON value per line) in a process that compiles for sm_90
+    (``TRITON_INTERPRET=0``) with ``tools/sm90_resources.py`` loaded as ``tool``; the values it printed."""
+    script = (
+        "import importlib.util, json\n"
+        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+    ) + loop
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
@@ -257,19 +271,12 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
             t = pick_wgmma_tile(m, (19 * nkv + 1) * 128, 6144, 132)  # pick_qkv_tile's on Hopper (test above)
             qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
     runs += [(bm, st, sk, 6144, False, True, a_deq) for (bm, st, _), sk in sorted(qkv.items()) for a_deq in (False, True)]
-    script = (
-        "import importlib.util, json, sys\n"
-        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+    results = _with_tool(
         f"for bm, st, sk, k, bf16, partials, a_deq in {runs!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, partials=partials,\n"
         "                       a_deq=a_deq)\n"
         "    print(json.dumps([bm, st, sk, k, bf16, partials, a_deq, r]))\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    results = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(results) == len(runs)
     for *config, r in results:
         assert r["stack_bytes"] == 0, (config, r)
@@ -287,10 +294,7 @@ def test_8_row_tiles_wait_for_every_a_deq_copy_before_the_first_mma():
     a 16-row one on those less all but step 0's (each later step is waited for before its own MMA). A
     race (an MMA reading a copy not yet landed) would pass the GPU tests unless timing exposed it."""
     cases = [(8, 12, 6144), (8, 4, 768), (16, 12, 6144), (16, 4, 2048)]
-    script = (
-        "import importlib.util, json\n"
-        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+    results = _with_tool(
         f"for bm, sk, k in {cases!r}:\n"
         "    for a_deq in (False, True):\n"
         "        lines = tool.resources('wgmma', bm, split_k=sk, num_stages=2, k=k, a_deq=a_deq, ptx=True)['ptx']\n"
@@ -300,10 +304,7 @@ def test_8_row_tiles_wait_for_every_a_deq_copy_before_the_first_mma():
         "        waits = sum(gdc < i < mma and 'mbarrier.try_wait' in l for i, l in enumerate(lines))\n"
         "        print(json.dumps([bm, sk, k, a_deq, waits]))\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    waits = {tuple(r[:4]): r[4] for r in map(json.loads, out.stdout.splitlines())}
+    waits = {tuple(r[:4]): r[4] for r in results}
     assert mxfp8_wgmma.A_DEQ_WAIT_ALL_MAX_M.value == 8  # measured: 16-row tiles lose 0.1-0.25 us waiting once
     for bm, sk, k in cases:
         steps = mxfp8_wgmma.max_steps(k, sk)
