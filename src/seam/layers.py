@@ -16,6 +16,7 @@ import weakref
 import torch
 
 from seam import runtime
+from seam.compare import bytes_equal
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
@@ -133,8 +134,7 @@ class MXFP8Linear(torch.nn.Module):
             return
         if runtime.debug_checks(x.device):
             values, scales = mxfp8_quantize(x)
-            same = torch.equal(qa.values.view(torch.uint8), values.view(torch.uint8)) and torch.equal(qa.scales, scales)
-            if not same:
+            if not (bytes_equal(qa.values, values) and bytes_equal(qa.scales, scales)):
                 raise ValueError("qa does not hold the MXFP8 rows of x (seam.mxfp8_quantize(x)): hand the layer the "
                                  "rows quantized from the tensor it will be called with")
         self._prequant = (weakref.ref(x), x.data_ptr(), tuple(x.shape), x.stride(), _versions(x, qa), qa)
