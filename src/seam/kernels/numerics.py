@@ -84,9 +84,9 @@ def round_bf16(x):
 
 @triton.jit
 def e4m3_rne_bits(q):
-    """E4M3 (float8_e4m3fn) bits of fp32 values already in [-448, 448] (no NaN).
-
-    Round to nearest even. -0.0 gives 0x80.
+    """E4M3 (float8_e4m3fn) bits of fp32 values (no NaN), round to nearest even; -0.0 gives 0x80. Under the
+    interpreter the values must be in [-448, 448] already; on a GPU (sm_89 and later: ``cvt.rn.satfinite``)
+    larger magnitudes saturate to +-448 as clamping first would.
     """
     if EMULATE_CONVERSIONS:
         b = f32_bits(q)
@@ -111,7 +111,10 @@ def e4m3_rne_bits(q):
 def e4m3_saturate_bits(x):
     """E4M3 bits of any fp32: NaN -> +448, clamp to [-448, 448], round to nearest even."""
     q = tl.where(x != x, E4M3_MAX, x)
-    q = tl.minimum(tl.maximum(q, -E4M3_MAX), E4M3_MAX)
+    if EMULATE_CONVERSIONS:
+        q = tl.minimum(tl.maximum(q, -E4M3_MAX), E4M3_MAX)
+    # On a GPU the conversion (cvt.rn.satfinite) clamps itself: past 448 RNE gives 448 or overflows, either way
+    # to the largest finite, as clamping first would.
     return e4m3_rne_bits(q)
 
 
@@ -186,7 +189,9 @@ def mxfp8_quantize_blocks(blocks):
     """MXFP8-quantize fp32 blocks [R, B, 32] (32 elements each): (E4M3 bits uint8 [R, B, 32], scale bytes
     uint8 [R, B]). ``docs/spec/mxfp8.md`` steps 1-5; the block amax ignores NaN."""
     mag = tl.abs(blocks)
-    mag = tl.where(blocks != blocks, 0.0, mag)
+    if EMULATE_CONVERSIONS:  # numpy's max propagates NaN; the GPU's max (max.f32) returns the other operand
+        mag = tl.where(blocks != blocks, 0.0, mag)
+    # An all-NaN block's amax is NaN on the GPU: ue8m0_from_amax's n > 0 test gives it scale 0, as amax 0 would.
     amax = tl.max(mag, axis=2)
     s = ue8m0_from_amax(amax)
     inv = ue8m0_inverse(s)
