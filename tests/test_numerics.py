@@ -4,6 +4,7 @@ Every fused kernel's bit-exactness rests on these helpers: on a GPU they are the
 RNE conversions, under the interpreter integer bit arithmetic (docs/platform.md).
 """
 
+import pytest
 import torch
 
 from seam.formats.mxfp8 import e4m3_saturate_ref, ue8m0_from_amax_ref, ue8m0_inverse_ref, ue8m0_to_float
@@ -102,3 +103,15 @@ def test_scale_rule_boundaries(device):
     table = dict(zip(amax[len(on) * 2 : len(on) * 2 + len(specials)].tolist(), s.cpu()[len(on) * 2 :].tolist()))
     assert table[0.0] == 0 and table[float("inf")] == 254 and table[448.0 * 2**-127] == 0
     assert inv448.item() == torch.tensor(1 / 448, dtype=torch.float32).item()
+
+
+@pytest.mark.gpu
+def test_sigmoid_is_tritons_at_every_fp32_input():
+    """numerics.sigmoid against tl.sigmoid on the GPU, at all 2^32 fp32 bit patterns (NaN: NaN)."""
+    chunk = 1 << 28
+    for start in range(-(1 << 31), 1 << 31, chunk):
+        x = torch.arange(start, start + chunk, dtype=torch.int64, device="cuda").to(torch.int32).view(torch.float32)
+        ours, theirs = numerics_probe.sigmoid(x)
+        same = (ours.view(torch.int32) == theirs.view(torch.int32)) | (ours.isnan() & theirs.isnan())
+        bad = (~same).nonzero()
+        assert bad.numel() == 0, f"{bad.numel()} inputs differ, first x bits {x[bad[0]].view(torch.int32).item():#x}"

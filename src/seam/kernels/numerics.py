@@ -10,7 +10,8 @@ which the interpreter executes exactly. ``tests/test_numerics.py`` checks both p
 against torch's conversions over every BF16 pattern and every E4M3 rounding boundary.
 
 Only exact operations appear here (integer ops, compares, fp32 multiply by powers of
-two): nothing depends on the approximate ``/``, ``rsqrt`` or ``exp`` of either target.
+two), but for :func:`sigmoid`: Triton's own approximate ``tl.sigmoid`` on a GPU, computed with fewer
+instructions and checked bit for bit against it at every fp32 input (the GPU test).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ EMULATE_CONVERSIONS = tl.constexpr(runtime.INTERPRET)
 # as that fp32's exact value, so it needs no conversion on either target, and the helpers stay
 # free of layout-carrying constants (``tl.full``): Gluon kernels call them too.
 _INV_448 = tl.constexpr(struct.unpack("<f", struct.pack("<I", 0x3B124925))[0])
+# f32(log2(e)), the multiplier of Triton's exp (its PTX: 0f3FB8AA3B).
+_LOG2E = tl.constexpr(struct.unpack("<f", struct.pack("<I", 0x3FB8AA3B))[0])
 E4M3_MAX = tl.constexpr(448.0)
 
 
@@ -74,6 +77,35 @@ def to_bf16_rne(x):
         return rounded.to(tl.uint16).to(tl.bfloat16, bitcast=True)
     else:
         return x.to(tl.bfloat16, fp_downcast_rounding="rtne")
+
+
+@triton.jit
+def sigmoid(x):
+    """``tl.sigmoid(x)`` = ``1 / (1 + exp(-x))``, the same bits on sm_90 with fewer instructions.
+
+    On a GPU Triton computes ``ex2.approx.f32(-x * log2e)``, adds 1 and divides with ``div.full.f32``; the
+    non-flushing ex2 and the full-range division each add range fix-ups (sm_90 SASS: 15 instructions per
+    element). Here: ``ex2.approx.ftz.f32``, whose flushed results (below 2^-126) leave ``1 + e`` at exactly 1
+    as the unflushed ones do, and the division's own scaling of a denominator above 2^126 (by 1/4, numerator
+    too) before ``rcp.approx.ftz.f32``, without its branch for denominators below 2^-126 (``1 + e >= 1``).
+    ``tests/test_numerics.py`` compares it with ``tl.sigmoid`` at every fp32 input on the GPU. Under the
+    interpreter: ``tl.sigmoid`` itself.
+    """
+    if EMULATE_CONVERSIONS:
+        return tl.sigmoid(x)
+    else:
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [(0.0 - x) * _LOG2E],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            """{
+            .reg .pred large;
+            .reg .f32 scale, d;
+            setp.gt.f32 large, $1, 0f7E800000;  // d = 1 + e >= 1 (or NaN): d itself, not |d|
+            selp.f32 scale, 0f3E800000, 0f3F800000, large;
+            mul.rn.f32 d, $1, scale;
+            rcp.approx.ftz.f32 d, d;
+            mul.rn.f32 $0, d, scale;
+            }""", "=f,f", [e + 1.0], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit

@@ -41,6 +41,15 @@ def _scale_kernel(amax_ptr, s_ptr, inv_ptr, n, BLOCK: tl.constexpr):
     tl.store(inv_ptr + offs, numerics.ue8m0_inverse(s), mask=mask)
 
 
+@triton.jit
+def _sigmoid_kernel(x_ptr, ours_ptr, triton_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(ours_ptr + offs, numerics.sigmoid(x), mask=mask)
+    tl.store(triton_ptr + offs, tl.sigmoid(x), mask=mask)
+
+
 _BLOCK = 1024
 
 
@@ -66,3 +75,10 @@ def scales(amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     inv = torch.empty(amax.shape, dtype=torch.float32, device=amax.device)
     _scale_kernel[(triton.cdiv(amax.numel(), _BLOCK),)](amax, s, inv, amax.numel(), BLOCK=_BLOCK)
     return s, inv
+
+
+def sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 [n] -> (numerics.sigmoid, tl.sigmoid) as fp32 [n] each."""
+    ours, reference = torch.empty_like(x), torch.empty_like(x)
+    _sigmoid_kernel[(triton.cdiv(x.numel(), _BLOCK),)](x, ours, reference, x.numel(), BLOCK=_BLOCK)
+    return ours, reference

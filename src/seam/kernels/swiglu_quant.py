@@ -27,6 +27,7 @@ from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
     mxfp8_quantize_tile,
+    sigmoid,
     swizzled_scale_offset,
     to_bf16_rne,
     zero_scale_padding_rows,
@@ -100,7 +101,7 @@ def swiglu_oai_kernel(
             gate = tl.minimum(gate, limit, propagate_nan=tl.PropagateNan.ALL)
             up = tl.minimum(tl.maximum(up, -limit, propagate_nan=tl.PropagateNan.ALL), limit,
                             propagate_nan=tl.PropagateNan.ALL)
-        act = gate * tl.sigmoid(alpha * gate) * (up + beta)
+        act = gate * sigmoid(alpha * gate) * (up + beta)
         out_offs = rows[:, None] * I + cols[None, :]
         if QUANT:
             if ROUND_BF16:
