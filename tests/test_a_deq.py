@@ -494,7 +494,8 @@ def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
 
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
-    on Hopper: the decode kernel from 2 tokens (one token runs the tl GEMV, which does not read it) to 64, the ring kernel at
+    on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
+    one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), the ring kernel at
     65-128 tokens where K >= 2048 (it takes no smaller K); never off whole 128-column steps, nowhere on a
     device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config as config
@@ -504,7 +505,9 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     assert not any(config.a_deq_pays(m, 6144, cpu) for m in range(1, 300))
     monkeypatch.setattr(config, "wgmma_supported", lambda device: True)
     assert [m for m in range(1, 300) if config.a_deq_pays(m, 6144, cpu)] == list(range(2, 129))
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(2, 65))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 2048, cpu)] == list(range(1, 129))
+    assert [m for m in range(1, 300) if config.a_deq_pays(m, 2176, cpu)] == list(range(2, 129))
     assert all(config.pick_ring_tile(m, 2560, 6144, 132) is not None for m in range(65, 129))
     assert config.pick_ring_tile(100, 6144, 768, 132) is None
     assert not any(config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))

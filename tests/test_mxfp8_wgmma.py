@@ -26,8 +26,8 @@ import torch
 import seam
 from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_PROGRAM_COST_STEPS, Tile, WgmmaLaunch, combine_group,
-                                           pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
+from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile,
+                                           WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
                                            wgmma_early_steps, wgmma_launch, wgmma_smem_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
@@ -49,15 +49,19 @@ def _tool_available() -> bool:
 
 
 def _picked_tiles(sms: int = 132) -> set[Tile]:
-    return {t for n, k in SHAPES for m in range(2, WGMMA_MAX_M + 1) if (t := pick_wgmma_tile(m, n, k, sms))}
+    return {t for n, k in SHAPES for m in range(1, WGMMA_MAX_M + 1) if (t := pick_wgmma_tile(m, n, k, sms))}
 
 
-def test_picker_takes_two_to_64_tokens_and_whole_128_columns():
-    assert pick_wgmma_tile(1, 2560, 6144, 132) is None  # one token: the GEMV mainloop
+def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
+    """2..64 tokens at every shape; one token only where N >= WGMMA_ONE_TOKEN_MIN_N (runs 122-123: no clear
+    win at N 1536-2048), on the 2-token tile."""
+    assert WGMMA_ONE_TOKEN_MIN_N == 2560
+    assert pick_wgmma_tile(1, 1536, 6144, 132) is None and pick_wgmma_tile(1, 2048, 2048, 132) is None
     assert pick_wgmma_tile(65, 2560, 6144, 132) is None
     assert pick_wgmma_tile(8, 2560, 6112, 132) is None  # K not a multiple of 128
+    assert pick_wgmma_tile(1, 2560, 2048, 132) == pick_wgmma_tile(2, 2560, 2048, 132)
     for n, k in SHAPES:
-        for m in range(2, WGMMA_MAX_M + 1):
+        for m in range(1 if n >= WGMMA_ONE_TOKEN_MIN_N else 2, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
             assert t.wgmma and not t.ring and (t.block_n, t.block_k, t.num_warps) == (128, 128, 8)
             assert t.block_m in (8, 16, 32, 64) and m <= t.block_m < max(16, 2 * m)
@@ -167,7 +171,9 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
     for m in (2, 8, 64):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
-    assert not pick_tile(1, 2560, 6144, cuda).wgmma and pick_tile(65, 2560, 6144, cuda).block_m == 128  # the ring kernel
+    assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2048
+    assert not pick_tile(1, 1536, 6144, cuda).wgmma  # one token, narrower: the GEMV
+    assert pick_tile(65, 2560, 6144, cuda).block_m == 128  # the ring kernel
     # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)
     for m in (2, 20, 64):
         for nkv in (1, 2, 4):
@@ -319,11 +325,11 @@ def test_8_row_tiles_wait_for_every_a_deq_copy_before_the_first_mma():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 768), (200, 512)])
-@pytest.mark.parametrize("m", [2, 9, 17, 33, 64])
+@pytest.mark.parametrize("m", [1, 2, 9, 17, 33, 64])
 def test_bit_exact_every_picked_tile_gpu(m, n, k):
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
-    assert tile.wgmma
+    assert tile.wgmma == (m > 1 or n >= WGMMA_ONE_TOKEN_MIN_N)  # else one token's GEMV
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 

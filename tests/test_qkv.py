@@ -501,7 +501,8 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64), its Gluon ring tile (M 65..128,
     K >= 2048, and M 129..256 where pick_ring_tile takes the shape: nkv 2) and its prefill tile (M >= 129
-    otherwise); one token keeps the one-kernel tl path, refit; tl_only always does."""
+    otherwise); one token takes the Gluon tile too at these N (>= 2560), not at a narrower one, which keeps
+    the one-kernel tl path, refit; tl_only always does."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
@@ -512,7 +513,7 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
-            if 2 <= m <= 64:
+            if m <= 64:
                 assert t == linear and t.wgmma and t.block_m <= 64, m
             elif 65 <= m <= 128:
                 assert t == linear and t.wgmma and t.block_m == 128, m
@@ -520,8 +521,8 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
             elif m >= 129:
                 assert t == linear == BF16_MM_TILE, m
-            else:
-                assert t == refit, m
+    narrow = pick_qkv_tile(1, 2304, 6144, sm90)  # 18 column tiles: one token's fused GEMV kernel
+    assert narrow == pick_qkv_tile(1, 2304, 6144, sm90, tl_only=True) and narrow.block_m == 1
 
 
 def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):

@@ -129,18 +129,31 @@ def wgmma_supported(device: torch.device) -> bool:
 
 #: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
 WGMMA_MAX_M = 64
+#: Fewest weight rows N at which one token takes the Gluon decode kernel's 8-row tile rather than the tl
+#: GEMV (:data:`GEMV_TILE`). H200 (2026-12-02, ``docs/benchmarks-log.md`` runs 122-123, M 1, the GEMM alone,
+#: us, GEMV / 8-row tile staging the MXFP8 row / given A_deq): N 2560 x K 6144 8.67 / 8.12 / 7.48; N 4992 x
+#: 6144 14.09 / 12.70 / 11.34; N 6144 x 2048 7.73 / 7.13 / 6.42; N 6144 x 768 4.82 / 4.60 / 4.54; narrower,
+#: no clear win: N 2048 x 6144 7.43 / 7.35 / 7.86, N 2048 x 2048 4.76 / 5.08 / 4.84, N 1792 x 6144 7.12 /
+#: 7.08 / 6.84, N 1536 x 6144 6.89 / 7.47 / 6.89 (K split 16-22 ways: programs of 2-3 steps).
+WGMMA_ONE_TOKEN_MIN_N = 2560
 WGMMA_STAGES = 2
-#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off,
-#: and the most for the ring kernel (above it the ring is picked for some weight shapes only).
+#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
+#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most for the ring kernel (above it the ring
+#: is picked for some weight shapes only).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = 128
+#: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
+#: (N >= :data:`WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads it); at K 6144 the
+#: input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
+A_DEQ_ONE_TOKEN_MAX_K = 2048
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
 
 
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
-    """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` and K a multiple of 128, else None.
+    """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` (one token too where N >=
+    :data:`WGMMA_ONE_TOKEN_MIN_N`, on the 2-token tile) and K a multiple of 128, else None.
 
     Its fixed costs (prologue, split-K combine) and its per-step conversion latency are exposed at one
     program per SM, so a shallow ring (2 stages) with more programs resident per SM beats a deep one
@@ -153,7 +166,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
     """
-    if not 2 <= m <= WGMMA_MAX_M or k % 128:
+    if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
     block_m = max(8, triton.next_power_of_2(m))
     tiles, steps = -(-n // 128), k // 128
@@ -182,7 +195,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
     Hopper GPU: where the Gluon decode kernel reads it (M <= :data:`WGMMA_MAX_M`) from :data:`A_DEQ_MIN_M`
-    tokens, where the GEMM's saved staging outweighs the producer's extra BF16 store; and
+    tokens (from one at K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), where the GEMM's saved staging outweighs the producer's extra BF16 store; and
     where the ring kernel reads it (up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`RING_MIN_K`), which then
     skips its dequantization launch.
 
@@ -196,15 +209,20 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     (``mxfp8_wgmma.A_DEQ_WAIT_ALL_MAX_M``; run 115): norm -> ``mxfp8_linear`` N 2560 M 1 11.17 -> 11.25 (two
     runs' mean), M 2 10.94 -> 10.78, M 8 10.82 -> 10.78; N 1536 M 1 8.75 -> 9.15, M 2 10.12 -> 9.86, M 8
     10.16 -> 10.06; fused QKV nkv 1 M 1 12.01 -> 12.43, M 2 11.01 -> 10.36, M 8 11.24 -> 10.74; nkv 2 M 1
-    17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33. One token loses: the GEMM there is the tl GEMV
-    (:func:`pick_wgmma_tile` starts at 2), which does not read A_deq, so the store (0.3 us) buys nothing; the
-    rule starts at two. The ring kernel
+    17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33. One token lost there: its GEMM was the tl GEMV,
+    which does not read A_deq, so the store (0.3 us) bought nothing. Since one token takes the Gluon tile
+    at N >= :data:`WGMMA_ONE_TOKEN_MIN_N` (run 122, producer + GEMM, MXFP8 without A_deq into the GEMV ->
+    with A_deq into the 8-row tile): norm -> N 6144 x K 2048 8.72 -> 7.20, -> N 6144 x K 768 5.93 -> 4.96,
+    -> N 2560 x K 6144 11.20 -> 11.06, -> N 4992 x 6144 15.47 -> 14.62, but -> N 1536 x 6144 8.72 -> 9.79
+    (with A_deq into the 8-row tile; its GEMV would ignore the store): one token writes A_deq at K <=
+    :data:`A_DEQ_ONE_TOKEN_MAX_K` only. The ring kernel
     (run 112, natural-order A_deq, same method): norm -> ``mxfp8_linear`` N 2560 x K 6144 M 65 21.39 ->
     20.30, M 100 22.06 -> 20.70, M 128 22.69 -> 20.66; N 1536 18.20 -> 17.15, 18.23 -> 16.96, 17.99 ->
     16.78; norm -> fused QKV nkv 1 23.50 -> 22.45, 24.19 -> 22.72, 25.17 -> 22.93; nkv 2 33.68 -> 32.35,
     34.94 -> 33.93, 36.46 -> 35.57 (the norm's store 0.35-1.0 us there).
     """
-    if k % 128 or not A_DEQ_MIN_M <= m <= A_DEQ_MAX_M:
+    min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
+    if k % 128 or not min_m <= m <= A_DEQ_MAX_M:
         return False
     return (m <= WGMMA_MAX_M or k >= RING_MIN_K) and wgmma_supported(device)
 
@@ -384,9 +402,9 @@ def bf16_mm_supported(device: torch.device) -> bool:
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
-    """:data:`GEMV_TILE` for one token; else small tiles unless 128-row tiles need fewer waves on
-    this device's SMs; then split K to fill the SMs (two waves for the 1-, 16- and 32-row
-    decode tiles, :data:`DECODE_WAVES`).
+    """:data:`GEMV_TILE` for one token (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
+    tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
+    waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
 
     A 64-row tile streams the same weights as a 128-row one and costs about 3/5 of
     its time at these shapes, so the small config wins whenever
@@ -400,7 +418,8 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, 2 <= M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`), 65 <= M <= 256 the
+    On a Hopper GPU, M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
+    :data:`WGMMA_ONE_TOKEN_MIN_N`), 65 <= M <= 256 the
     Gluon ring kernel where K >= 2048 and :func:`pick_ring_tile` takes the shape; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel.
@@ -440,7 +459,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     M 64 17.98 / 25.41, 33.50 / 41.30; M 256 38.46 / 70.40, 65.40 / 135.53; M 2048 126.5 / 322.2,
     237.6 / 579.3 (run 51, with the Gluon GEMM's partials summed by the epilogue: M 8 10.39, 15.72; M 64
     14.96, 30.41); run 55, the ring kernel's partials: M 65 28.5 / 50.5, 39.3 / 75.2; M 128 30.4 / 50.8,
-    41.9 / 76.5). One token keeps the fused GEMV kernel (9.20 against ``mxfp8_linear``'s 8.67 alone).
+    41.9 / 76.5); one token where ``pick_tile`` takes the Gluon tile (N >= :data:`WGMMA_ONE_TOKEN_MIN_N`;
+    run 123: nkv 1 9.49 / 9.41, nkv 2 14.25 / 14.45), a narrower N keeps the fused GEMV kernel.
 
     The refit:
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242

@@ -170,13 +170,14 @@ def mxfp8_linear(
 
     ``A_deq = e4m3 * 2^(s - 127)`` per 32-element block (likewise W). On Hopper the
     tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133)
-    and multiplied on BF16 tensor cores: at 2 <= M <= 64 (K a multiple of 128) by the
+    and multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128) by the
     Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
     ``wgmma``), at 65 <= M <= 128 (K >= 2048), and up to 256 on wide layers
     (``pick_ring_tile``), by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and
     the activations, dequantized by a launch before it, through one TMA ring; 2 * M * K bytes of
-    temporary BF16), otherwise by the tl kernel; one token (M = 1) takes a CUDA-core GEMV on
-    fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
+    temporary BF16), otherwise by the tl kernel; one token (M = 1) takes the Gluon decode kernel where
+    N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
+    (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
     (``PREFILL_MM_MIN_M``) on any CUDA GPU, the prefill path dequantizes both operands to
     BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies
     of A and W). Every path's fp32 accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to
