@@ -243,14 +243,14 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             assert got_a_deq is None
 
 
-_GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (2, 9, 17, 33, 64)] + [
+_GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [
     (m, n, k, True) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k, ring", _GLUON_CASES)
 def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
-    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 2-64 tokens, at every decode
+    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 1-64 tokens, at every decode
     tile; natural order for the ring kernel at 65-128): the bytes each gives on the MXFP8 rows alone (its own
     staging, or its dequantization launch); and it does read A_deq (a zeroed copy gives zeros)."""
     g = torch.Generator().manual_seed(m + n)
@@ -354,9 +354,9 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [2, 16, 33, 64, 65, 128])
+@pytest.mark.parametrize("m", [1, 2, 16, 33, 64, 65, 128])
 def test_qkv_gluon_gemm_reads_a_deq_gpu(m):
-    """The fused QKV op on Hopper with A_deq, through the decode kernel (2-64 tokens) and the ring kernel (65,
+    """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens) and the ring kernel (65,
     128): the bytes it gives without; a zeroed A_deq changes them (the GEMM reads it)."""
     p = _qkv_problem(m, "cuda", k=6144, seed=m)
     xq, xsf = seam.mxfp8_quantize(p.x)
@@ -442,7 +442,7 @@ def test_swiglu_a_deq_refused_before_launch(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [2, 16, 64])
+@pytest.mark.parametrize("m", [1, 2, 16, 64])
 def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
     """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it; and
     the GEMM does read it (a zeroed copy gives zeros)."""
@@ -525,7 +525,7 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
 
 def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, device):
     """a_deq="auto", the norm + MXFP8 producers' default: with the rule saying "from 5 tokens" (patched,
-    as on a Hopper GPU it says from 2) the norm, the dispatch, Lamport consumer A and the MoE finalize op
+    as on a Hopper GPU it says from 2, or 1 where K <= 2048) the norm, the dispatch, Lamport consumer A and the MoE finalize op
     write A_deq at 5 rows and not at 3; SwiGLU takes "auto" when asked and returns None in its place."""
     from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
     from test_lamport import make_moe

@@ -1,4 +1,4 @@
-"""The Gluon decode GEMM behind ``seam.mxfp8_linear`` at 2 <= M <= 64 on Hopper (``seam.kernels.mxfp8_wgmma``).
+"""The Gluon decode GEMM behind ``seam.mxfp8_linear`` at 2 <= M <= 64 (one token too at N >= 2560) on Hopper (``seam.kernels.mxfp8_wgmma``).
 
 Gluon kernels do not run under the interpreter, so on CPU these tests check what can be
 checked there: the picker, tile validation, and that every kernel the picker chooses for the
@@ -171,7 +171,7 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
     for m in (2, 8, 64):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
-    assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2048
+    assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2560
     assert not pick_tile(1, 1536, 6144, cuda).wgmma  # one token, narrower: the GEMV
     assert pick_tile(65, 2560, 6144, cuda).block_m == 128  # the ring kernel
     # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)

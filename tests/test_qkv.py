@@ -501,8 +501,8 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64), its Gluon ring tile (M 65..128,
     K >= 2048, and M 129..256 where pick_ring_tile takes the shape: nkv 2) and its prefill tile (M >= 129
-    otherwise); one token takes the Gluon tile too at these N (>= 2560), not at a narrower one, which keeps
-    the one-kernel tl path, refit; tl_only always does."""
+    otherwise); one token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only
+    keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
@@ -521,8 +521,6 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
             elif m >= 129:
                 assert t == linear == BF16_MM_TILE, m
-    narrow = pick_qkv_tile(1, 2304, 6144, sm90)  # 18 column tiles: one token's fused GEMV kernel
-    assert narrow == pick_qkv_tile(1, 2304, 6144, sm90, tl_only=True) and narrow.block_m == 1
 
 
 def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
@@ -606,7 +604,7 @@ def test_warmup_feeds_a_deq_to_the_decode_tiles_its_producers_write_it_for(monke
     never a ring tile (the ring kernel reads A_deq in the variant it always compiles) or a tl tile."""
     from seam.ops import a_deq as a_deq_ops
 
-    # a stand-in rule that leaves the 8-row tile out, so "auto" differs from True (the real one starts at 2)
+    # a stand-in rule that leaves the 8-row tile out, so "auto" differs from True (the real one starts at 2, or 1 where K <= 2048)
     monkeypatch.setattr(a_deq_ops, "a_deq_pays", lambda m, k, device: 9 <= m <= 128 and k % 128 == 0)
     d8, d16 = Tile(8, 128, 128, 8, 2, 12, wgmma=True), Tile(16, 128, 128, 8, 2, 12, wgmma=True)
     d64, ring = Tile(64, 128, 128, 8, 2, 6, wgmma=True), Tile(128, 128, 128, 8, 3, 6, wgmma=True)

@@ -3,7 +3,7 @@ the kernel and its tile for a shape, each with the H200 measurement that set it.
 
 Four paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
 target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
-2 <= M <= 64), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization and
+2 <= M <= 64, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization and
 one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
 fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
 among the first three; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers.
@@ -454,13 +454,14 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     ``seam.kernels.qkv_epilogue.launch_qkv``); else, or with ``tl_only``, its tl choice refit to the
     registers the fused kernel's epilogue takes.
 
-    The two-launch path wins at every M it takes (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
+    The two-launch path wins at every M it takes but one token at nkv 1 (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
     us, this path / the one-kernel tl tile, K 6144, nkv 1 then 2): M 8 10.79 / 13.19, 15.35 / 20.18;
     M 64 17.98 / 25.41, 33.50 / 41.30; M 256 38.46 / 70.40, 65.40 / 135.53; M 2048 126.5 / 322.2,
     237.6 / 579.3 (run 51, with the Gluon GEMM's partials summed by the epilogue: M 8 10.39, 15.72; M 64
     14.96, 30.41); run 55, the ring kernel's partials: M 65 28.5 / 50.5, 39.3 / 75.2; M 128 30.4 / 50.8,
-    41.9 / 76.5); one token where ``pick_tile`` takes the Gluon tile (N >= :data:`WGMMA_ONE_TOKEN_MIN_N`;
-    run 123: nkv 1 9.49 / 9.41, nkv 2 14.25 / 14.45), a narrower N keeps the fused GEMV kernel.
+    41.9 / 76.5). One token follows ``pick_tile`` too (every QKV N, (19 nkv + 1) * 128, is >= 2560, so the
+    Gluon tile on Hopper; run 123: nkv 1 9.49 / 9.41, within the runs' spread, nkv 2 14.25 / 14.45); the fused
+    GEMV kernel stays where the Gluon kernel does not run.
 
     The refit:
     Left to itself ptxas gives the fused kernel's 32- and 64-row tiles 164 and 242

@@ -41,6 +41,9 @@ class LinearQuantize(str, enum.Enum):
 #: E4M3 round trip. Both give the same bytes. With the one-token GEMV tile (same layers, M 1):
 #: in_gemm / separate = 0.66-0.77 (2026-11-29), 0.77-0.91 with its 8-warp mainloop (2026-11-30).
 #: With the pipelined 32-row tiles (2026-11-30) M 64 gives 0.89-1.02: o_proj still loses.
+#: One token on the Gluon tile (N >= 2560, since 2026-12-02; log run 123, BF16 input quantized inside, us):
+#: down 4.68, o_proj 7.53, qkv 8.65, against the GEMM alone on MXFP8 input 4.55 / 6.98 / 8.22 (a separate
+#: quantizer launch costs more than the difference: 1.5-2 us, BENCHMARKS.md).
 IN_GEMM_MAX_M = 16
 
 
@@ -189,7 +192,7 @@ def mxfp8_linear(
             ``docs/spec/mxfp8.md`` step 5, so such a row's output is finite); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
             change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-64
-            tokens; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
+            tokens and one at N >= 2560; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
             bytes; other paths ignore it). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.

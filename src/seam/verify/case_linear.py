@@ -103,6 +103,13 @@ def checks(ctx: Context) -> list[Check]:
         Check("mxfp8_linear[prefill path]", m, f"N={n} K={k}", lambda m=m: _run(ctx, m, n, k, BF16_MM_TILE), rule=RULE)
         for m in ctx.pick([333], [133])
     ]
+    # one token on a narrow weight: the tl GEMV (on a Hopper GPU wider ones take the Gluon tile from M 1)
+    n_narrow = 1536
+    out += [
+        Check("mxfp8_linear[one-token GEMV]", m, f"N={n_narrow} K={k}", lambda m=m: _run(ctx, m, n_narrow, k),
+              rule=RULE)
+        for m in ctx.pick([1], [])
+    ]
     out += [
         Check("mxfp8_linear[in_gemm quant]", m, f"N={n} K={k}", lambda m=m: _run_in_gemm(ctx, m, n, k),
               rule=IN_GEMM_RULE)
@@ -111,6 +118,6 @@ def checks(ctx: Context) -> list[Check]:
     out += [
         Check("norm+MXFP8[+A_deq] -> mxfp8_linear", m, f"N={n} K={k}", lambda m=m: _run_a_deq(ctx, m, n, k),
               rule=A_DEQ_RULE)
-        for m in ctx.pick([8, 16, 64, 100], [3, 70])
+        for m in ctx.pick([1, 8, 16, 64, 100], [3, 70])
     ]
     return out

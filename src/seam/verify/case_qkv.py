@@ -169,9 +169,9 @@ def checks(ctx: Context) -> list[Check]:
                              lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size), rule=EPILOGUE_RULE))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size), rule=FUSED_RULE))
-        # M values that make the picker choose every path on an H200 (one-token GEMV; the Gluon decode GEMM
-        # + epilogue at 20 and 64 tokens, the Gluon ring GEMM + epilogue at 128, the prefill GEMM + epilogue
-        # above) and, under the interpreter, the tl tiles
+        # M values that make the picker choose every path on an H200 (the Gluon decode GEMM + epilogue at 1, 20
+        # and 64 tokens, the Gluon ring GEMM + epilogue at 128, the prefill GEMM + epilogue above) and, under
+        # the interpreter, the tl tiles (the one-token GEMV kernel there)
         for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [1, 3, 20]):
             out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
                              lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size), rule=INTEGER_RULE))
