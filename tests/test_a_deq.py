@@ -494,8 +494,8 @@ def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
 
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
-    on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed layers whose one
-    token takes the Gluon tile; at K 6144 the store lost to the narrow gate_up's GEMM at the former split), the ring kernel at
+    on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
+    one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), the ring kernel at
     65-128 tokens where K >= 2048 (it takes no smaller K); never off whole 128-column steps, nowhere on a
     device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config as config

@@ -1,4 +1,4 @@
-"""The Gluon decode GEMM behind ``seam.mxfp8_linear`` at 2 <= M <= 64 (one token too at N >= 1536) on Hopper (``seam.kernels.mxfp8_wgmma``).
+"""The Gluon decode GEMM behind ``seam.mxfp8_linear`` at 2 <= M <= 64 (one token too at N >= 2560) on Hopper (``seam.kernels.mxfp8_wgmma``).
 
 Gluon kernels do not run under the interpreter, so on CPU these tests check what can be
 checked there: the picker, tile validation, and that every kernel the picker chooses for the
@@ -26,10 +26,9 @@ import torch
 import seam
 from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS,
-                                           WGMMA_SMALL_PROGRAM_COST_STEPS, WGMMA_TWO_PER_SM_TIME, Tile,
+from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
-                                           wgmma_early_steps, wgmma_launch, wgmma_smem_steps, wgmma_split_cost)
+                                           wgmma_early_steps, wgmma_launch, wgmma_smem_steps)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -54,11 +53,10 @@ def _picked_tiles(sms: int = 132) -> set[Tile]:
 
 
 def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
-    """2..64 tokens at every shape; one token only where N >= WGMMA_ONE_TOKEN_MIN_N (run 129: a win at N 1536 and
-    2048 with run 128's splits; narrower N not measured), on the 2-token tile."""
-    assert WGMMA_ONE_TOKEN_MIN_N == 1536
-    assert pick_wgmma_tile(1, 1408, 6144, 132) is None and pick_wgmma_tile(1, 1024, 2048, 132) is None
-    assert pick_wgmma_tile(1, 1536, 6144, 132) == pick_wgmma_tile(2, 1536, 6144, 132)
+    """2..64 tokens at every shape; one token only where N >= WGMMA_ONE_TOKEN_MIN_N (runs 122-123: no clear
+    win at N 1536-2048), on the 2-token tile."""
+    assert WGMMA_ONE_TOKEN_MIN_N == 2560
+    assert pick_wgmma_tile(1, 1536, 6144, 132) is None and pick_wgmma_tile(1, 2048, 2048, 132) is None
     assert pick_wgmma_tile(65, 2560, 6144, 132) is None
     assert pick_wgmma_tile(8, 2560, 6112, 132) is None  # K not a multiple of 128
     assert pick_wgmma_tile(1, 2560, 2048, 132) == pick_wgmma_tile(2, 2560, 2048, 132)
@@ -72,37 +70,27 @@ def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
             assert t.num_stages == ring <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k)
             fits = [s for s in range(1, k // 128 + 1)
                     if mxfp8_wgmma.max_stages(t.block_m, k, s) >= min(2, mxfp8_wgmma.max_steps(k, s))]
-            # the cheapest modelled split that fits; on a tie up to 32 rows the larger while every program has an
-            # SM to itself, else the smaller
-            costs = {s: wgmma_split_cost(t.block_m, -(-n // 128), k, s, 132) for s in fits}
-            assert costs[t.split_k] == min(costs.values())
-            ties = [s for s in fits if costs[s] == costs[t.split_k]]
-            one_per_sm = [s for s in ties if t.block_m <= 32 and -(-n // 128) * s <= 132]
-            assert t.split_k == (max(one_per_sm) if one_per_sm else min(ties))
+            if t.block_m <= 32:  # two waves (one where two leave programs < 2 steps), more where the activations need it
+                tiles, steps = -(-n // 128), k // 128
+                waves = 2 if steps >= 2 * min(steps, 2 * (132 // tiles)) else 1
+                assert t.split_k >= min(steps, waves * (132 // tiles))
+                if tiles * t.split_k > waves * 132:
+                    assert t.split_k - 1 not in fits
+            else:  # fewest waves x (steps + a program's fixed cost), the smaller split on a tie
+                def cost(s):
+                    return -(-(-(-n // 128) * s) // 132) * (mxfp8_wgmma.max_steps(k, s) + WGMMA_PROGRAM_COST_STEPS)
+                assert t.split_k == min(fits, key=cost)
 
 
-def test_split_cost_model():
-    """One 64-row program per SM runs its steps plus WGMMA_PROGRAM_COST_STEPS; up to 32 rows two programs share
-    an SM at WGMMA_TWO_PER_SM_TIME x one's time, programs past two per SM waiting for a pair's slot."""
-    # N 6144 (48 tiles), K 768 (6 steps): split 2 -> 96 programs, one per SM, 3 steps each
-    assert wgmma_split_cost(8, 48, 768, 2, 132) == 3 + WGMMA_SMALL_PROGRAM_COST_STEPS
-    # split 4 -> 192 programs: two on the busiest SM, 2 steps each (6 / 4, rounded up)
-    assert wgmma_split_cost(8, 48, 768, 4, 132) == WGMMA_TWO_PER_SM_TIME * (2 + WGMMA_SMALL_PROGRAM_COST_STEPS)
-    # split 6 -> 288 programs: three on some SMs, the third waits for a second pair's slot
-    assert wgmma_split_cost(8, 48, 768, 6, 132) == 2 * WGMMA_TWO_PER_SM_TIME * (1 + WGMMA_SMALL_PROGRAM_COST_STEPS)
-    assert wgmma_split_cost(64, 48, 768, 3, 132) == 2 * (2 + WGMMA_PROGRAM_COST_STEPS)
-
-
-def test_picker_up_to_32_tokens_takes_the_measured_best_split():
-    """Run 128 (H200, the GEMM given A_deq, 2-32 tokens): the fastest split measured at each layer shape, where
-    the former rule (two waves of programs) took 4 at N 6144 x K 768 (4.50 against 3.66 us at 8 tokens at split
-    2) and 22 at N 1536 x K 6144 (6.97 against 5.90 at split 11; split 10, the same modelled cost, 7.34 in run
-    129: the tie-break takes the split whose programs fill more SMs); run 129: N 2048 x 2048 split 8 (3.79 us
-    against the former 16's 4.85)."""
-    for m in (2, 8, 16, 32):
-        assert [pick_wgmma_tile(m, n, k, 132).split_k for n, k in SHAPES] == [11, 2, 4, 12, 10, 6]
-        assert pick_wgmma_tile(m, 2048, 2048, 132).split_k == 8
-    assert pick_wgmma_tile(64, 1536, 6144, 132).split_k == 10  # 64 tokens: the smaller on a tie (run 128)
+def test_picker_up_to_32_tokens_takes_one_wave_where_two_leave_short_programs():
+    """Runs 128-130 (H200): N 6144 x K 768 (6 K steps) at split 2 (one wave, 3 steps) beat split 4 (two waves,
+    1-2 steps) alone and after its SwiGLU + MXFP8 producer at 1-32 tokens; N 2048 x 2048 split 8 beat 16; where
+    two waves give >= 2 steps they stay (N 1536 x 6144: split 22, which won in its norm chain against 11)."""
+    for m in (1, 2, 8, 16, 32):
+        assert pick_wgmma_tile(m, 6144, 768, 132).split_k == 2
+        assert pick_wgmma_tile(max(m, 2), 2048, 2048, 132).split_k == 8
+        assert pick_wgmma_tile(max(m, 2), 1536, 6144, 132).split_k == 22
+        assert pick_wgmma_tile(m, 2560, 6144, 132).split_k == 12 and pick_wgmma_tile(m, 6144, 2048, 132).split_k == 4
 
 
 def test_picker_at_64_tokens_takes_the_measured_best_split():
@@ -197,9 +185,8 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
     for m in (2, 8, 64):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132)
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
-    assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 1536
-    assert pick_tile(1, 1536, 6144, cuda) == pick_wgmma_tile(2, 1536, 6144, 132)
-    assert not pick_tile(1, 1024, 6144, cuda).wgmma  # one token, narrower: the GEMV
+    assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2560
+    assert not pick_tile(1, 1536, 6144, cuda).wgmma  # one token, narrower: the GEMV
     assert pick_tile(65, 2560, 6144, cuda).block_m == 128  # the ring kernel
     # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)
     for m in (2, 20, 64):

@@ -5,7 +5,7 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 60 MiB L2, so every call streams them from HBM):
 
 * ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the
-  Gluon decode kernel at 2 <= M <= 64 on Hopper, and one token at N >= 1536, ``seam.kernels.mxfp8_wgmma``; the Gluon ring
+  Gluon decode kernel at 2 <= M <= 64 on Hopper, and one token at N >= 2560, ``seam.kernels.mxfp8_wgmma``; the Gluon ring
   kernel at 65 <= M <= 128 where K >= 2048, and at 129 <= M <= 256 where ``pick_ring_tile`` takes the
   shape, ``seam.kernels.mxfp8_wgmma_ring``);
 * ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as

@@ -130,44 +130,25 @@ def wgmma_supported(device: torch.device) -> bool:
 #: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
 WGMMA_MAX_M = 64
 #: Fewest weight rows N at which one token takes the Gluon decode kernel's 8-row tile rather than the tl
-#: GEMV (:data:`GEMV_TILE`). H200 (``docs/benchmarks-log.md``, M 1, the GEMM alone, us, GEMV / 8-row tile staging
-#: the MXFP8 row / given A_deq): run 123 (2026-12-02) N 2560 x K 6144 8.67 / 8.12 / 7.48; N 4992 x 6144 14.09 /
-#: 12.70 / 11.34; N 6144 x 2048 7.73 / 7.13 / 6.42; N 6144 x 768 4.82 / 4.60 / 4.54; with the K split of run 128's
-#: rule (run 129, 2026-12-04): N 1536 x 6144 6.88 / 6.34 / 5.84 (split 11; at the former rule's 22: 7.44),
-#: N 2048 x 2048 4.84 / 3.84 / 3.78 (split 8), N 2048 x 6144 7.44 / 7.35 / 7.88 (split 16). Narrower N not measured.
-WGMMA_ONE_TOKEN_MIN_N = 1536
+#: GEMV (:data:`GEMV_TILE`). H200 (2026-12-02, ``docs/benchmarks-log.md`` runs 122-123, M 1, the GEMM alone,
+#: us, GEMV / 8-row tile staging the MXFP8 row / given A_deq): N 2560 x K 6144 8.67 / 8.12 / 7.48; N 4992 x
+#: 6144 14.09 / 12.70 / 11.34; N 6144 x 2048 7.73 / 7.13 / 6.42; N 6144 x 768 4.82 / 4.60 / 4.54; narrower,
+#: no clear win: N 2048 x 6144 7.43 / 7.35 / 7.86, N 2048 x 2048 4.76 / 5.08 / 4.84, N 1792 x 6144 7.12 /
+#: 7.08 / 6.84, N 1536 x 6144 6.89 / 7.47 / 6.89 (K split 16-22 ways: programs of 2-3 steps).
+WGMMA_ONE_TOKEN_MIN_N = 2560
 WGMMA_STAGES = 2
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
 #: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most for the ring kernel (above it the ring
 #: is picked for some weight shapes only).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = 128
-#: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) take the
-#: Gluon tile at one token, which reads it. At K 6144 (norm -> gate_up N 1536 x 6144) the store lost at the
-#: former K split (run 122: 8.72 -> 9.79 us per step, split 22); at split 11 (run 129) the GEMM given A_deq
-#: takes 5.84 against 6.34 us staging the MXFP8 row, not measured in the chain.
+#: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
+#: (N >= :data:`WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads it); at K 6144 the
+#: input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
 A_DEQ_ONE_TOKEN_MAX_K = 2048
-#: A program's fixed cost (staging its activations, storing and combining its partial) in K steps, at 64
-#: tokens: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
+#: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
+#: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
-#: The same up to 32 tokens, and the time of an SM's two resident programs in units of one program alone (their
-#: latency chains overlap): fit to the sweep of run 128, where the rule picks the fastest split measured at each
-#: of the five layer shapes (:func:`pick_wgmma_tile`).
-WGMMA_SMALL_PROGRAM_COST_STEPS = 1
-WGMMA_TWO_PER_SM_TIME = 1.6
-
-
-def wgmma_split_cost(block_m: int, tiles: int, k: int, split: int, sms: int) -> float:
-    """Modelled time of a Gluon decode launch with K split ``split`` ways, in K steps of one program alone: the
-    busiest SM's programs x (a program's steps + its fixed cost). A 64-row program fills its SM (its resident
-    activations), so an SM runs its programs one after another; up to 32 rows two share an SM and take
-    :data:`WGMMA_TWO_PER_SM_TIME` x one's time, and programs past two wait for a pair's slot."""
-    per_sm = -(-tiles * split // sms)
-    steps = mxfp8_wgmma.max_steps(k, split)
-    if block_m > 32:
-        return per_sm * (steps + WGMMA_PROGRAM_COST_STEPS)
-    pairs = 1 if per_sm == 1 else WGMMA_TWO_PER_SM_TIME * -(-per_sm // 2)
-    return pairs * (steps + WGMMA_SMALL_PROGRAM_COST_STEPS)
 
 
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
@@ -177,36 +158,44 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     Its fixed costs (prologue, split-K combine) and its per-step conversion latency are exposed at one
     program per SM, so a shallow ring (2 stages) with more programs resident per SM beats a deep one
     (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 33-34: N 2560, K 6144, M 8: 8.5 us at split 12 /
-    2 stages against 10.6 at split 6 / 8 stages; N 6144, K 2048: 7.8 against 10.7). The K split is the
-    cheapest by :func:`wgmma_split_cost` among those whose program fits beside the ring; on a tie up to 32
-    tokens the larger where every program has an SM to itself (more SMs stream: N 1536 x 6144, 120 against 132
-    programs of at most 5 steps, split 10 7.34 us against 11 5.85 at 8 tokens, run 129), else the smaller (64
-    tokens: N 1536 split 10 8.34 against 11 8.82, run 128).
-    At 64 tokens (run 53, M 64, K 6144, us): N 2560 split 6 14.50, 5 15.65, 12 17.85; N 3072 split 5 15.86,
-    6 24.84, 10 20.23; N 4992 split 6 26.43, 5 28.91, 12 28.16. Up to 32 tokens (run 128, 2026-12-04, the GEMM
-    given A_deq, us at 8 tokens, the rule's pick first; the same order at 2, 16 and 32 but for noise-level
-    swaps): N 6144 x K 768 split 2 3.66, 3 4.32, 4 4.50 (the former two-waves rule's), 1 4.75, 6 6.63; N 6144 x
-    2048 4 6.49, 3 7.46, 8 9.37, 2 9.67, 6 9.94; N 2560 x 6144 12 7.54, 10 7.92, 16 8.55, 6 10.15, 8 11.57; N 1536
-    x 6144 split 11 5.90, 22 (former) 6.97, 16 7.40, 24 8.76; N 4992 x 6144 6 11.36, 8 12.10, 3 18.40, 4 19.84.
-    Run 129 (same method): N 2048 x 2048 split 8 3.79 against the former 16 4.85 (32 tokens 4.82 / 6.43), N 2048 x
-    6144 16 7.89 against 8 11.36. A shape with no split that fits (a very wide K at 64 tokens) stays on the
-    tl kernel.
+    2 stages against 10.6 at split 6 / 8 stages; N 6144, K 2048: 7.8 against 10.7). Up to 32 tokens the
+    K split fills two waves of programs, or one wave where two would leave programs of fewer than two K steps
+    (runs 128-130, 2026-12-04, us at 8 tokens given A_deq, the GEMM alone / after its SwiGLU + MXFP8 producer:
+    N 6144 x K 768 one wave, split 2, 3.66 / 4.65, two waves, split 4 (1-2 steps), 4.50 / 5.28, split 3 4.32 /
+    5.17; 1-32 tokens 0.25-1.15 us faster in that chain; N 2048 x 2048 split 8 3.79 against 16's 4.85, the GEMM
+    alone). Fewer, longer programs did not pay where two waves already give two steps: N 1536 x 6144 split 11
+    (one program per SM) took 5.85 against split 22's 6.91 alone but 10.36 against 9.82 after its norm + MXFP8
+    producer (run 130). At 64 tokens each program's resident activations take most of its shared memory (one program per SM), and the split minimizes waves x (steps per program +
+    :data:`WGMMA_PROGRAM_COST_STEPS`) among those that fit beside the ring (run 53, M 64, K 6144, us:
+    N 2560 split 6 14.50, 5 15.65, 12 17.85; N 3072 split 5 15.86, 6 24.84, 10 20.23; N 4992 split 6
+    26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
+    the tl kernel.
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
     block_m = max(8, triton.next_power_of_2(m))
-    tiles = -(-n // 128)
+    tiles, steps = -(-n // 128), k // 128
 
     def ring(split: int) -> int:  # no deeper than a program's steps
         return min(WGMMA_STAGES, mxfp8_wgmma.max_steps(k, split))
 
-    fits = [s for s in range(1, k // 128 + 1) if mxfp8_wgmma.max_stages(block_m, k, s) >= ring(s)]
-    if not fits:
-        return None
-    def key(s: int) -> tuple[float, int]:  # cost, then the tie-break
-        return wgmma_split_cost(block_m, tiles, k, s, sms), -s if block_m <= 32 and tiles * s <= sms else s
+    def fits(split: int) -> bool:
+        return mxfp8_wgmma.max_stages(block_m, k, split) >= ring(split)
 
-    split = min(fits, key=key)
+    if block_m <= 32:
+        split = min(steps, max(1, 2 * (sms // tiles)))
+        if steps < 2 * split:  # programs of fewer than two K steps: one wave instead
+            split = min(steps, max(1, sms // tiles))
+        while not fits(split) and split < steps:
+            split += 1  # shorter K ranges until the resident activations leave room for the ring
+    else:
+        def cost(split: int) -> int:
+            waves = -(-tiles * split // sms)
+            return waves * (mxfp8_wgmma.max_steps(k, split) + WGMMA_PROGRAM_COST_STEPS)
+
+        split = min((s for s in range(1, steps + 1) if fits(s)), key=cost, default=steps)
+    if not fits(split):
+        return None
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 

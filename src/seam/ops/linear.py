@@ -41,7 +41,7 @@ class LinearQuantize(str, enum.Enum):
 #: E4M3 round trip. Both give the same bytes. With the one-token GEMV tile (same layers, M 1):
 #: in_gemm / separate = 0.66-0.77 (2026-11-29), 0.77-0.91 with its 8-warp mainloop (2026-11-30).
 #: With the pipelined 32-row tiles (2026-11-30) M 64 gives 0.89-1.02: o_proj still loses.
-#: One token on the Gluon tile (N >= 2560 since 2026-12-02, >= 1536 since 2026-12-04; log run 123, BF16 input quantized inside, us):
+#: One token on the Gluon tile (N >= 2560, since 2026-12-02; log run 123, BF16 input quantized inside, us):
 #: down 4.68, o_proj 7.53, qkv 8.65, against the GEMM alone on MXFP8 input 4.55 / 6.98 / 8.22 (a separate
 #: quantizer launch costs more than the difference: 1.5-2 us, BENCHMARKS.md).
 IN_GEMM_MAX_M = 16
@@ -179,7 +179,7 @@ def mxfp8_linear(
     (``pick_ring_tile``), by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and
     the activations, dequantized by a launch before it, through one TMA ring; 2 * M * K bytes of
     temporary BF16), otherwise by the tl kernel; one token (M = 1) takes the Gluon decode kernel where
-    N >= 1536 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
+    N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
     (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
     (``PREFILL_MM_MIN_M``) on any CUDA GPU, the prefill path dequantizes both operands to
     BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies
@@ -192,7 +192,7 @@ def mxfp8_linear(
             ``docs/spec/mxfp8.md`` step 5, so such a row's output is finite); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
             change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-64
-            tokens and one at N >= 1536; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
+            tokens and one at N >= 2560; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
             bytes; other paths ignore it). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.

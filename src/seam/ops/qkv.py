@@ -264,7 +264,7 @@ def qkv_index_fused_epilogue(
 
     The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
     accumulator; the accumulator is within fp32 reordering error of the dequantized GEMM.
-    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64 and one token at N >= 1536,
+    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64 and one token at N >= 2560,
     ring M 65..128, and 129..256 where ``pick_ring_tile`` takes N and K) or its prefill path (CUDA, M >= 129),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
@@ -306,7 +306,7 @@ def qkv_index_fused_epilogue(
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
         a_deq: optional BF16 [M, K] contiguous: A_deq of ``xq`` / ``xsf`` (``seam.formats.a_deq``, as
             ``seam.ops.norm.gemma_norm_mxfp8_activation(..., a_deq=True)`` writes it beside its MXFP8 rows),
-            which the Hopper Gluon GEMMs (the decode kernel at M 2..64 and one token at N >= 1536, the ring
+            which the Hopper Gluon GEMMs (the decode kernel at M 2..64 and one token at N >= 2560, the ring
             kernel at 65-256) read instead of dequantizing ``xq``; other paths ignore it. It must hold exactly those bytes (checked only with
             ``SEAM_DEBUG``: ValueError otherwise, before any launch). Not modified.
 

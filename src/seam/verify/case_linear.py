@@ -104,7 +104,7 @@ def checks(ctx: Context) -> list[Check]:
         for m in ctx.pick([333], [133])
     ]
     # one token on a narrow weight: the tl GEMV (on a Hopper GPU wider ones take the Gluon tile from M 1)
-    n_narrow = 1024  # below WGMMA_ONE_TOKEN_MIN_N
+    n_narrow = 1536
     out += [
         Check("mxfp8_linear[one-token GEMV]", m, f"N={n_narrow} K={k}", lambda m=m: _run(ctx, m, n_narrow, k),
               rule=RULE)
