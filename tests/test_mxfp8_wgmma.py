@@ -70,7 +70,7 @@ def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
             assert t.num_stages == ring <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k)
             fits = [s for s in range(1, k // 128 + 1)
                     if mxfp8_wgmma.max_stages(t.block_m, k, s) >= min(2, mxfp8_wgmma.max_steps(k, s))]
-            if t.block_m <= 32:  # two waves (one where two leave programs < 2 steps), more where the activations need it
+            if t.block_m <= 32:  # two waves (one where two leave programs < 2 steps), more for the activations
                 tiles, steps = -(-n // 128), k // 128
                 waves = 2 if steps >= 2 * min(steps, 2 * (132 // tiles)) else 1
                 assert t.split_k >= min(steps, waves * (132 // tiles))

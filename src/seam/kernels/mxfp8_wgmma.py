@@ -11,8 +11,11 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   range of 128-wide K steps (split-K). It issues the TMA copies of its first ``STAGES``
   steps (the E4M3 tile and the tile's 512 swizzled scale bytes, one mbarrier per stage)
   before anything else, before the PDL wait too: the weights (and their scales) must not
-  be written by a PDL predecessor. In a PDL chain they can then stream while the previous
-  kernel finishes (not yet seen in the measurements: docs/benchmarks-log.md runs 32 and 36).
+  be written by a PDL predecessor. In a PDL chain they then stream while the previous
+  kernel finishes: after the norm + MXFP8 kernel at 1-8 tokens every program has read its
+  pre-wait steps before the norm ends (docs/benchmarks-log.md run 126; at 64 tokens the programs
+  start only as the previous GEMM's leave their SMs). What the chain still waits for after the
+  norm is the release (0.5 us), the staging, the loop's conversions and the split-K combine.
   The first one or two steps are also waited for and loaded into registers there
   (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: up to 5% faster at 8-16 tokens, 30% at
   64 tokens with 3 steps per program; log runs 65-66); ptxas places their conversion after the wait
