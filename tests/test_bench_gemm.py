@@ -1,4 +1,5 @@
-"""``seam bench gemm``'s optional humming peer: where it cannot run, its column is left out with the reason."""
+"""``seam bench gemm``: its optional humming peer (where it cannot run, its column is left out with the reason) and
+its SwiGLU -> down chain table."""
 
 from __future__ import annotations
 
@@ -19,3 +20,22 @@ def test_humming_left_out_where_it_does_not_import(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setitem(sys.modules, "humming", None)  # `import humming` raises ModuleNotFoundError
     assert gemm._humming_missing().startswith("import humming failed (ModuleNotFoundError")
+
+
+def test_down_chain_times_the_producer_then_each_gemm(monkeypatch):
+    """The SwiGLU -> down table: each of the three chains runs once per M (the producer alone, it + mxfp8_linear, it
+    + cuBLAS FP8), and the 'adds' columns are the chains less the producer. On the CPU with the timer stubbed."""
+    times = iter([1.0, 4.5, 3.25])
+    ran = []
+
+    def timer(fn, **_):
+        fn()
+        ran.append(fn)
+        return next(times)
+
+    monkeypatch.setattr(gemm, "graph_time_us", timer)
+    monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
+    rows = gemm._down_chain_rows((1,), torch.device("cpu"), torch.Generator().manual_seed(0))
+    assert len(ran) == 3
+    assert rows == [{"M": 1, "SwiGLU": 1.0, "SwiGLU + GEMM": 4.5, "GEMM adds": 3.5, "SwiGLU + cuBLAS FP8": 3.25,
+                     "cuBLAS FP8 adds": 2.25}]
