@@ -25,8 +25,8 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused
 norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph)
 without A_deq and with the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone; another
-the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq auto), against the same producer feeding cuBLAS
-FP8 its E4M3 values.
+the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq auto), against the same producer (without A_deq)
+feeding cuBLAS FP8 its E4M3 values.
 """
 
 from __future__ import annotations
@@ -185,9 +185,10 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
 
 
 def _down_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
-    """SwiGLU-OAI + MXFP8 (A_deq auto) -> the down projection per pair, and the same producer -> cuBLAS FP8 on its
-    E4M3 values (per-tensor scales 1: a lossy stand-in, as in the GEMM table)."""
-    _, n, inter = SHAPES[1]
+    """SwiGLU-OAI + MXFP8 (A_deq auto) -> the down projection per pair, against the same producer without A_deq (which
+    cuBLAS would not read) -> cuBLAS FP8 on its E4M3 values (per-tensor scales 1: a lossy stand-in, as in the GEMM
+    table); each chain's "adds" is against its own producer alone."""
+    n, inter = next((n, k) for layer, n, k in SHAPES if layer == "down")
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, inter, generator=g) * inter**-0.5).to(dev))
     mx = rotating(lambda: seam.MXFP8Weight(w.values.clone(), w.scales.clone()), n * inter)
     f8 = rotating(lambda: w.values.clone(), n * inter)
@@ -197,19 +198,20 @@ def _down_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator)
         gate_up = torch.randn(m, 2 * inter, generator=g).to(torch.bfloat16).to(dev)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
 
-        def swiglu():
-            values, scales, deq = seam.swiglu_oai_mxfp8(gate_up, a_deq="auto")
-            return seam.QuantizedActivation(values, scales, torch.bfloat16, (m, inter), a_deq=deq)
+        def swiglu(a_deq="auto"):
+            values, scales, *deq = seam.swiglu_oai_mxfp8(gate_up, a_deq=a_deq)  # A_deq returned unless a_deq=False
+            return seam.QuantizedActivation(values, scales, torch.bfloat16, (m, inter), a_deq=deq[0] if deq else None)
 
         def chain():
             seam.mxfp8_linear(swiglu(), mx(), out=out)
 
         def fp8_chain():
-            torch._scaled_mm(swiglu().values, f8().t(), one, one, out_dtype=torch.bfloat16)
+            torch._scaled_mm(swiglu(False).values, f8().t(), one, one, out_dtype=torch.bfloat16)
 
-        t_act, t_chain, t_fp8 = graph_time_us(swiglu), graph_time_us(chain), graph_time_us(fp8_chain)
+        t_act, t_chain = graph_time_us(swiglu), graph_time_us(chain)
+        t_plain, t_fp8 = graph_time_us(lambda: swiglu(False)), graph_time_us(fp8_chain)
         rows.append({"M": m, "SwiGLU": t_act, "SwiGLU + GEMM": t_chain, "GEMM adds": t_chain - t_act,
-                     "SwiGLU + cuBLAS FP8": t_fp8, "cuBLAS FP8 adds": t_fp8 - t_act})
+                     "SwiGLU, no A_deq": t_plain, "SwiGLU + cuBLAS FP8": t_fp8, "cuBLAS FP8 adds": t_fp8 - t_plain})
     return rows
 
 
@@ -248,6 +250,7 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {SHAPES[-1][1]}), PDL, us per step", chain,
                          ["M", "norm", "norm + GEMM", "GEMM adds", "norm + GEMM, A_deq auto"]))
     down = _down_chain_rows(tuple(m for m in ms if m <= 128), dev, g)
-    console.print(_table(f"SwiGLU+MXFP8 -> mxfp8_linear (down N {SHAPES[1][1]} x K {SHAPES[1][2]}), PDL, us per pair",
-                         down, ["M", "SwiGLU", "SwiGLU + GEMM", "GEMM adds", "SwiGLU + cuBLAS FP8", "cuBLAS FP8 adds"]))
+    console.print(_table("SwiGLU+MXFP8 -> mxfp8_linear (down), PDL, us per pair", down,
+                         ["M", "SwiGLU", "SwiGLU + GEMM", "GEMM adds", "SwiGLU, no A_deq", "SwiGLU + cuBLAS FP8",
+                          "cuBLAS FP8 adds"]))
     return rows + [{"op": "chain", **c} for c in chain] + [{"op": "down chain", **c} for c in down]

@@ -159,13 +159,14 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     program per SM, so a shallow ring (2 stages) with more programs resident per SM beats a deep one
     (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 33-34: N 2560, K 6144, M 8: 8.5 us at split 12 /
     2 stages against 10.6 at split 6 / 8 stages; N 6144, K 2048: 7.8 against 10.7). Up to 32 tokens the
-    K split fills two waves of programs, or one wave where two would leave programs of fewer than two K steps
-    (runs 128-130, 2026-12-04, us at 8 tokens given A_deq, the GEMM alone / after its SwiGLU + MXFP8 producer:
-    N 6144 x K 768 one wave, split 2, 3.66 / 4.65, two waves, split 4 (1-2 steps), 4.50 / 5.28, split 3 4.32 /
-    5.17; 1-32 tokens 0.25-1.15 us faster in that chain; N 2048 x 2048 split 8 3.79 against 16's 4.85, the GEMM
-    alone). Fewer, longer programs did not pay where two waves already give two steps: N 1536 x 6144 split 11
-    (one program per SM) took 5.85 against split 22's 6.91 alone but 10.36 against 9.82 after its norm + MXFP8
-    producer (run 130). At 64 tokens each program's resident activations take most of its shared memory (one
+    K split fills two waves of programs; where that leaves programs of fewer than two K steps, at most one wave
+    of programs of at least two (2026-12-04, ``docs/benchmarks-log.md``, us at 8 tokens given A_deq: N 6144 x K 768
+    split 2 3.66, the two waves' 4 (1-2 steps) 4.50, 3 4.32 (run 128); after its SwiGLU + MXFP8 producer 4.65
+    against 5.28, 1-32 tokens 0.37-1.15 us faster (run 130); N 2048 x 2048 split 8 3.79 against 16's 4.85 (run
+    129); N 1792 x 2048 split 8 3.66, 9 3.83, 16 4.10 (run 130)). This moves every shape with fewer than 4 x
+    (SMs // tiles) K steps (e.g. N 2560 x K 2048, split 12 -> 6; not measured there). Fewer, longer programs did
+    not pay where two waves already give two steps: N 1536 x 6144 split 11 (one program per SM) took 5.85
+    against split 22's 6.91 alone (run 129) but 10.36 against 9.82 after its norm + MXFP8 producer (run 130). At 64 tokens each program's resident activations take most of its shared memory (one
     program per SM), and the split minimizes waves x (steps per program + :data:`WGMMA_PROGRAM_COST_STEPS`)
     among those that fit beside the ring (run 53, M 64, K 6144, us:
     N 2560 split 6 14.50, 5 15.65, 12 17.85; N 3072 split 5 15.86, 6 24.84, 10 20.23; N 4992 split 6
@@ -185,8 +186,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
 
     if block_m <= 32:
         split = min(steps, max(1, 2 * (sms // tiles)))
-        if steps < 2 * split:  # programs of fewer than two K steps: one wave instead
-            split = min(steps, max(1, sms // tiles))
+        if steps < 2 * split:  # programs of fewer than two K steps: at most one wave, of >= 2 steps each
+            split = max(1, min(sms // tiles, steps // 2))
         while not fits(split) and split < steps:
             split += 1  # shorter K ranges until the resident activations leave room for the ring
     else:
