@@ -160,10 +160,15 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     return r
 
 
+def _chain_weight(n: int, k: int, dev: torch.device, g: torch.Generator):
+    """A random MXFP8 weight [n, k] and a callable rotating its copies past L2 (a chain's GEMM reads HBM)."""
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * k**-0.5).to(dev))
+    return w, rotating(lambda: seam.MXFP8Weight(w.values.clone(), w.scales.clone()), n * k)
+
+
 def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
     _, n, hidden = SHAPES[-1]
-    w = seam.MXFP8Weight.from_bf16((torch.randn(n, hidden, generator=g) * hidden**-0.5).to(dev))
-    mx = rotating(lambda: seam.MXFP8Weight(w.values.clone(), w.scales.clone()), n * hidden)
+    _, mx = _chain_weight(n, hidden, dev, g)
     norm_w = torch.randn(hidden, generator=g).to(torch.bfloat16).to(dev)
     rows = []
     for m in ms:
@@ -189,8 +194,7 @@ def _down_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator)
     cuBLAS would not read) -> cuBLAS FP8 on its E4M3 values (per-tensor scales 1: a lossy stand-in, as in the GEMM
     table); each chain's "adds" is against its own producer alone."""
     n, inter = next((n, k) for layer, n, k in SHAPES if layer == "down")
-    w = seam.MXFP8Weight.from_bf16((torch.randn(n, inter, generator=g) * inter**-0.5).to(dev))
-    mx = rotating(lambda: seam.MXFP8Weight(w.values.clone(), w.scales.clone()), n * inter)
+    w, mx = _chain_weight(n, inter, dev, g)
     f8 = rotating(lambda: w.values.clone(), n * inter)
     one = torch.ones((), device=dev)
     rows = []

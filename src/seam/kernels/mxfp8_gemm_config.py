@@ -166,9 +166,10 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     129); N 1792 x 2048 split 8 3.66, 9 3.83, 16 4.10 (run 130)). This moves every shape with fewer than 4 x
     (SMs // tiles) K steps (e.g. N 2560 x K 2048, split 12 -> 6; not measured there). Fewer, longer programs did
     not pay where two waves already give two steps: N 1536 x 6144 split 11 (one program per SM) took 5.85
-    against split 22's 6.91 alone (run 129) but 10.36 against 9.82 after its norm + MXFP8 producer (run 130). At 64 tokens each program's resident activations take most of its shared memory (one
-    program per SM), and the split minimizes waves x (steps per program + :data:`WGMMA_PROGRAM_COST_STEPS`)
-    among those that fit beside the ring (run 53, M 64, K 6144, us:
+    against split 22's 6.91 alone (run 129) but 10.36 against 9.82 after its norm + MXFP8 producer (run 130).
+    At 64 tokens each program's resident activations take most of its shared memory (one program per SM), and
+    the split minimizes waves x (steps per program + :data:`WGMMA_PROGRAM_COST_STEPS`) among those that fit
+    beside the ring (run 53, M 64, K 6144, us:
     N 2560 split 6 14.50, 5 15.65, 12 17.85; N 3072 split 5 15.86, 6 24.84, 10 20.23; N 4992 split 6
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
