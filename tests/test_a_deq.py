@@ -190,8 +190,8 @@ def test_linear_takes_a_deq_and_checks_overlaps(device):
 
 
 def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
-    """mxfp8_linear's launcher gives the Gluon launch the activation's A_deq (here a stand-in for the Gluon
-    kernel records it, on the CPU)."""
+    """mxfp8_linear's launcher gives the Gluon launch the activation's A_deq and whether the weight allows BF16
+    multiplies (here a stand-in for the Gluon kernel records them, on the CPU)."""
     from seam.kernels import mxfp8_gemm
     from seam.kernels.mxfp8_gemm_config import Tile
 
@@ -199,14 +199,16 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256).bfloat16().to(device))
     a, seen = a_deq_from_mxfp8(xq, xs), []
 
-    def gluon(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False, a_deq=None):
-        seen.append(a_deq)
+    def gluon(xq, xs, wq, ws, out, tile, use_pdl, *, partials=False, a_deq=None, weight_bf16_mul=False):
+        seen.append((a_deq, weight_bf16_mul))
         return out
 
     monkeypatch.setattr(mxfp8_gemm, "launch_gluon", gluon)
     out = torch.empty(5, 128, dtype=torch.bfloat16, device=device)
-    mxfp8_gemm.launch_mxfp8_linear(xq, xs, w.values, w.scales, out, Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), a)
-    assert len(seen) == 1 and seen[0] is a
+    tile = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True)
+    mxfp8_gemm.launch_mxfp8_linear(xq, xs, w.values, w.scales, out, tile, a)
+    mxfp8_gemm.launch_mxfp8_linear(xq, xs, w.values, w.scales, out, tile, a, True)
+    assert len(seen) == 2 and seen[0][0] is a and seen[1][0] is a and [s[1] for s in seen] == [False, True]
 
 
 def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monkeypatch):

@@ -253,13 +253,19 @@ def test_from_bf16_takes_fp16_and_fp32_as_documented(device):
 
 
 def test_weight_built_once_per_buffers(device):
-    """The forward's MXFP8Weight is built (and checked) once, not per call, and follows its buffers:
-    in-place loads show through it, moved or replaced buffers give a new one."""
+    """The forward's MXFP8Weight is built (and checked) once, not per call, and follows its buffers: an
+    in-place load gives a new one on the same buffers (its byte facts measured again), moved or replaced
+    buffers give a new one."""
     layer, source = _layer(device, seed=0), _layer(device, seed=1)
     first = layer.weight
-    assert layer.weight is first
-    layer.load_state_dict(source.state_dict())  # copies into the same buffers
-    assert layer.weight is first and bytes_equal(first.values, source.weight.values)
+    assert layer.weight is first and not first.byte_facts().nan_codes
+    state = source.state_dict()
+    state["weight_values"][0, 0] = 0x7F  # an E4M3 NaN code
+    layer.load_state_dict(state)  # copies into the same buffers
+    loaded = layer.weight
+    assert loaded is not first and loaded.values.data_ptr() == first.values.data_ptr()
+    assert layer.weight is loaded and loaded.byte_facts().nan_codes
+    assert bytes_equal(loaded.values, source.weight.values) and first.byte_facts() is None
     moved = layer.to("meta").weight
     assert moved is not first and moved.values.device.type == "meta"
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import seam
+from seam.formats.mxfp8_weight import ByteFacts
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzle_scales
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
@@ -85,6 +86,27 @@ def test_weight_record_rejects_bad_parts():
     if hasattr(torch, "float8_e8m0fnu"):  # torch's UE8M0 dtype: the same bytes, kept as uint8
         e8 = seam.MXFP8Weight(w.values, w.scales.view(torch.float8_e8m0fnu))
         assert e8.scales.dtype == torch.uint8 and torch.equal(e8.scales, w.scales)
+
+
+def test_weight_record_measures_its_byte_facts(monkeypatch):
+    """byte_facts: the largest scale byte and whether a NaN code is present, measured at construction; None once
+    values or scales are written in place, and for a record built while torch.compile traces."""
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, 64) * 2.0**20)
+    facts = w.byte_facts()
+    assert facts == ByteFacts(max_scale=int(w.scales.max()), nan_codes=False) and facts.max_scale > 134
+    values = w.values.view(torch.uint8).clone()
+    values[5, 7] = 0xFF  # -NaN
+    assert seam.MXFP8Weight(values, w.scales).byte_facts().nan_codes
+    values[5, 7] = 0x7E  # 448: finite
+    assert not seam.MXFP8Weight(values, w.scales).byte_facts().nan_codes
+    w.values.view(torch.uint8)[0, 0] = 0x7F  # in place, through a view: the facts no longer hold
+    assert w.byte_facts() is None
+    assert seam.MXFP8Weight(w.values, w.scales).byte_facts().nan_codes  # a new record measures again
+    w2 = seam.MXFP8Weight.from_bf16(torch.randn(128, 64))
+    w2.scales.add_(0)  # any in-place write counts
+    assert w2.byte_facts() is None
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert seam.MXFP8Weight.from_bf16(torch.randn(128, 64)).byte_facts() is None
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 256, 256), (5, 200, 128), (17, 128, 96), (33, 384, 256)])

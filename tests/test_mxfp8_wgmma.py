@@ -28,7 +28,9 @@ from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
-                                           wgmma_early_steps, wgmma_launch, wgmma_smem_steps)
+                                           wgmma_bf16_mul, wgmma_early_steps, wgmma_launch, wgmma_smem_steps)
+from seam.formats.a_deq import a_deq_from_mxfp8
+from seam.formats.mxfp8_weight import ByteFacts
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -136,15 +138,49 @@ def test_smem_steps_at_the_measured_picks():
     assert mxfp8_wgmma.shared_bytes(8, 2048, 1, 10, 0) <= mxfp8_wgmma.SHARED_BUDGET
 
 
+def test_bf16_mul_at_the_measured_picks():
+    """Run 132 (H200): BF16-multiply dequantization where the decode kernel's program converts steps into
+    shared memory before its PDL wait or has an SM to itself (faster at each measured shape), not where two
+    programs share an SM without such steps (slower there); run 134: the ring kernel always."""
+    faster = [(1, 6144, 2048), (8, 6144, 2048), (64, 6144, 2048), (1, 6144, 768), (8, 6144, 768), (32, 6144, 768),
+              (64, 2560, 6144), (64, 4992, 6144)]
+    slower = [(1, 2560, 6144), (8, 2560, 6144), (16, 2560, 6144), (8, 4992, 6144), (8, 1536, 6144)]
+    got = {}
+    for m, n, k in faster + slower:
+        t = pick_wgmma_tile(m, n, k, 132)
+        got[m, n, k] = wgmma_launch(t.block_m, k, t.split_k, t.num_stages).bf16_mul
+    assert got == {key: key in faster for key in faster + slower}
+    rings = [(t, k) for m in (65, 128, 256) for n, k in SHAPES if (t := mxfp8_gemm_config.pick_ring_tile(m, n, k, 132))]
+    assert rings and all(wgmma_launch(t.block_m, k, t.split_k, t.num_stages).bf16_mul for t, k in rings)
+    for t in _picked_tiles():
+        if t.block_m <= WGMMA_MAX_M:
+            for k in (768, 2048, 6144):
+                if t.split_k <= k // 128 and t.num_stages <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k):
+                    rules = wgmma_launch(t.block_m, k, t.split_k, t.num_stages)
+                    alone = mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, rules.smem_steps) > \
+                        mxfp8_wgmma.TWO_PER_SM_BYTES
+                    assert rules.bf16_mul == (rules.smem_steps > 0 or alone), (t, k)
+
+
+def test_bf16_mul_only_for_weights_whose_bytes_allow_it():
+    """No NaN code and no scale byte above 134 (2^(s - 7) a normal BF16); unknown facts: no."""
+    assert mxfp8_wgmma.bf16_mul_exact(ByteFacts(134, False))
+    assert not mxfp8_wgmma.bf16_mul_exact(ByteFacts(135, False))
+    assert not mxfp8_wgmma.bf16_mul_exact(ByteFacts(120, True))
+    assert not mxfp8_wgmma.bf16_mul_exact(None)
+    assert mxfp8_wgmma.bf16_mul_exact(seam.MXFP8Weight.from_bf16(torch.randn(128, 256)).byte_facts())
+
+
 def test_one_launch_rule_set_per_tile():
     """wgmma_launch (what launch_gluon and tools/sm90_resources.py read) is the separate rules' values; the ring
     kernel (128 / 256 tokens) takes no weight steps before the PDL wait."""
     for bm, k, sk, st in [(8, 2048, 4, 2), (32, 6144, 12, 2), (64, 768, 2, 2)]:
         smem = wgmma_smem_steps(bm, k, sk, st)
         assert wgmma_launch(bm, k, sk, st) == WgmmaLaunch(combine_group(bm, sk), wgmma_combiners(bm, sk), smem,
-                                                          wgmma_early_steps(bm, k, sk, smem))
+                                                          wgmma_early_steps(bm, k, sk, smem),
+                                                          wgmma_bf16_mul(bm, k, sk, st, smem))
     assert wgmma_launch(64, 6144, 6, 2, partials=True).combiners == 1
-    assert wgmma_launch(128, 6144, 11, 3) == WgmmaLaunch(1, 8, 0, 0)
+    assert wgmma_launch(128, 6144, 11, 3) == WgmmaLaunch(1, 8, 0, 0, bf16_mul=True)
 
 
 def test_combiners_spread_only_large_partials():
@@ -273,7 +309,9 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
     per program and shared-memory weight steps change the code; the split and K beyond that do not), E4M3
     activations, and BF16 ones (quantized in the kernel, or A_deq) at each block_m's longest range with and
-    without shared-memory steps, and the partials-only kernels the QKV op picks (on E4M3 rows and on A_deq) (nkv 1, 2, 4): no spills, shared memory within the limit,
+    without shared-memory steps, each with the weight dequantization its rule takes and, where that is BF16
+    multiplies, also the fp32 one (weights that do not allow them), and the partials-only kernels the QKV op
+    picks (on E4M3 rows and on A_deq) (nkv 1, 2, 4): no spills, shared memory within the limit,
     up to 32 tokens at most 128 registers (two programs per SM; the weight steps read before the PDL
     wait are held across the activation staging), and with shared-memory steps at most half an SM's
     shared memory.
@@ -289,20 +327,24 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
             configs.setdefault(key, (t.split_k, k))
     longest = {(key[0], key[-1]): max(other for other in configs if (other[0], other[-1]) == (key[0], key[-1]))
                for key in configs}
-    runs = [(key[0], key[1], sk, k, False, False, False) for key, (sk, k) in sorted(configs.items())]
-    runs += [(key[0], key[1], *configs[key], True, False, False) for key in sorted(longest.values())]
-    runs += [(key[0], key[1], *configs[key], False, False, True) for key in sorted(longest.values())]  # A_deq
+    runs = [(key[0], key[1], sk, k, False, False, False, None) for key, (sk, k) in sorted(configs.items())]
+    runs += [(key[0], key[1], *configs[key], True, False, False, None) for key in sorted(longest.values())]
+    runs += [(key[0], key[1], *configs[key], False, False, True, None) for key in sorted(longest.values())]  # A_deq
+    # where the rule takes BF16 multiplies (None above), also the fp32 path of weights that do not allow them
+    runs += [(bm, st, sk, k, False, False, False, False) for bm, st, sk, k, *_ in runs[:len(configs)]
+             if wgmma_launch(bm, k, sk, st).bf16_mul]
     qkv = {}
     for nkv in (1, 2, 4):
         for m in range(2, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, (19 * nkv + 1) * 128, 6144, 132)  # pick_qkv_tile's on Hopper (test above)
             qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
-    runs += [(bm, st, sk, 6144, False, True, a_deq) for (bm, st, _), sk in sorted(qkv.items()) for a_deq in (False, True)]
+    runs += [(bm, st, sk, 6144, False, True, a_deq, None) for (bm, st, _), sk in sorted(qkv.items())
+             for a_deq in (False, True)]
     results = _with_tool(
-        f"for bm, st, sk, k, bf16, partials, a_deq in {runs!r}:\n"
+        f"for bm, st, sk, k, bf16, partials, a_deq, bf16_mul in {runs!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, partials=partials,\n"
-        "                       a_deq=a_deq)\n"
-        "    print(json.dumps([bm, st, sk, k, bf16, partials, a_deq, r]))\n"
+        "                       a_deq=a_deq, bf16_mul=bf16_mul)\n"
+        "    print(json.dumps([bm, st, sk, k, bf16, partials, a_deq, bf16_mul, r]))\n"
     )
     assert len(results) == len(runs)
     for *config, r in results:
@@ -445,3 +487,65 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()
+
+
+def _wide_scale_weight(n: int, k: int, seed: int) -> seam.MXFP8Weight:
+    """Blocks scaled 2^-140..2^12, some zeros, one block of amax 448 * 2^7: scale bytes 0..134, the range the BF16
+    multiplies take (subnormal BF16 products and round-offs at the low end, 448 * 2^7 at the top)."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k // 32, 32, generator=g) * torch.exp2(torch.randint(-140, 13, (n, k // 32, 1), generator=g).float())
+    w[torch.rand(w.shape, generator=g) < 0.05] = 0.0
+    w[0, 0, 0] = 448.0 * 2**7
+    weight = seam.MXFP8Weight.from_bf16(w.reshape(n, k).cuda())
+    assert mxfp8_wgmma.bf16_mul_exact(weight.byte_facts()) and int(weight.scales.max()) == 134
+    return weight
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(6144, 768), (6144, 2048), (2560, 6144), (200, 512)])
+@pytest.mark.parametrize("m", [1, 8, 13, 33, 64])
+def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
+    """At the picked tile, BF16-multiply dequantization (forced on) and the fp32 path (forced off) give the same
+    bytes on random sums (the BF16 operands are the same, so is every MMA), on BF16, E4M3 and A_deq inputs."""
+    w = _wide_scale_weight(n, k, seed=m + n)
+    x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 4).to(torch.bfloat16).cuda()
+    xq, xs = seam.mxfp8_quantize(x)
+    inputs = [x, seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)),
+              seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))]
+    tile = pick_tile(m, n, k, x.device)
+    outs = {}
+    for on in (True, False):
+        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_bf16_mul", lambda *args, on=on: on)  # read by wgmma_launch
+        outs[on] = [seam.mxfp8_linear(a, w, tile=tile).view(torch.int16) for a in inputs]
+    assert tile.wgmma == (m > 1 or n >= WGMMA_ONE_TOKEN_MIN_N)
+    for on, off in zip(outs[True], outs[False]):
+        assert torch.equal(on, off), tile
+
+
+@pytest.mark.gpu
+def test_weights_bf16_multiplies_cannot_take_keep_the_fp32_path_gpu(monkeypatch):
+    """Where the rule takes BF16 multiplies (N 6144 x K 768, 8 tokens), mxfp8_linear launches them for a
+    quantized weight, and not for a weight with scale bytes above 134 or a NaN code, which still gets the exact
+    bytes through fp32."""
+    m, n, k = 8, 6144, 768
+    t = pick_tile(m, n, k, torch.device("cuda"))
+    assert wgmma_launch(t.block_m, k, t.split_k, t.num_stages).bf16_mul
+    launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
+    x, w, want = exact_block_inputs(m, n, k, seed=11)
+    for got in linear_both_paths(x, w, t):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    big = seam.MXFP8Weight.from_bf16(w.dequantize().to(torch.bfloat16) * 2.0**20)
+    assert int(big.scales.max()) > 134 and not mxfp8_wgmma.bf16_mul_exact(big.byte_facts())
+    for got in linear_both_paths(x, big, t):
+        assert torch.equal(got.view(torch.int16), (want.double() * 2.0**20).to(torch.bfloat16).view(torch.int16))
+    values = w.values.view(torch.uint8).clone()
+    values[5, 100] = 0x7F
+    nan = seam.MXFP8Weight(values, w.scales)
+    assert not mxfp8_wgmma.bf16_mul_exact(nan.byte_facts())
+    for got in linear_both_paths(x, nan, t):
+        assert got[:, 5].isnan().all()
+        assert torch.equal(torch.cat([got[:, :5], got[:, 6:]], 1).view(torch.int16),
+                           torch.cat([want[:, :5], want[:, 6:]], 1).view(torch.int16))
+    assert launched == [True, True, False, False, False, False]

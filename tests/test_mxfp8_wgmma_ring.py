@@ -113,22 +113,23 @@ def _tool_available() -> bool:
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
 def test_every_picked_kernel_compiles_for_sm90():
-    """Every distinct picked kernel (tokens per program, split and K change the code), BF16 output and the QKV
-    op's partials: no spills (a split tile's partials are combined a row slice per program, ``wgmma_combiners``:
+    """Every distinct picked kernel (tokens per program, split and K change the code), BF16 output (weights
+    dequantized by BF16 multiplies and through fp32) and the QKV op's partials (fp32): no spills (a split tile's partials are combined a row slice per program, ``wgmma_combiners``:
     the single combiner's [128, 256] fp32 sum kept 152 bytes on the stack at 256 tokens), shared memory within
     the limit."""
     picks = [pick_ring_tile(m, n, k, 132) for n, k in SHAPES for m in (100, 200)]
-    runs = sorted({(t.block_m, t.num_stages, t.split_k, k, False) for t, (n, k) in zip(picks, [s for s in SHAPES for _ in "mm"])
-                   if t is not None})
+    runs = sorted({(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul)
+                   for t, (n, k) in zip(picks, [s for s in SHAPES for _ in "mm"]) if t is not None
+                   for bf16_mul in (True, False)})  # BF16 multiplies where the weight allows them, else fp32
     qkv = [pick_ring_tile(m, (19 * nkv + 1) * 128, 6144, 132) for nkv in (1, 2, 4) for m in (100, 200)]
-    runs += sorted({(t.block_m, t.num_stages, t.split_k, 6144, True) for t in qkv if t is not None})
+    runs += sorted({(t.block_m, t.num_stages, t.split_k, 6144, True, False) for t in qkv if t is not None})
     assert {r[0] for r in runs} == {128, 256}
     script = (
         "import importlib.util, json\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
         "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
-        f"for bm, st, sk, k, partials in {runs!r}:\n"
-        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials)\n"
+        f"for bm, st, sk, k, partials, bf16_mul in {runs!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
         "    print(json.dumps([bm, sk, k, partials, r]))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
@@ -212,3 +213,28 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch):
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, 4, tile)[1].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (128, 6144, 2048), (200, 4992, 6144), (100, 200, 2048)])
+def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
+    """At the picked tile, BF16-multiply dequantization (what a quantized weight gets) and the fp32 path (forced)
+    give the same bytes on random sums, for weights whose scale bytes span 0..134."""
+    from seam.kernels import mxfp8_wgmma
+
+    g = torch.Generator().manual_seed(m + n)
+    w = torch.randn(n, k // 32, 32, generator=g) * torch.exp2(torch.randint(-140, 13, (n, k // 32, 1), generator=g).float())
+    w[0, 0, 0] = 448.0 * 2**7
+    weight = seam.MXFP8Weight.from_bf16(w.reshape(n, k).cuda())
+    assert int(weight.scales.max()) == 134 and mxfp8_wgmma.bf16_mul_exact(weight.byte_facts())
+    x = (torch.randn(m, k, generator=g) * 4).to(torch.bfloat16).cuda()
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.ring
+    launched, launch = [], mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring
+    monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
+                        lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
+    on = seam.mxfp8_linear(x, weight)
+    monkeypatch.setattr(mxfp8_wgmma, "bf16_mul_exact", lambda facts: False)  # read by mxfp8_linear
+    off = seam.mxfp8_linear(x, weight)
+    assert launched == [True, False]
+    assert torch.equal(on.view(torch.int16), off.view(torch.int16))

@@ -86,6 +86,22 @@ def test_decode_every_code(device):
     assert ue8m0.cpu()[0].item() == 2.0**-127 and ue8m0.cpu()[127].item() == 1.0
 
 
+def test_scaled_bf16_every_code_and_scale(device):
+    """e4m3_scaled_bf16 (BF16 multiplies on a GPU) is the RNE BF16 of the exact fp32 product, at every E4M3
+    byte but the two NaN codes and every scale byte it takes (0..134: subnormal BF16 inputs, outputs and
+    round-offs at the low end, 448 * 2^7 at the top)."""
+    from seam.kernels.numerics import SCALED_BF16_MAX_SCALE
+
+    codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.int32).to(torch.uint8)
+    s = torch.arange(SCALED_BF16_MAX_SCALE.value + 1, dtype=torch.int32).to(torch.uint8)
+    c2, s2 = codes[:, None].expand(-1, len(s)).flatten(), s[None, :].expand(len(codes), -1).flatten()
+    got = numerics_probe.scaled_bf16(c2.to(device), s2.to(device)).cpu()
+    want = (c2.view(torch.float8_e4m3fn).float() * ue8m0_to_float(s2)).bfloat16()  # exact product, one RNE
+    bad = (got.view(torch.int16) != want.view(torch.int16)).nonzero()
+    assert bad.numel() == 0, f"{bad.numel()} differ, first code {c2[bad[0]].item():#x} scale {s2[bad[0]].item()}"
+    assert (want == 0).sum() > 2 * len(s) and (want.float().abs() < 2.0**-126).sum() > (want == 0).sum()
+
+
 def test_scale_rule_boundaries(device):
     inv448 = torch.tensor(0x3B124925, dtype=torch.int32).view(torch.float32)
     k = torch.arange(-140, 128, dtype=torch.float32)

@@ -55,12 +55,13 @@ class MXFP8Linear(torch.nn.Module):
     @property
     def weight(self) -> MXFP8Weight:
         """The :class:`seam.MXFP8Weight` [N, K] of the buffers, wherever they are now (built again only
-        when ``.to()`` or an assignment replaced them: building one checks it, ~5 us a forward)."""
+        when ``.to()`` or an assignment replaced them, or ``load_state_dict`` wrote them in place: building one
+        checks it and measures its :meth:`~seam.MXFP8Weight.byte_facts`, one host sync)."""
         values, scales = self.weight_values, self.weight_scales
         if torch.compiler.is_compiling():  # traced once: no cache to keep
             return MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
         cached = self._weight
-        if cached is None or cached[0] is not values or cached[1] is not scales:
+        if cached is None or cached[0] is not values or cached[1] is not scales or cached[2].byte_facts() is None:
             cached = self._weight = values, scales, MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
         return cached[2]
 

@@ -17,6 +17,14 @@ from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_dequantize, mxfp
 
 
 @dataclasses.dataclass(frozen=True)
+class ByteFacts:
+    """Facts of a weight's bytes that let a kernel take a cheaper exact path (measured once per record)."""
+
+    max_scale: int  #: the largest UE8M0 scale byte (the padding's zeros included)
+    nan_codes: bool  #: whether a value is an E4M3 NaN code (0x7F or 0xFF)
+
+
+@dataclasses.dataclass(frozen=True)
 class MXFP8Weight:
     """MXFP8 weight record.
 
@@ -24,6 +32,9 @@ class MXFP8Weight:
     dequantization reads it, before their PDL wait, while the kernels launched before them may still run,
     so its bytes must not come from a kernel of the same stream that may still be running (a checkpoint's
     weights, quantized once, are; an activation just quantized by the previous launch is not).
+
+    Construction also measures :meth:`byte_facts` (one host sync), which decide whether the Hopper decode
+    GEMM may dequantize by BF16 multiplies; not while ``torch.compile`` traces or a CUDA graph captures.
 
     Attributes:
         values: float8_e4m3fn [N, K], contiguous (K-major); uint8 bytes are taken as its view.
@@ -37,6 +48,7 @@ class MXFP8Weight:
 
     values: torch.Tensor
     scales: torch.Tensor
+    _facts: tuple | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         v = checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False).view(torch.float8_e4m3fn)
@@ -55,6 +67,7 @@ class MXFP8Weight:
             raise ValueError(f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got {list(s.shape)}")
         if s.device != v.device:
             raise ValueError(f"scales is on {s.device}, values on {v.device}")
+        object.__setattr__(self, "_facts", _measure(v, s))
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Weight":
@@ -80,6 +93,33 @@ class MXFP8Weight:
         n, k = self.shape
         return f"MXFP8Weight(N={n}, K={k}, device={self.values.device})"
 
+    def byte_facts(self) -> ByteFacts | None:
+        """The :class:`ByteFacts` measured at construction, or None where there are none to trust: the record
+        was built while ``torch.compile`` traced or a CUDA graph captured (no host sync there) or on the meta
+        device, or
+        ``values`` or ``scales`` were written in place since (their version counters moved; tensors made
+        under ``torch.inference_mode()`` have none, so build a new record after writing those)."""
+        if self._facts is None or torch.compiler.is_compiling():
+            return None
+        facts, versions = self._facts
+        return facts if versions == _versions(self.values, self.scales) else None
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``f32(e4m3) * 2^(s - 127)`` as ``dtype`` [N, K] (fp32 is exact)."""
         return mxfp8_dequantize(self.values, self.scales, scale_layout="swizzled", dtype=dtype)
+
+
+def _versions(*tensors: torch.Tensor) -> tuple[int | None, ...]:
+    return tuple(None if t.is_inference() else t._version for t in tensors)
+
+
+def _measure(values: torch.Tensor, scales: torch.Tensor) -> tuple[ByteFacts, tuple] | None:
+    """(:class:`ByteFacts`, the tensors' versions), in one host sync; None where there are no bytes to read (meta
+    tensors) or no sync may happen."""
+    if (values.is_meta or torch.compiler.is_compiling()
+            or values.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return None
+    nan = ((values.view(torch.uint8) & 0x7F) == 0x7F).any()
+    top = scales.max() if scales.numel() else torch.zeros((), dtype=torch.uint8, device=scales.device)
+    nan_codes, max_scale = torch.stack([nan.to(torch.int32), top.to(torch.int32)]).tolist()
+    return ByteFacts(max_scale, bool(nan_codes)), _versions(values, scales)

@@ -518,13 +518,16 @@ def mxfp8_linear_kernel(
 def launch_gluon(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
     tile: Tile, use_pdl: bool, *, partials: bool = False, a_deq: torch.Tensor | None = None,
+    weight_bf16_mul: bool = False,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
     (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
     (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
     K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
-    kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. Returns None, launching
+    kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. ``weight_bf16_mul``:
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` holds for the weight, so the kernel may dequantize it by
+    BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Returns None, launching
     nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
@@ -545,11 +548,11 @@ def launch_gluon(
             use_pdl, rules.combine)
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
-                                                        a_deq=a_deq)
+                                                        a_deq=a_deq, bf16_mul=rules.bf16_mul and weight_bf16_mul)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,
-                                              a_deq=a_deq is not None)
+                                              a_deq=a_deq is not None, bf16_mul=rules.bf16_mul and weight_bf16_mul)
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out
@@ -557,7 +560,7 @@ def launch_gluon(
 
 def launch_mxfp8_linear(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile,
-    a_deq: torch.Tensor | None = None,
+    a_deq: torch.Tensor | None = None, weight_bf16_mul: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ B_deq^T) for validated operands (swizzled scales); an fp32 ``out`` (the
     fused QKV op's accumulator) gets the sums unrounded, from a ``bf16_mm`` tile only.
@@ -569,7 +572,7 @@ def launch_mxfp8_linear(
     wherever the sums are exact; within fp32 reordering otherwise). A ``bf16_mm`` tile runs
     the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`). ``a_deq``: the
     activations' A_deq (:mod:`seam.formats.a_deq`), which the Gluon kernels read in place of ``xq`` as
-    :func:`launch_gluon` says; every other path ignores it.
+    :func:`launch_gluon` says; every other path ignores it, and ``weight_bf16_mul`` (:func:`launch_gluon`).
     """
     m, k = xq.shape
     n = wq.shape[0]
@@ -583,7 +586,7 @@ def launch_mxfp8_linear(
     a_bf16 = xs is None
     use_pdl = runtime.supports_pdl(out.device)
     if tile.wgmma:
-        if launch_gluon(xq, xs, wq, ws, out, tile, use_pdl, a_deq=a_deq) is not None:
+        if launch_gluon(xq, xs, wq, ws, out, tile, use_pdl, a_deq=a_deq, weight_bf16_mul=weight_bf16_mul) is not None:
             return
         tile = pick_tile(m, n, k, out.device, tl_only=True)  # an operand TMA cannot read as is
     grid = (triton.cdiv(m, tile.block_m), triton.cdiv(n, tile.block_n), tile.split_k)

@@ -292,6 +292,31 @@ def wgmma_smem_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
     return steps
 
 
+def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: int) -> bool:
+    """Whether a Gluon kernel dequantizes its weight tiles by BF16 multiplies
+    (:func:`seam.kernels.numerics.e4m3_scaled_bf16`, the same bytes; only for a weight whose bytes allow it,
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`): the ring kernel (``block_m`` above
+    :data:`WGMMA_MAX_M`, which converts every step into shared memory) always; the decode kernel where it
+    converts steps into shared memory before its PDL wait (``smem_steps``) or where its program has an SM to
+    itself (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`).
+
+    Fewer instructions per step (220 against 293 in the 8-token loop's sm_90 SASS; none of the fp32
+    multiplies and widenings), but more of them on the integer pipe. H200 (2026-12-04, ``docs/benchmarks-log.md``
+    run 132, the GEMM alone, weights past L2, us fp32 -> BF16 multiplies, BF16 x / A_deq): where it is taken,
+    N 6144 x K 2048 M 1 7.52 -> 6.52 / 6.38 -> 5.77, M 8 7.53 -> 6.55 / 6.42 -> 5.79, M 64 16.97 -> 16.27 /
+    9.73 -> 9.11; N 6144 x K 768 M 1-32 3-6% faster; N 2560 x K 6144 M 64 17.64 -> 16.76 / 10.48 -> 10.08;
+    N 4992 x K 6144 M 64 31.88 -> 30.53 / 20.72 -> 20.13. Where two programs share an SM without shared-memory
+    steps it is slower: N 2560 x K 6144 M 8 8.64 -> 9.42 / 7.48 -> 7.75, N 4992 x K 6144 M 8 13.48 -> 15.32 /
+    11.39 -> 12.28, N 1536 x K 6144 M 8 7.71 -> 8.12 / 6.92 -> 7.11 (at M 32 mixed: 0.93-0.96 on BF16 x,
+    1.09-1.13 on A_deq). The ring kernel given A_deq (run 134): 1.2-4.2% faster at every picked tile measured
+    (N 2560, 3072, 4992, 1536 x K 6144 and N 6144 x K 2048, 65-256 tokens; N 4992 M 256 42.41 -> 40.79).
+    """
+    if block_m > WGMMA_MAX_M:
+        return True
+    return smem_steps > 0 or mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, smem_steps) > \
+        mxfp8_wgmma.TWO_PER_SM_BYTES
+
+
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
 #: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured): 128 tokens per program up
 #: to 128, 256 tokens per program above where each program still runs RING_256_MIN_STEPS K steps.
@@ -374,6 +399,7 @@ class WgmmaLaunch:
     combiners: int  #: :func:`wgmma_combiners`
     smem_steps: int = 0  #: :func:`wgmma_smem_steps` (the decode kernel; 0 for the ring kernel)
     early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
+    bf16_mul: bool = False  #: :func:`wgmma_bf16_mul`
 
 
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False) -> WgmmaLaunch:
@@ -381,9 +407,10 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
     the ring kernel above."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
     if block_m > WGMMA_MAX_M:
-        return WgmmaLaunch(combine, combiners)
+        return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
     smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
-    return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps))
+    return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps),
+                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps))
 
 
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:

@@ -4,6 +4,10 @@ Bytes moved per row of K: 2K read (BF16), K + K/32 written. One program covers
 ``BLOCK_M`` rows by ``BLOCK_K`` columns; the grid spans the padded scale area
 (``M_pad`` rows, ``P * 32`` columns for swizzled scales) so that padding scale bytes
 are written as zero by the programs that own them, with no separate memset launch.
+
+A PDL launch where the GPU has it: every program waits for the previous kernel before it reads or writes
+anything (``gdc_wait``), and lets its dependents launch at its start up to
+:data:`seam.kernels.pdl.QUANT_EARLY_TRIGGER_MAX_M` rows, after its loads above (``seam.kernels.pdl``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
+from seam import runtime
 from seam.kernels.numerics import mxfp8_quantize_tile, swizzled_scale_offset, to_f32
+from seam.kernels.pdl import quant_early_trigger
 
 
 @triton.jit
@@ -26,7 +32,13 @@ def mxfp8_quant_kernel(
     SWIZZLED: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,  # multiple of 32
+    USE_PDL: tl.constexpr,
+    EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.quant_early_trigger)
 ):
+    if USE_PDL:
+        if EARLY_TRIGGER:
+            tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()  # the buffers may still be read or written by the kernel before this one
     pid_m = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)  # M * K may exceed 2^31
@@ -45,6 +57,8 @@ def mxfp8_quant_kernel(
     if pid_m * BLOCK_M < M:
         mask = (rows[:, None] < M) & (cols[None, :] < K)
         x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0)
+        if USE_PDL and not EARLY_TRIGGER:
+            tl.extra.cuda.gdc_launch_dependents()
         values, scales = mxfp8_quantize_tile(to_f32(x), BLOCK_M, BLOCK_K)
         tl.store(values_ptr + rows[:, None] * K + cols[None, :], values, mask=mask)
         tl.store(scales_ptr + s_offs, scales, mask=s_mask)
@@ -72,6 +86,7 @@ def launch_mxfp8_quant(x: torch.Tensor, values: torch.Tensor, scales: torch.Tens
         return
     block_m, block_k, num_warps = _blocks(m, cols_cover)
     grid = (triton.cdiv(rows_cover, block_m), triton.cdiv(cols_cover, block_k))
+    use_pdl = runtime.supports_pdl(x.device)
     mxfp8_quant_kernel[grid](
         x,
         values.view(torch.uint8),
@@ -82,5 +97,8 @@ def launch_mxfp8_quant(x: torch.Tensor, values: torch.Tensor, scales: torch.Tens
         SWIZZLED=swizzled,
         BLOCK_M=block_m,
         BLOCK_K=block_k,
+        USE_PDL=use_pdl,
+        EARLY_TRIGGER=quant_early_trigger(m),
         num_warps=num_warps,
+        launch_pdl=use_pdl,
     )

@@ -37,7 +37,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, 0.5-1.3 at 8).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
-  them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8`, and hands
+  them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8` (through fp32, or, where the
+  launch rule :func:`seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul` and the weight's bytes
+  (:func:`bf16_mul_exact`) allow, by one BF16 multiply per pair: the same bytes, fewer instructions), and hands
   them to ``wgmma`` as its register A operand. Those registers do not hold the K columns
   the instruction's operand layout expects; they hold a fixed permutation of them
   (:func:`k_permute`), so the activations are written to shared memory with the same
@@ -101,7 +103,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from seam.formats.mxfp8_weight import ByteFacts
 from seam.kernels.numerics import (
+    SCALED_BF16_MAX_SCALE,
+    e4m3_scaled_bf16,
     e4m3_to_f32,
     mxfp8_quantize_blocks,
     to_bf16_rne,
@@ -280,33 +285,40 @@ def _read_step(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS
 
 @gluon.jit
 def _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
-                    STAGES: gl.constexpr, a_layout: gl.constexpr):
+                    STAGES: gl.constexpr, a_layout: gl.constexpr, BF16_MUL: gl.constexpr):
     """Step i's weight tile as wgmma's register A operand (BF16 ``e4m3 * 2^(s - 127)``, K-permuted)."""
     w, sc = _read_step(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS, STAGES)
-    return dequantize_weight_operand(w, sc, a_layout)
+    return dequantize_weight_operand(w, sc, a_layout, BF16_MUL)
 
 
 @gluon.jit
 def _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, i, lo, n_steps, n0, K_STEPS: gl.constexpr,
-                      STAGES: gl.constexpr):
+                      STAGES: gl.constexpr, BF16_MUL: gl.constexpr):
     """Step i's weight tile as BF16, K-permuted, into shared slot i (a shared A operand of wgmma)."""
     w, sc = _read_step(w_desc, s_desc, w_ring, s_ring, bars, i, lo, n_steps, n0, K_STEPS, STAGES)
-    w_bf16.index(i).store(k_permute(dequantize_weight_tile(w, sc), BLOCK_N))
+    w_bf16.index(i).store(k_permute(dequantize_weight_tile(w, sc, BF16_MUL), BLOCK_N))
 
 
 @gluon.jit
-def dequantize_weight_tile(w, sc):
+def dequantize_weight_tile(w, sc, BF16_MUL: gl.constexpr):
     """A [BLOCK_N, BLOCK_K] E4M3 tile in :data:`WEIGHT_LAYOUT` and its scale chunk in
-    :data:`WEIGHT_SCALE_LAYOUT` as BF16 ``e4m3 * 2^(s - 127)``, [BLOCK_N, BLOCK_K] in the same registers."""
-    w3 = gl.reshape(e4m3_to_f32(w), [BLOCK_N, 4, 32])
+    :data:`WEIGHT_SCALE_LAYOUT` as BF16 ``e4m3 * 2^(s - 127)``, [BLOCK_N, BLOCK_K] in the same registers.
+    ``BF16_MUL``: by one BF16 multiply per pair (:func:`seam.kernels.numerics.e4m3_scaled_bf16`, the same
+    bytes for weights :func:`bf16_mul_exact` accepts), else through fp32."""
+    w3 = gl.reshape(w, [BLOCK_N, 4, 32])
     sc = gl.convert_layout(_chunk_rows(sc, 32, 4), gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
-    return gl.reshape(to_bf16_rne(w3 * ue8m0_to_f32(sc)[:, :, None]), [BLOCK_N, BLOCK_K])
+    if BF16_MUL:
+        deq = e4m3_scaled_bf16(w3, sc[:, :, None])
+    else:
+        deq = to_bf16_rne(e4m3_to_f32(w3) * ue8m0_to_f32(sc)[:, :, None])
+    return gl.reshape(deq, [BLOCK_N, BLOCK_K])
 
 
 @gluon.jit
-def dequantize_weight_operand(w, sc, a_layout: gl.constexpr):
+def dequantize_weight_operand(w, sc, a_layout: gl.constexpr, BF16_MUL: gl.constexpr):
     """:func:`dequantize_weight_tile` as wgmma's register A operand, K-permuted (:func:`k_permute`)."""
-    return gl.convert_layout(k_permute(dequantize_weight_tile(w, sc), BLOCK_N), a_layout, assert_trivial=True)
+    return gl.convert_layout(k_permute(dequantize_weight_tile(w, sc, BF16_MUL), BLOCK_N), a_layout,
+                             assert_trivial=True)
 
 
 @gluon.jit(do_not_specialize=["M"])
@@ -337,6 +349,7 @@ def mxfp8_linear_wgmma_kernel(
     EARLY_STEPS: gl.constexpr,  # weight steps loaded into registers before the PDL wait (0, 1 or 2)
     SMEM_STEPS: gl.constexpr,  # steps before those converted into shared BF16 slots before the wait (EARLY_STEPS <= 1)
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
+    BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
     num_warps: gl.constexpr,
 ):
     gl.static_assert(SMEM_STEPS == 0 or EARLY_STEPS <= 1, "shared-memory steps take at most one register step")
@@ -379,12 +392,14 @@ def mxfp8_linear_wgmma_kernel(
         w_bf16 = gl.allocate_shared_memory(gl.bfloat16, [SMEM_STEPS, BN, BLOCK_K],
                                            gl.NVMMASharedLayout.get_default_for([BN, BLOCK_K], gl.bfloat16))
         for j in gl.static_range(SMEM_STEPS):
-            _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, j, lo, n_steps, n0, K_STEPS, STAGES)
+            _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, j, lo, n_steps, n0, K_STEPS, STAGES,
+                              BF16_MUL)
     if EARLY_STEPS >= 1:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
-                            a_layout)
+                            a_layout, BF16_MUL)
     if EARLY_STEPS == 2:
-        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout)
+        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout,
+                                 BF16_MUL)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         if PARTIALS:
@@ -404,21 +419,21 @@ def mxfp8_linear_wgmma_kernel(
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if EARLY_STEPS == 0:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
-                            a_layout)
+                            a_layout, BF16_MUL)
     # Software-pipelined: the MMA of step i runs while the weights of the next step not yet converted are
     # loaded (not converted: ptxas waits for the MMA first, see the module docstring).
     if EARLY_STEPS < 2:
         for i in range(SMEM_STEPS, n_steps):
             acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ), acc, is_async=True)
             a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
-                                     STAGES, a_layout)
+                                     STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
             a = a_next
     else:
         for i in range(n_steps):
             acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ), acc, is_async=True)
             a_after_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS,
-                                           STAGES, a_layout)
+                                           STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
             a = a_next
             a_next = a_after_next
@@ -501,6 +516,13 @@ def _sum_partials(base, stride, total, SPLIT_K: gl.constexpr, COMBINE: gl.conste
     return total
 
 
+def bf16_mul_exact(facts: ByteFacts | None) -> bool:
+    """Whether BF16 multiplies (``BF16_MUL``) dequantize every block of a weight with these
+    :meth:`seam.MXFP8Weight.byte_facts` exactly: no NaN codes and no scale byte above
+    :data:`seam.kernels.numerics.SCALED_BF16_MAX_SCALE` (None, facts unknown: no)."""
+    return facts is not None and not facts.nan_codes and facts.max_scale <= SCALED_BF16_MAX_SCALE.value
+
+
 def check_combiners(combiners: int, split_k: int) -> None:
     """Raise ValueError unless ``combiners`` is a power of two <= min(split_k, 16): with more combiners than
     splits the counter never returns to zero, and a later launch would read partials before they arrive."""
@@ -543,7 +565,7 @@ def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
     combine: int, *, partials: bool = False, early_steps: int, smem_steps: int, combiners: int,
-    a_deq: bool = False,
+    a_deq: bool = False, bf16_mul: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
@@ -558,6 +580,8 @@ def launch_mxfp8_linear_wgmma(
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
+    ``bf16_mul``: dequantize the weight tiles by BF16 multiplies
+    (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul`), for a weight :func:`bf16_mul_exact` accepts.
 
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`), or
@@ -587,5 +611,5 @@ def launch_mxfp8_linear_wgmma(
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq, USE_PDL=use_pdl,
         COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, SMEM_STEPS=smem_steps,
-        COMBINERS=combiners, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINERS=combiners, BF16_MUL=bf16_mul, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )

@@ -5,7 +5,8 @@ memory, which caps it at 64 tokens. Here every ring stage carries one K step of 
 E4M3 weight tile with its scale chunk, as there, and a [MP, 128] tile of the activations already
 dequantized to BF16 (``A_deq``, by ``seam.kernels.mxfp8_dequant``'s kernel one launch before this one,
 so no N tile converts them again). The weight tile is dequantized in registers as in the decode kernel
-(:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_tile`) and stored, BF16, into one of two shared slots:
+(:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_tile`, by BF16 multiplies where the weight allows:
+``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and stored, BF16, into one of two shared slots:
 wgmma reads both operands from shared memory, so step i + 1's conversion runs while step i's MMA does
 (with the weights as a register operand ptxas waited for the MMA before converting the next tile:
 ``WARPGROUP.DEPBAR`` ahead of the conversion in the sm_90 SASS). That made the picked tiles 10-20%
@@ -92,14 +93,14 @@ def _issue_activations(a_desc, a_ring, bars, stage, step, m0, pred):
 
 
 @gluon.jit
-def _stage_weights(w_ring, s_ring, bars, w_bf16, i, n_steps, STAGES: gl.constexpr):
+def _stage_weights(w_ring, s_ring, bars, w_bf16, i, n_steps, STAGES: gl.constexpr, BF16_MUL: gl.constexpr):
     """Step i's weight tile, once its ring stage has landed, dequantized to BF16 into ``w_bf16`` slot i % 2
     (wgmma's shared A operand; K in natural order). The ring stage is refilled only after the step's MMAs."""
     stage = i % STAGES
     mbarrier.wait(bars.index(stage), (i // STAGES) & 1, pred=i < n_steps)
     w = w_ring.index(stage).load(WEIGHT_LAYOUT)
     sc = s_ring.index(stage).load(WEIGHT_SCALE_LAYOUT)
-    w_bf16.index(i % 2).store(dequantize_weight_tile(w, sc))
+    w_bf16.index(i % 2).store(dequantize_weight_tile(w, sc, BF16_MUL))
 
 
 @gluon.jit(do_not_specialize=["M"])
@@ -125,6 +126,7 @@ def mxfp8_linear_wgmma_ring_kernel(
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     PARTIALS: gl.constexpr,  # only store each program's partial
+    BF16_MUL: gl.constexpr,  # weights dequantized by BF16 multiplies (mxfp8_wgmma.bf16_mul_exact)
     num_warps: gl.constexpr,
 ):
     BN: gl.constexpr = 16 * num_warps
@@ -161,14 +163,14 @@ def mxfp8_linear_wgmma_ring_kernel(
     # waited for the MMA before the next conversion (sm_90 SASS: WARPGROUP.DEPBAR ahead of it).
     w_bf16 = gl.allocate_shared_memory(gl.bfloat16, [2, BN, BLOCK_K],
                                        gl.NVMMASharedLayout.get_default_for([BN, BLOCK_K], gl.bfloat16))
-    _stage_weights(w_ring, s_ring, bars, w_bf16, 0, n_steps, STAGES)
+    _stage_weights(w_ring, s_ring, bars, w_bf16, 0, n_steps, STAGES, BF16_MUL)
     fence_async_shared()
     gl.thread_barrier()
     for i in range(n_steps):
         stage = i % STAGES
         acc = warpgroup_mma(w_bf16.index(i % 2), a_ring.index(stage).permute((1, 0)), acc, is_async=True)
         if i + 1 < n_steps:  # its slot was read by the MMA of step i - 1, waited for below
-            _stage_weights(w_ring, s_ring, bars, w_bf16, i + 1, n_steps, STAGES)
+            _stage_weights(w_ring, s_ring, bars, w_bf16, i + 1, n_steps, STAGES, BF16_MUL)
         # Each thread orders its BF16 stores and its ring loads before the async proxy's next MMA and
         # refill; the barrier then covers every warp, and both warpgroups' MMAs on the stage.
         fence_async_shared()
@@ -185,6 +187,7 @@ def launch_mxfp8_linear_wgmma_ring(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
     combine: int, *, partials: bool = False, combiners: int, a_deq: torch.Tensor | None = None,
+    bf16_mul: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
     (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: tokens per program
@@ -193,7 +196,8 @@ def launch_mxfp8_linear_wgmma_ring(
     program's fp32 partial in ``work`` only; ``combiners``: programs per tile that combine its partials
     (``seam.kernels.mxfp8_gemm_config.wgmma_combiners``); ``a_deq``: the activations already dequantized
     (BF16 [M, K] in natural order, ``seam.formats.a_deq``), read instead of the dequantization launch's copy.
-    Temporary memory: 2 * M * K bytes (A_deq) without ``a_deq``.
+    Temporary memory: 2 * M * K bytes (A_deq) without ``a_deq``. ``bf16_mul``: dequantize the weight tiles by
+    BF16 multiplies, for a weight ``seam.kernels.mxfp8_wgmma.bf16_mul_exact`` accepts.
 
     Raises:
         ValueError: ``combiners`` out of range (``seam.kernels.mxfp8_wgmma.check_combiners``)."""
@@ -208,5 +212,5 @@ def launch_mxfp8_linear_wgmma_ring(
     mxfp8_linear_wgmma_ring_kernel[grid](
         w_desc, scale_descriptor(ws), a_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, USE_PDL=use_pdl, COMBINE=combine, PARTIALS=partials,
-        COMBINERS=combiners, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINERS=combiners, BF16_MUL=bf16_mul, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )

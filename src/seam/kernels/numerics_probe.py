@@ -50,6 +50,15 @@ def _sigmoid_kernel(x_ptr, ours_ptr, triton_ptr, n, BLOCK: tl.constexpr):
     tl.store(triton_ptr + offs, tl.sigmoid(x), mask=mask)
 
 
+@triton.jit
+def _scaled_bf16_kernel(code_ptr, s_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    c = tl.load(code_ptr + offs, mask=mask, other=0)
+    s = tl.load(s_ptr + offs, mask=mask, other=0)
+    tl.store(out_ptr + offs, numerics.e4m3_scaled_bf16(c, s), mask=mask)
+
+
 _BLOCK = 1024
 
 
@@ -82,3 +91,10 @@ def sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ours, reference = torch.empty_like(x), torch.empty_like(x)
     _sigmoid_kernel[(triton.cdiv(x.numel(), _BLOCK),)](x, ours, reference, x.numel(), BLOCK=_BLOCK)
     return ours, reference
+
+
+def scaled_bf16(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """E4M3 codes and UE8M0 scale bytes, uint8 [n] each -> e4m3_scaled_bf16 as bf16 [n]."""
+    out = torch.empty(codes.shape, dtype=torch.bfloat16, device=codes.device)
+    _scaled_bf16_kernel[(triton.cdiv(codes.numel(), _BLOCK),)](codes, scales, out, codes.numel(), BLOCK=_BLOCK)
+    return out

@@ -71,12 +71,13 @@ def _launch(
     wgmma: bool,
     bf16_mm: bool,
     a_deq: Optional[torch.Tensor],
+    weight_bf16_mul: bool,
 ) -> None:
     # A custom op takes no Tile: its fields travel as Tile.to_args(). xs None: x is BF16, quantized in the GEMM.
-    # a_deq: the QuantizedActivation's A_deq, or None.
+    # a_deq: the QuantizedActivation's A_deq, or None. weight_bf16_mul: mxfp8_wgmma.bf16_mul_exact of the weight.
     tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
                           wgmma, bf16_mm)
-    launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq)
+    launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq, weight_bf16_mul)
 
 
 _linear = register("mxfp8_linear", ("out",), _launch)
@@ -172,7 +173,9 @@ def mxfp8_linear(
     """MXFP8 GEMM: ``out[m, n] = bf16_rne( sum_k A_deq[m, k] * W_deq[n, k] )``, fp32 accumulation.
 
     ``A_deq = e4m3 * 2^(s - 127)`` per 32-element block (likewise W). On Hopper the
-    tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133)
+    tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the weight's
+    :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16 multiplies
+    for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``)
     and multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128) by the
     Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
     ``wgmma``), at 65 <= M <= 128 (K >= 2048), and up to 256 on wide layers
@@ -274,7 +277,8 @@ def mxfp8_linear(
         xs = None
     else:
         x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
-    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq)
+    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq,
+            mxfp8_wgmma.bf16_mul_exact(weight.byte_facts()))
     return out
 
 
