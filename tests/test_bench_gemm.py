@@ -22,10 +22,10 @@ def test_humming_left_out_where_it_does_not_import(monkeypatch):
     assert gemm._humming_missing().startswith("import humming failed (ModuleNotFoundError")
 
 
-def test_down_chain_times_the_producer_then_each_gemm(monkeypatch):
+def test_down_chain_times_the_producer_then_each_gemm(monkeypatch, device):
     """The SwiGLU -> down table: each of the four timings runs once per M (the producer with and without A_deq, each
     alone and followed by its GEMM: mxfp8_linear, cuBLAS FP8), and each 'adds' column is a chain less its own
-    producer. On the CPU with the timer stubbed."""
+    producer. The timer stubbed: each chain runs once, where seam's kernels run here."""
     times = iter([1.0, 4.5, 0.75, 3.25])
     ran = []
 
@@ -36,7 +36,7 @@ def test_down_chain_times_the_producer_then_each_gemm(monkeypatch):
 
     monkeypatch.setattr(gemm, "graph_time_us", timer)
     monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
-    rows = gemm._down_chain_rows((1,), torch.device("cpu"), torch.Generator().manual_seed(0))
+    rows = gemm._down_chain_rows((1,), device, torch.Generator().manual_seed(0))
     assert len(ran) == 4
     assert rows == [{"M": 1, "SwiGLU": 1.0, "SwiGLU + GEMM": 4.5, "GEMM adds": 3.5, "SwiGLU, no A_deq": 0.75,
                      "SwiGLU + cuBLAS FP8": 3.25, "cuBLAS FP8 adds": 2.5}]
