@@ -90,7 +90,7 @@ def test_weight_record_rejects_bad_parts():
 
 def test_weight_record_measures_its_byte_facts(monkeypatch):
     """byte_facts: the largest scale byte and whether a NaN code is present, measured at construction; None once
-    values or scales are written in place, and for a record built while torch.compile traces."""
+    values or scales are written in place, and for a record of fake tensors or built while torch.compile traces."""
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, 64) * 2.0**20)
     facts = w.byte_facts()
     assert facts == ByteFacts(max_scale=int(w.scales.max()), nan_codes=False) and facts.max_scale > 134
@@ -105,6 +105,9 @@ def test_weight_record_measures_its_byte_facts(monkeypatch):
     w2 = seam.MXFP8Weight.from_bf16(torch.randn(128, 64))
     w2.scales.add_(0)  # any in-place write counts
     assert w2.byte_facts() is None
+    with torch._subclasses.fake_tensor.FakeTensorMode():  # no bytes to read (and no host sync to make)
+        fake = seam.MXFP8Weight(torch.empty(128, 64, dtype=torch.uint8), torch.empty(w.scales.shape, dtype=torch.uint8))
+        assert fake.byte_facts() is None
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert seam.MXFP8Weight.from_bf16(torch.randn(128, 64)).byte_facts() is None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from seam import checks
 from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
@@ -95,10 +96,9 @@ class MXFP8Weight:
 
     def byte_facts(self) -> ByteFacts | None:
         """The :class:`ByteFacts` measured at construction, or None where there are none to trust: the record
-        was built while ``torch.compile`` traced or a CUDA graph captured (no host sync there) or on the meta
-        device, or
-        ``values`` or ``scales`` were written in place since (their version counters moved; tensors made
-        under ``torch.inference_mode()`` have none, so build a new record after writing those)."""
+        was built while ``torch.compile`` traced or a CUDA graph captured (no host sync there) or of meta or
+        fake tensors, or ``values`` or ``scales`` were written in place since (their version counters moved;
+        tensors made under ``torch.inference_mode()`` have none, so build a new record after writing those)."""
         if self._facts is None or torch.compiler.is_compiling():
             return None
         facts, versions = self._facts
@@ -115,8 +115,8 @@ def _versions(*tensors: torch.Tensor) -> tuple[int | None, ...]:
 
 def _measure(values: torch.Tensor, scales: torch.Tensor) -> tuple[ByteFacts, tuple] | None:
     """(:class:`ByteFacts`, the tensors' versions), in one host sync; None where there are no bytes to read (meta
-    tensors) or no sync may happen."""
-    if (values.is_meta or torch.compiler.is_compiling()
+    and fake tensors: ``FakeTensorMode``, ``make_fx``) or no sync may happen."""
+    if (values.is_meta or torch.compiler.is_compiling() or is_fake(values)
             or values.is_cuda and torch.cuda.is_current_stream_capturing()):
         return None
     nan = ((values.view(torch.uint8) & 0x7F) == 0x7F).any()
