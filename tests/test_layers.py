@@ -270,6 +270,24 @@ def test_weight_built_once_per_buffers(device):
     assert moved is not first and moved.values.device.type == "meta"
 
 
+def test_weight_rebuilt_after_writes_version_counters_miss(device):
+    """load_state_dict into buffers made under torch.inference_mode() (no version counter) and ``.data =`` on a
+    buffer (same tensor object and version, other storage) give a new record of the new bytes and byte facts."""
+    with torch.inference_mode():
+        layer = _layer(device, seed=0)
+    state = _layer(device, seed=1).state_dict()
+    state["weight_values"][0, 0] = 0x7F  # an E4M3 NaN code
+    first = layer.weight
+    with torch.inference_mode():
+        layer.load_state_dict(state)
+    assert layer.weight is not first and layer.weight.byte_facts().nan_codes
+    layer = _layer(device, seed=0)
+    first = layer.weight
+    layer.weight_values.data = state["weight_values"].clone()
+    assert layer.weight is not first and layer.weight.byte_facts().nan_codes
+    assert bytes_equal(layer.weight.values, state["weight_values"].view(torch.float8_e4m3fn))
+
+
 def test_leading_dimensions_as_nn_linear(device):
     """x [..., K] -> [..., N], the same bytes as the flattened 2-D call; out= of that shape; bad out refused."""
     layer = _layer(device)

@@ -55,13 +55,18 @@ class MXFP8Linear(torch.nn.Module):
     @property
     def weight(self) -> MXFP8Weight:
         """The :class:`seam.MXFP8Weight` [N, K] of the buffers, wherever they are now (built again only
-        when ``.to()`` or an assignment replaced them, or ``load_state_dict`` wrote them in place: building one
-        checks it and measures its :meth:`~seam.MXFP8Weight.byte_facts`, one host sync)."""
+        when ``.to()``, an assignment or ``.data =`` replaced them, or ``load_state_dict`` or another in-place write
+        that moves their version counters wrote them: building one checks it and measures its
+        :meth:`~seam.MXFP8Weight.byte_facts`, one host sync)."""
         values, scales = self.weight_values, self.weight_scales
         if torch.compiler.is_compiling():  # traced once: no cache to keep
             return MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
         cached = self._weight
-        if cached is None or cached[0] is not values or cached[1] is not scales or cached[2].byte_facts() is None:
+        # The record holds views of the buffers: ``.data =`` on a buffer keeps its identity and version, moves
+        # its storage away from them.
+        if (cached is None or cached[0] is not values or cached[1] is not scales or cached[2].byte_facts() is None
+                or cached[2].values.data_ptr() != values.data_ptr()
+                or cached[2].scales.data_ptr() != scales.data_ptr()):
             cached = self._weight = values, scales, MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
         return cached[2]
 
@@ -72,6 +77,10 @@ class MXFP8Linear(torch.nn.Module):
         self.register_buffer("weight_values", weight.values.view(torch.uint8))
         self.register_buffer("weight_scales", weight.scales)
         self._weight: tuple | None = None  # (the two buffers it was built from, the MXFP8Weight)
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self._weight = None  # built again: inference-tensor buffers have no version counter to show the copy
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":
