@@ -105,6 +105,9 @@ def test_weight_record_measures_its_byte_facts(monkeypatch):
     w2 = seam.MXFP8Weight.from_bf16(torch.randn(128, 64))
     w2.scales.add_(0)  # any in-place write counts
     assert w2.byte_facts() is None
+    w3 = seam.MXFP8Weight.from_bf16(torch.randn(128, 64))
+    w3.values.data = values.view(torch.float8_e4m3fn)  # other storage, same version counter
+    assert w3.byte_facts() is None
     with torch._subclasses.fake_tensor.FakeTensorMode():  # no bytes to read (and no host sync to make)
         fake = seam.MXFP8Weight(torch.empty(128, 64, dtype=torch.uint8), torch.empty(w.scales.shape, dtype=torch.uint8))
         assert fake.byte_facts() is None

@@ -97,8 +97,10 @@ class MXFP8Weight:
     def byte_facts(self) -> ByteFacts | None:
         """The :class:`ByteFacts` measured at construction, or None where there are none to trust: the record
         was built while ``torch.compile`` traced or a CUDA graph captured (no host sync there) or of meta or
-        fake tensors, or ``values`` or ``scales`` were written in place since (their version counters moved;
-        tensors made under ``torch.inference_mode()`` have none, so build a new record after writing those)."""
+        fake tensors, or ``values`` or ``scales`` were written in place or given other storage since (their
+        version counters or addresses moved). Writes that move neither go unseen: through ``.data[...]``, NumPy,
+        DLPack or a raw kernel, and any write to tensors made under ``torch.inference_mode()`` (no version
+        counter); build a new record after those. A CUDA graph keeps the path it captured."""
         if self._facts is None or torch.compiler.is_compiling():
             return None
         facts, versions = self._facts
@@ -109,8 +111,9 @@ class MXFP8Weight:
         return mxfp8_dequantize(self.values, self.scales, scale_layout="swizzled", dtype=dtype)
 
 
-def _versions(*tensors: torch.Tensor) -> tuple[int | None, ...]:
-    return tuple(None if t.is_inference() else t._version for t in tensors)
+def _versions(*tensors: torch.Tensor) -> tuple[tuple[int | None, int], ...]:
+    """Each tensor's version counter (None for an inference tensor) and address (``.data =`` keeps the version)."""
+    return tuple((None if t.is_inference() else t._version, t.data_ptr()) for t in tensors)
 
 
 def _measure(values: torch.Tensor, scales: torch.Tensor) -> tuple[ByteFacts, tuple] | None:
