@@ -115,6 +115,23 @@ def test_weight_record_measures_its_byte_facts(monkeypatch):
     assert seam.MXFP8Weight.from_bf16(torch.randn(128, 64)).byte_facts() is None
 
 
+def test_seam_debug_refuses_a_weight_written_behind_its_version_counters(device, monkeypatch):
+    """A write through .data moves no version counter, so the record keeps facts of the old bytes; with SEAM_DEBUG
+    mxfp8_linear measures them again and raises before any launch; a new record of the same tensors is fine."""
+    w = seam.MXFP8Weight.from_bf16(torch.randn(128, 64).to(device))
+    x = torch.randn(3, 64).bfloat16().to(device)
+    w.values.data.view(torch.uint8)[2, 3] = 0x7F  # a NaN code, unseen by the version counters
+    assert w.byte_facts() == ByteFacts(int(w.scales.max()), nan_codes=False)  # stale
+    seam.mxfp8_linear(x, w)  # not checked by default
+    monkeypatch.setenv("SEAM_DEBUG", "1")
+    out = torch.full((3, 128), 7.0, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="weight's bytes changed since its MXFP8Weight was built"):
+        seam.mxfp8_linear(x, w, out=out)
+    assert (out == 7.0).all()
+    got = seam.mxfp8_linear(x, seam.MXFP8Weight(w.values, w.scales))
+    assert got[:, 2].isnan().all()
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 256, 256), (5, 200, 128), (17, 128, 96), (33, 384, 256)])
 def test_linear_bf16_input_within_reordering_error(m, n, k, device):
     x, w = _inputs(m, n, k, seed=m, device=device)

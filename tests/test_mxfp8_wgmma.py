@@ -513,11 +513,15 @@ def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
     inputs = [x, seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)),
               seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))]
     tile = pick_tile(m, n, k, x.device)
+    launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
     outs = {}
     for on in (True, False):
         monkeypatch.setattr(mxfp8_gemm_config, "wgmma_bf16_mul", lambda *args, on=on: on)  # read by wgmma_launch
         outs[on] = [seam.mxfp8_linear(a, w, tile=tile).view(torch.int16) for a in inputs]
-    assert tile.wgmma == (m > 1 or n >= WGMMA_ONE_TOKEN_MIN_N)
+    assert tile.wgmma == (m > 1 or n >= WGMMA_ONE_TOKEN_MIN_N)  # else one token's GEMV: no kernel to compare
+    assert launched == ([True] * 3 + [False] * 3 if tile.wgmma else [])
     for on, off in zip(outs[True], outs[False]):
         assert torch.equal(on, off), tile
 

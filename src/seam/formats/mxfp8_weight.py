@@ -100,7 +100,8 @@ class MXFP8Weight:
         fake tensors, or ``values`` or ``scales`` were written in place or given other storage since (their
         version counters or addresses moved). Writes that move neither go unseen: through ``.data[...]``, NumPy,
         DLPack or a raw kernel, and any write to tensors made under ``torch.inference_mode()`` (no version
-        counter); build a new record after those. A CUDA graph keeps the path it captured."""
+        counter); build a new record after those (with ``SEAM_DEBUG``, ``mxfp8_linear`` measures them again at
+        each call and raises if they changed). A CUDA graph keeps the path it captured."""
         if self._facts is None or torch.compiler.is_compiling():
             return None
         facts, versions = self._facts
@@ -122,7 +123,12 @@ def _measure(values: torch.Tensor, scales: torch.Tensor) -> tuple[ByteFacts, tup
     if (values.is_meta or torch.compiler.is_compiling() or is_fake(values)
             or values.is_cuda and torch.cuda.is_current_stream_capturing()):
         return None
+    return measure_byte_facts(values, scales), _versions(values, scales)
+
+
+def measure_byte_facts(values: torch.Tensor, scales: torch.Tensor) -> ByteFacts:
+    """The :class:`ByteFacts` of E4M3 ``values`` and UE8M0 ``scales`` (uint8 views) as they are now: one host sync."""
     nan = ((values.view(torch.uint8) & 0x7F) == 0x7F).any()
     top = scales.max() if scales.numel() else torch.zeros((), dtype=torch.uint8, device=scales.device)
     nan_codes, max_scale = torch.stack([nan.to(torch.int32), top.to(torch.int32)]).tolist()
-    return ByteFacts(max_scale, bool(nan_codes)), _versions(values, scales)
+    return ByteFacts(max_scale, bool(nan_codes))

@@ -8,10 +8,10 @@ from typing import Optional
 
 import torch
 
-from seam import checks
+from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
-from seam.formats.mxfp8_weight import MXFP8Weight
+from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile, wgmma_supported
@@ -231,7 +231,9 @@ def mxfp8_linear(
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a bf16_mm
             tile other than ``BF16_MM_TILE``, or an unknown ``quantize``; with ``SEAM_DEBUG``, an ``x.a_deq``
-            that is not the A_deq of ``x``'s MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``).
+            that is not the A_deq of ``x``'s MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight
+            whose bytes changed since its record was built by writes no version counter shows
+            (:meth:`seam.MXFP8Weight.byte_facts`).
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
     """
@@ -277,9 +279,19 @@ def mxfp8_linear(
         xs = None
     else:
         x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
-    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq,
-            mxfp8_wgmma.bf16_mul_exact(weight.byte_facts()))
+    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq, _weight_bf16_mul(weight, device))
     return out
+
+
+def _weight_bf16_mul(weight: MXFP8Weight, device: torch.device) -> bool:
+    """Whether the weight's byte facts allow the Hopper GEMMs' BF16 multiplies
+    (:func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`). With ``SEAM_DEBUG`` the facts are measured again (a host
+    sync): a write that moved no version counter since the record was built raises ValueError."""
+    facts = weight.byte_facts()
+    if facts is not None and runtime.debug_checks(device) and facts != measure_byte_facts(weight.values, weight.scales):
+        raise ValueError("weight's bytes changed since its MXFP8Weight was built, by a write its version counters do "
+                         "not show (.data[...], NumPy, DLPack, a kernel): build a new seam.MXFP8Weight after such writes")
+    return mxfp8_wgmma.bf16_mul_exact(facts)
 
 
 def _activation_inputs(x: torch.Tensor | QuantizedActivation) -> list[tuple[str, torch.Tensor]]:
