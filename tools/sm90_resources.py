@@ -122,6 +122,12 @@ def _compile(fn, types: dict, consts: dict, not_divisible: set, options: dict, s
     return {**found, "ptx": compiled.asm["ptx"]} if ptx else found
 
 
+def _as_launched(rules, partials: bool, bf16_mul: bool | None) -> bool:
+    """``bf16_mul``, or where None the launch rule's BF16 multiplies for a weight that allows them; never for the
+    QKV op's partials (its weight arrives as bare tensors, without the byte facts that allow them)."""
+    return rules.bf16_mul and not partials if bf16_mul is None else bf16_mul
+
+
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
                      max_registers: int | None, partials: bool, a_deq: bool = False, bf16_mul: bool | None = None,
                      ptx: bool = False) -> dict:
@@ -154,8 +160,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
                   USE_PDL=True,
                   COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
                   EARLY_STEPS=rules.early_steps, SMEM_STEPS=rules.smem_steps,
-                  # the QKV op's weight arrives as bare tensors, without the byte facts that allow BF16 multiplies
-                  BF16_MUL=rules.bf16_mul and not partials if bf16_mul is None else bf16_mul,
+                  BF16_MUL=_as_launched(rules, partials, bf16_mul),
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:
@@ -183,7 +188,7 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
     rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True, COMBINE=rules.combine,
                   PARTIALS=partials, COMBINERS=rules.combiners,
-                  BF16_MUL=rules.bf16_mul and not partials if bf16_mul is None else bf16_mul,
+                  BF16_MUL=_as_launched(rules, partials, bf16_mul),
                   num_warps=mxfp8_wgmma_ring.NUM_WARPS)
     return _compile(mxfp8_wgmma_ring.mxfp8_linear_wgmma_ring_kernel, types, consts, {"M"},
                     dict(num_warps=mxfp8_wgmma_ring.NUM_WARPS), GluonASTSource)

@@ -34,8 +34,8 @@ class MXFP8Weight:
     so its bytes must not come from a kernel of the same stream that may still be running (a checkpoint's
     weights, quantized once, are; an activation just quantized by the previous launch is not).
 
-    Construction also measures :meth:`byte_facts` (one host sync), which decide whether the Hopper decode
-    GEMM may dequantize by BF16 multiplies; not while ``torch.compile`` traces or a CUDA graph captures.
+    Construction also measures :meth:`byte_facts` (one host sync), which decide whether the Hopper Gluon
+    GEMMs may dequantize by BF16 multiplies; not while ``torch.compile`` traces or a CUDA graph captures.
 
     Attributes:
         values: float8_e4m3fn [N, K], contiguous (K-major); uint8 bytes are taken as its view.
