@@ -28,7 +28,8 @@ from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
-                                           wgmma_bf16_mul, wgmma_early_steps, wgmma_launch, wgmma_smem_steps)
+                                           wgmma_a_stream, wgmma_bf16_mul, wgmma_early_steps, wgmma_launch,
+                                           wgmma_smem_steps)
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
 from seam.ops.linear import check_tile
@@ -181,6 +182,68 @@ def test_one_launch_rule_set_per_tile():
                                                           wgmma_bf16_mul(bm, k, sk, st, smem))
     assert wgmma_launch(64, 6144, 6, 2, partials=True).combiners == 1
     assert wgmma_launch(128, 6144, 11, 3) == WgmmaLaunch(1, 8, 0, 0, bf16_mul=True)
+
+
+def _streamed(m: int, n: int, k: int, sms: int = 132) -> bool:
+    t = pick_wgmma_tile(m, n, k, sms)
+    return wgmma_launch(t.block_m, k, t.split_k, t.num_stages, a_deq_programs=-(-n // 128) * t.split_k,
+                        sms=sms).a_stream
+
+
+def test_a_stream_at_the_measured_picks():
+    """Run 139 (H200): given A_deq, the decode kernel streams it where resident activations leave one program per
+    SM and the picked split takes two waves (N 4992 x 6144 at 33-64 tokens: faster), not where the split runs in
+    one wave (slower there) nor at 32 tokens (two programs per SM already); never without A_deq (nothing to
+    stream) nor on the ring kernel; where it streams, two programs fit on an SM."""
+    assert _streamed(64, 4992, 6144) and _streamed(33, 4992, 6144)
+    slower = [(64, 2560, 6144), (64, 3072, 6144), (64, 6144, 2048), (32, 4992, 6144), (8, 4992, 6144)]
+    assert not any(_streamed(*key) for key in slower)
+    t = pick_wgmma_tile(64, 4992, 6144, 132)
+    assert not wgmma_launch(t.block_m, 6144, t.split_k, t.num_stages).a_stream  # no A_deq
+    assert not wgmma_a_stream(128, 6144, 11, 3, 10 * 132, 132)  # the ring kernel
+    for n, k in SHAPES + ((8192, 6144), (12288, 4096)):
+        for m in range(1, WGMMA_MAX_M + 1):
+            if (t := pick_wgmma_tile(m, n, k, 132)) and _streamed(m, n, k):
+                assert -(-n // 128) * t.split_k > 132, (m, n, k)
+                assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
+                    mxfp8_wgmma.TWO_PER_SM_BYTES < mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0)
+                assert wgmma_smem_steps(t.block_m, k, t.split_k, t.num_stages) == 0
+
+
+def test_launcher_refuses_a_stream_without_a_deq_before_launch():
+    """A_STREAM streams A_deq: with E4M3 rows, or beside shared-memory weight steps, ValueError before any launch
+    (the kernel is never reached, so this runs on the CPU too)."""
+    x = torch.zeros(8, 256, dtype=torch.bfloat16)
+    w, ws = torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(128 * 8, dtype=torch.uint8)
+    out = torch.empty(8, 128, dtype=torch.bfloat16)
+    for a_deq, smem in ((False, 0), (True, 1)):
+        with pytest.raises(ValueError, match="a_stream"):
+            mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, 8, 1, 2, out, out, False, 1, early_steps=0,
+                                                  smem_steps=smem, combiners=1, a_deq=a_deq, a_stream=True)
+
+
+@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
+    """Every streamed-A_deq decode kernel the rule takes at the benchmarked shapes (and the QKV op's partials-only
+    launch at nkv 2, 4), compiled for sm_90: no spills, at most 128 registers and shared memory for two programs
+    per SM (what the rule counts on)."""
+    runs = set()
+    for n, k in SHAPES + tuple(((19 * nkv + 1) * 128, 6144) for nkv in (2, 4)):
+        for m in range(2, WGMMA_MAX_M + 1):
+            if _streamed(m, n, k):
+                t = pick_wgmma_tile(m, n, k, 132)
+                runs |= {(t.block_m, t.num_stages, t.split_k, k, partials) for partials in (False, True)}
+    assert runs
+    results = _with_tool(
+        f"for bm, st, sk, k, partials in {sorted(runs)!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, a_deq=True,\n"
+        "                       a_stream=True)\n"
+        "    print(json.dumps([bm, st, sk, k, partials, r]))\n"
+    )
+    assert len(results) == len(runs)
+    for *config, r in results:
+        assert r["stack_bytes"] == 0 and r["registers"] <= 128, (config, r)
+        assert r["shared_bytes"] <= SM90_SHARED_BYTES_PER_SM // 2 - 1024, (config, r)
 
 
 def test_combiners_spread_only_large_partials():
@@ -487,6 +550,37 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,stages", [(64, 4992, 6144, None), (33, 4992, 6144, None), (64, 2560, 6144, 1),
+                                          (64, 2560, 6144, 3), (32, 6144, 2048, 2), (16, 200, 512, 1),
+                                          (8, 2560, 6144, 4), (2, 6144, 768, 2)])
+def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stages):
+    """A_deq streamed through the ring's slots (at the picked tile where the rule takes it, else forced, at
+    ring depths 1-4 and uneven splits) gives the resident kernel's bytes: the same operands and MMAs; and the
+    launch did stream."""
+    g = torch.Generator().manual_seed(m + n)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
+    xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())
+    a = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    tile = pick_tile(m, n, k, xq.device)
+    if stages is not None:
+        tile = dataclasses.replace(tile, num_stages=min(stages, mxfp8_wgmma.max_steps(k, tile.split_k)))
+    launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda *args, **kw: launched.append(kw["a_stream"]) or launch(*args, **kw))
+    if stages is None:
+        assert _streamed(m, n, k)
+    else:
+        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_a_stream", lambda *args: True)  # read by wgmma_launch
+        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_smem_steps", lambda *args: 0)
+    streamed = seam.mxfp8_linear(a, w, tile=tile)
+    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_a_stream", lambda *args: False)
+    resident = seam.mxfp8_linear(a, w, tile=tile)
+    assert launched == [True, False]
+    assert torch.equal(streamed.view(torch.int16), resident.view(torch.int16)), tile
+    assert not split_k_scratch(xq.device, -(-n // 128), tile)[1].any()
 
 
 def _wide_scale_weight(n: int, k: int, seed: int) -> seam.MXFP8Weight:

@@ -38,11 +38,13 @@ def _cuobjdump() -> Path:
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
-              partials: bool = False, a_deq: bool = False, bf16_mul: bool | None = None, ptx: bool = False) -> dict:
+              partials: bool = False, a_deq: bool = False, bf16_mul: bool | None = None, ptx: bool = False,
+              a_stream: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
     the Gluon decode kernel, with ``partials`` its partials-only store for the QKV op and with ``a_deq`` its
-    variant that reads A_deq, ``seam.formats.a_deq``, and with ``bf16_mul`` True / False its weight dequantization
+    variant that reads A_deq, ``seam.formats.a_deq``, with ``a_stream`` (and ``a_deq``) its variant that streams
+    A_deq through ``num_stages`` slots, and with ``bf16_mul`` True / False its weight dequantization
     by BF16 multiplies / through fp32, None: as its launch rule says for a weight that allows both) for one
     tile, compiled for sm_90; with ``ptx``
     (wgmma only) also "ptx", the kernel's PTX, for tests of its structure.
@@ -57,7 +59,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,
-                                ptx=ptx)
+                                ptx=ptx, a_stream=a_stream)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "nkv": "i32", "M": "i32",
@@ -130,7 +132,7 @@ def _as_launched(rules, partials: bool, bf16_mul: bool | None) -> bool:
 
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
                      max_registers: int | None, partials: bool, a_deq: bool = False, bf16_mul: bool | None = None,
-                     ptx: bool = False) -> dict:
+                     ptx: bool = False, a_stream: bool = False) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -142,10 +144,17 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
                                bf16_mul=bf16_mul)
     if block_m not in (8, 16, 32, 64):
         raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64, 128 or 256, got {block_m}")
-    most = mxfp8_wgmma.max_stages(block_m, k, split_k)
-    if not 1 <= num_stages <= most:
-        room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
-        raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
+    if a_stream and not a_deq:
+        raise ValueError("wgmma: --a-stream streams A_deq (add --a-deq)")
+    if a_stream:
+        if not 1 <= num_stages or mxfp8_wgmma.shared_bytes(block_m, k, split_k, num_stages, 0, a_stream=True) > \
+                mxfp8_wgmma.SHARED_BUDGET:
+            raise ValueError(f"wgmma: num_stages {num_stages} streamed at block_m {block_m}: shared memory overflows")
+    else:
+        most = mxfp8_wgmma.max_stages(block_m, k, split_k)
+        if not 1 <= num_stages <= most:
+            room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
+            raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
     bf16_x = a_bf16 or a_deq
     x_dtype = gl.bfloat16 if bf16_x else gl.uint8
@@ -159,8 +168,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq,
                   USE_PDL=True,
                   COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
-                  EARLY_STEPS=rules.early_steps, SMEM_STEPS=rules.smem_steps,
-                  BF16_MUL=_as_launched(rules, partials, bf16_mul),
+                  EARLY_STEPS=rules.early_steps, SMEM_STEPS=0 if a_stream else rules.smem_steps,
+                  BF16_MUL=_as_launched(rules, partials, bf16_mul), A_STREAM=a_stream,
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:
@@ -210,13 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--a-bf16", action="store_true", help="linear, wgmma: BF16 activations quantized in the GEMM")
     p.add_argument("--partials", action="store_true", help="wgmma: partials only (the QKV op's GEMM)")
     p.add_argument("--a-deq", action="store_true", help="wgmma: reads A_deq (seam.formats.a_deq)")
+    p.add_argument("--a-stream", action="store_true", help="wgmma: streams A_deq through --num-stages slots")
     p.add_argument("--bf16-mul", choices=("rule", "on", "off"), default="rule",
                    help="wgmma: weights dequantized by BF16 multiplies (on), through fp32 (off), or as launched")
     a = p.parse_args(argv)
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
                                num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
                                has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16,
-                               partials=a.partials, a_deq=a.a_deq,
+                               partials=a.partials, a_deq=a.a_deq, a_stream=a.a_stream,
                                bf16_mul={"rule": None, "on": True, "off": False}[a.bf16_mul])))
     return 0
 

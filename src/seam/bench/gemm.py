@@ -1,6 +1,7 @@
 """Benchmark: ``seam.mxfp8_linear`` at decode M (and 65-128 tokens) against cuBLAS, side by side in one process.
 
-Per layer shape (N x K per rank) and token count M, us per call (CUDA-graph replay of 200
+Per layer shape (N x K per rank: the MiniMax-M3.1 layers at TP 4, and its QKV projection at TP 2, the widest
+decode shape) and token count M, us per call (CUDA-graph replay of 200
 back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceeding 2x the
 60 MiB L2, so every call streams them from HBM):
 
@@ -37,12 +38,16 @@ import torch
 from rich.table import Table
 
 import seam
-from seam.bench.linear import SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
+from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import a_deq_pays, pick_tile
 
 MS = (1, 8, 16, 32, 64, 128)
+#: The TP 4 layers and the QKV projection at TP 2 (nkv 2: N = 39 heads of 128), the widest decode shape.
+SHAPES = TP4_SHAPES + (("qkv TP2", 4992, 6144),)
+#: The norm -> GEMM chain's projection: the TP 4 QKV layer.
+CHAIN_SHAPE = next(shape for shape in TP4_SHAPES if shape[0] == "qkv")
 
 #: humming's weight schema for an MXFP8 weight, as vLLM's ``HummingMxfp8LinearKernel`` passes it: E4M3 values,
 #: one UE8M0 scale per 32 K elements. No input schema: the activation stays BF16 (W8A16).
@@ -167,7 +172,7 @@ def _chain_weight(n: int, k: int, dev: torch.device, g: torch.Generator):
 
 
 def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
-    _, n, hidden = SHAPES[-1]
+    _, n, hidden = CHAIN_SHAPE
     _, mx = _chain_weight(n, hidden, dev, g)
     norm_w = torch.randn(hidden, generator=g).to(torch.bfloat16).to(dev)
     rows = []
@@ -251,7 +256,7 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             "humming", "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam"]
     console.print(_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, cols))
     chain = _chain_rows(tuple(m for m in ms if m <= 128), dev, g)
-    console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {SHAPES[-1][1]}), PDL, us per step", chain,
+    console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}), PDL, us per step", chain,
                          ["M", "norm", "norm + GEMM", "GEMM adds", "norm + GEMM, A_deq auto"]))
     down = _down_chain_rows(tuple(m for m in ms if m <= 128), dev, g)
     console.print(_table("SwiGLU+MXFP8 -> mxfp8_linear (down), PDL, us per pair", down,

@@ -4,6 +4,8 @@ MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
 {1, 8, 64, 256, 2048}. CUDA-graph replay (``timing.graph_time_us``), us per call, of:
 - ``fused``: ``seam.qkv_index_fused_epilogue`` as picked (Hopper M 2..128 and CUDA M >= 129: the
   ``mxfp8_linear`` GEMM into an fp32 accumulator, then the epilogue kernel; else one kernel);
+- ``fused A_deq``: the same given the activation's A_deq (``seam.formats.a_deq``, made outside the timing), as the
+  norm + MXFP8 producer hands it on Hopper from 2 tokens (the Gluon GEMMs read it instead of dequantizing);
 - ``one kernel``: the same op on its one-kernel tl tile (``pick_qkv_tile(..., tl_only=True)``);
 - ``linear``: ``seam.mxfp8_linear`` alone (BF16 qkv to memory), the issue's yardstick (fused <= linear + 1 us);
 - ``unfused``: ``seam.mxfp8_linear`` (BF16 qkv to memory) + the Triton epilogue on it;
@@ -31,6 +33,7 @@ import seam
 from seam import checks
 from seam.bench.timing import copy_bandwidth_gbs, floor_us, graph_time_us, rotating
 from seam.formats import nvfp4
+from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.kernels.mxfp8_gemm_config import pick_qkv_tile
@@ -130,9 +133,11 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
     bf = rotating(lambda: w_bf16.clone(), 2 * n * K)
     act = seam.QuantizedActivation(xq, xsf, torch.bfloat16, (m, K))
 
-    def fused(tile=None):
+    def fused(tile=None, a_deq=None):
         w = mx()
-        seam.qkv_index_fused_epilogue(xq, xsf, w.values, w.scales, *args, **outs, tile=tile)
+        seam.qkv_index_fused_epilogue(xq, xsf, w.values, w.scales, *args, **outs, tile=tile, a_deq=a_deq)
+
+    a_deq = a_deq_from_mxfp8(xq, xsf)  # what the norm + MXFP8 producer hands the op from 2 tokens on Hopper
 
     one_kernel = pick_qkv_tile(m, n, K, dev, tl_only=True)
 
@@ -144,7 +149,8 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
         torch.matmul(x, bf().t(), out=qkv)
         qkv_epilogue(qkv, *args, **outs)
 
-    t = {"fused": graph_time_us(fused), "one kernel": graph_time_us(lambda: fused(one_kernel)),
+    t = {"fused": graph_time_us(fused), "fused A_deq": graph_time_us(lambda: fused(a_deq=a_deq)),
+         "one kernel": graph_time_us(lambda: fused(one_kernel)),
          "linear": graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=qkv)),
          "unfused": graph_time_us(unfused), "bf16+epi": graph_time_us(bf16_epi)}
     try:
@@ -191,7 +197,7 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             # progress, so a run cut short still reports what it measured
             console.print(f"{name} M {m}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k.endswith("us")))
     table = Table(title=f"QKV+indexer MXFP8 GEMM + fused epilogue, K {K} (us per call; copy {copy_gbs:.0f} GB/s)")
-    cols = ["shape", "M", "fused us", "one kernel us", "linear us", "fused - linear", "unfused us", "bf16+epi us",
+    cols = ["shape", "M", "fused us", "fused A_deq us", "one kernel us", "linear us", "fused - linear", "unfused us", "bf16+epi us",
             "fp8+epi us", "fused/cuBLAS+epi", "floor us", "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
     for c in cols:
         table.add_column(c, justify="right")

@@ -543,7 +543,10 @@ def launch_gluon(
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials)
+    programs = tiles * tile.split_k
+    rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
+                         a_deq_programs=programs if a_deq is not None and not tile.ring else 0,
+                         sms=runtime.num_sms(wq.device))
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, rules.combine)
     if tile.ring:
@@ -552,7 +555,8 @@ def launch_gluon(
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,
-                                              a_deq=a_deq is not None, bf16_mul=rules.bf16_mul and weight_bf16_mul)
+                                              a_deq=a_deq is not None, bf16_mul=rules.bf16_mul and weight_bf16_mul,
+                                              a_stream=rules.a_stream)
     if partials:
         return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
     return out

@@ -317,6 +317,27 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
         mxfp8_wgmma.TWO_PER_SM_BYTES
 
 
+def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
+    """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
+    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: where the resident
+    activations leave one program per SM (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's
+    ``programs`` need more than one wave of them on ``sms`` SMs, while streamed ones let two share an SM.
+
+    At 33-64 tokens the picker's split (:func:`pick_wgmma_tile`) keeps the resident activations in shared memory
+    beside the ring; where N is wide that split takes two waves. H200 (2026-12-04, ``docs/benchmarks-log.md``
+    run 139, the GEMM alone given A_deq, weights past L2, us resident / streamed at the same split and 2 stages):
+    N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42. Where the resident split already runs in one
+    wave, streaming is slower (2 / 4 stages): N 2560 x 6144 M 64 10.08 / 13.95 / 10.53, N 3072 x 6144 M 64
+    11.48 / 15.97 / 12.22, N 6144 x 2048 M 64 9.18 / 13.08 / 9.36, and at 32 tokens (two programs per SM either
+    way) N 4992 13.13 / 13.90.
+    """
+    if block_m > WGMMA_MAX_M or programs <= sms:
+        return False
+    two = mxfp8_wgmma.TWO_PER_SM_BYTES
+    return (mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0) > two
+            and mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0, a_stream=True) <= two)
+
+
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
 #: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured): 128 tokens per program up
 #: to 128, 256 tokens per program above where each program still runs RING_256_MIN_STEPS K steps.
@@ -400,17 +421,21 @@ class WgmmaLaunch:
     smem_steps: int = 0  #: :func:`wgmma_smem_steps` (the decode kernel; 0 for the ring kernel)
     early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
     bf16_mul: bool = False  #: :func:`wgmma_bf16_mul`
+    a_stream: bool = False  #: :func:`wgmma_a_stream` (the decode kernel given A_deq)
 
 
-def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False) -> WgmmaLaunch:
+def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
+                 a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M`,
-    the ring kernel above."""
+    the ring kernel above. ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU
+    of ``sms`` SMs (:func:`wgmma_a_stream`)."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
     if block_m > WGMMA_MAX_M:
         return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
     smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
+    a_stream = a_deq_programs > 0 and wgmma_a_stream(block_m, k, split_k, stages, a_deq_programs, sms)
     return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps),
-                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps))
+                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream)
 
 
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:

@@ -34,7 +34,11 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   dequantized in that K order (``seam.formats.a_deq``, written by the producer kernel beside its
   MXFP8 rows): only the copies are issued, and each step's is waited for just before its MMA, or all
   at once by 8-row tiles (:data:`A_DEQ_WAIT_ALL_MAX_M`) (H200, the GEMM alone, log runs 102 and 114:
-  1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, 0.5-1.3 at 8).
+  1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, 0.5-1.3 at 8). Where resident activations leave one
+  program per SM and the launch needs more than one wave of them (wide N at 33-64 tokens,
+  :func:`seam.kernels.mxfp8_gemm_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
+  slots beside the weight ring, each refilled once both warpgroups' MMAs of its step are done, so two
+  programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8` (through fp32, or, where the
@@ -140,15 +144,22 @@ def stage_bytes() -> int:
     return BLOCK_N.value * BLOCK_K.value + 512
 
 
+def activation_step_bytes(block_m: int) -> int:
+    """Shared bytes of one K step of activations: the BF16 tile, its scale chunk, its barrier."""
+    return block_m * BLOCK_K.value * 2 + 512 + 8
+
+
 def activation_bytes(block_m: int, k: int, split_k: int) -> int:
-    """Shared bytes of a program's resident activations: BF16 tiles, scale chunks, barriers."""
-    return max_steps(k, split_k) * (block_m * BLOCK_K.value * 2 + 512 + 8)
+    """Shared bytes of a program's resident activations (every step of its K range)."""
+    return max_steps(k, split_k) * activation_step_bytes(block_m)
 
 
-def shared_bytes(block_m: int, k: int, split_k: int, stages: int, smem_steps: int) -> int:
-    """Shared bytes of a program: its activations, ring and ``smem_steps`` BF16 weight slots."""
+def shared_bytes(block_m: int, k: int, split_k: int, stages: int, smem_steps: int, *, a_stream: bool = False) -> int:
+    """Shared bytes of a program: its activations (resident, or with ``a_stream`` ``stages`` streamed slots),
+    ring and ``smem_steps`` BF16 weight slots."""
     slots = smem_steps * BLOCK_N.value * BLOCK_K.value * 2
-    return activation_bytes(block_m, k, split_k) + stages * (stage_bytes() + 8) + slots
+    acts = stages * activation_step_bytes(block_m) if a_stream else activation_bytes(block_m, k, split_k)
+    return acts + stages * (stage_bytes() + 8) + slots
 
 
 def max_stages(block_m: int, k: int, split_k: int) -> int:
@@ -250,11 +261,32 @@ def _stage_activations(
 
 
 @gluon.jit
-def _activation_step(x_smem, x_bars, i, MP: gl.constexpr, A_DEQ: gl.constexpr):
-    """Step i's activations as wgmma's shared B operand; with ``A_DEQ``, once their copy has landed."""
+def _activation_step(x_smem, x_bars, i, MP: gl.constexpr, A_DEQ: gl.constexpr, A_STREAM: gl.constexpr,
+                     STAGES: gl.constexpr):
+    """Step i's activations as wgmma's shared B operand; with ``A_DEQ``, once their copy has landed; with
+    ``A_STREAM`` from ring slot i % STAGES."""
+    if A_STREAM:
+        mbarrier.wait(x_bars.index(i % STAGES), (i // STAGES) & 1)
+        return x_smem.index(i % STAGES).permute((1, 0))
     if A_DEQ and MP > A_DEQ_WAIT_ALL_MAX_M:
         mbarrier.wait(x_bars.index(i), 0)
     return x_smem.index(i).permute((1, 0))
+
+
+@gluon.jit
+def _issue_activation(x_desc, x_smem, x_bars, slot, step, pred):
+    """TMA copy of one K step of A_deq into activation slot ``slot``, completing on its barrier."""
+    bar = x_bars.index(slot)
+    mbarrier.expect(bar, x_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(x_desc, [0, step * 128], bar, x_smem.index(slot), pred=pred)
+
+
+@gluon.jit
+def _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, STAGES: gl.constexpr):
+    """Once step i's MMAs are done in both warpgroups, its slot takes step i + STAGES."""
+    if i + STAGES < n_steps:
+        gl.thread_barrier()  # both warpgroups' MMAs of step i have read the slot
+        _issue_activation(x_desc, x_smem, x_bars, i % STAGES, lo + i + STAGES, True)
 
 
 @gluon.jit
@@ -350,8 +382,10 @@ def mxfp8_linear_wgmma_kernel(
     SMEM_STEPS: gl.constexpr,  # steps before those converted into shared BF16 slots before the wait (EARLY_STEPS <= 1)
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
+    A_STREAM: gl.constexpr,  # with A_DEQ: activations stream through STAGES slots beside the weight ring
     num_warps: gl.constexpr,
 ):
+    gl.static_assert(not A_STREAM or (A_DEQ and SMEM_STEPS == 0), "streamed activations are A_deq, no smem steps")
     gl.static_assert(SMEM_STEPS == 0 or EARLY_STEPS <= 1, "shared-memory steps take at most one register step")
     gl.static_assert(not (A_BF16 and A_DEQ), "BF16 activations are either quantized here or already A_deq")
     BN: gl.constexpr = 16 * num_warps
@@ -368,12 +402,13 @@ def mxfp8_linear_wgmma_kernel(
     s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     x_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([MP, BLOCK_K], gl.bfloat16)
-    x_smem = gl.allocate_shared_memory(gl.bfloat16, [MAX_STEPS, MP, BLOCK_K], x_layout)
-    xs_smem = gl.allocate_shared_memory(gl.uint8, [MAX_STEPS, 32, 16], s_desc.layout)
-    x_bars = gl.allocate_shared_memory(gl.int64, [MAX_STEPS, 1], mbarrier.MBarrierLayout())
+    X_SLOTS: gl.constexpr = STAGES if A_STREAM else MAX_STEPS
+    x_smem = gl.allocate_shared_memory(gl.bfloat16, [X_SLOTS, MP, BLOCK_K], x_layout)
+    xs_smem = gl.allocate_shared_memory(gl.uint8, [X_SLOTS, 32, 16], s_desc.layout)
+    x_bars = gl.allocate_shared_memory(gl.int64, [X_SLOTS, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
-    for s in gl.static_range(MAX_STEPS):
+    for s in gl.static_range(X_SLOTS):
         mbarrier.init(x_bars.index(s), count=1)
     gl.thread_barrier()
     # The weight stream first: it does not depend on the previous kernel (PDL).
@@ -407,15 +442,19 @@ def mxfp8_linear_wgmma_kernel(
             # inputs (positions, cos/sin, slots) before its own wait (qkv_epilogue's INPUTS_BEFORE_WAIT, set
             # for this kernel's partials only: moving this trigger before the wait would race those reads).
             tl.extra.cuda.gdc_launch_dependents()
-    _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ,
-                       num_warps)
+    if A_STREAM:
+        for j in gl.static_range(STAGES):
+            _issue_activation(x_desc, x_smem, x_bars, j, lo + j, j < n_steps)
+    else:
+        _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ,
+                           num_warps)
     fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
     gl.thread_barrier()
 
     acc = gl.zeros([BN, MP], gl.float32, mma)
     for j in gl.static_range(SMEM_STEPS):  # both operands K-permuted, as in the register steps
         if j < n_steps:
-            acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, MP, A_DEQ), acc, is_async=True)
+            acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, MP, A_DEQ, A_STREAM, STAGES), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if EARLY_STEPS == 0:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
@@ -424,17 +463,23 @@ def mxfp8_linear_wgmma_kernel(
     # loaded (not converted: ptxas waits for the MMA first, see the module docstring).
     if EARLY_STEPS < 2:
         for i in range(SMEM_STEPS, n_steps):
-            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ), acc, is_async=True)
+            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ, A_STREAM, STAGES), acc,
+                                is_async=True)
             a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
                                      STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
+            if A_STREAM:
+                _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, STAGES)
             a = a_next
     else:
         for i in range(n_steps):
-            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ), acc, is_async=True)
+            acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ, A_STREAM, STAGES), acc,
+                                is_async=True)
             a_after_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS,
                                            STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
+            if A_STREAM:
+                _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, STAGES)
             a = a_next
             a_next = a_after_next
 
@@ -565,7 +610,7 @@ def launch_mxfp8_linear_wgmma(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
     combine: int, *, partials: bool = False, early_steps: int, smem_steps: int, combiners: int,
-    a_deq: bool = False, bf16_mul: bool = False,
+    a_deq: bool = False, bf16_mul: bool = False, a_stream: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
@@ -582,10 +627,12 @@ def launch_mxfp8_linear_wgmma(
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
     ``bf16_mul``: dequantize the weight tiles by BF16 multiplies
     (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul`), for a weight :func:`bf16_mul_exact` accepts.
+    ``a_stream`` (with ``a_deq``, ``smem_steps`` 0): the A_deq steps stream through ``stages`` slots beside the
+    weight ring instead of all being resident (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_a_stream`; same bytes).
 
     Raises:
-        ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`), or
-            ``a_deq`` with scales."""
+        ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`),
+            ``a_deq`` with scales, or ``a_stream`` without ``a_deq`` or with ``smem_steps``."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
     if smem_steps not in (0, 1, 2) or (smem_steps and early_steps == 2):
@@ -594,6 +641,8 @@ def launch_mxfp8_linear_wgmma(
     check_combiners(combiners, split_k)
     if a_deq and xs is not None:
         raise ValueError("a_deq takes the dequantized BF16 activations, without scales")
+    if a_stream and not (a_deq and smem_steps == 0):
+        raise ValueError(f"a_stream streams A_deq and takes no smem_steps; got a_deq {a_deq}, smem_steps {smem_steps}")
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value
@@ -611,5 +660,5 @@ def launch_mxfp8_linear_wgmma(
         w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq, USE_PDL=use_pdl,
         COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, SMEM_STEPS=smem_steps,
-        COMBINERS=combiners, BF16_MUL=bf16_mul, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINERS=combiners, BF16_MUL=bf16_mul, A_STREAM=a_stream, num_warps=NUM_WARPS, launch_pdl=use_pdl,
     )
