@@ -193,14 +193,18 @@ def _streamed(m: int, n: int, k: int, sms: int = 132) -> bool:
 def test_a_stream_at_the_measured_picks():
     """Run 139 (H200): given A_deq, the decode kernel streams it where resident activations leave one program per
     SM and the picked split takes two waves (N 4992 x 6144 at 33-64 tokens: faster), not where the split runs in
-    one wave (slower there) nor at 32 tokens (two programs per SM already); never without A_deq (nothing to
-    stream) nor on the ring kernel; where it streams, two programs fit on an SM."""
-    assert _streamed(64, 4992, 6144) and _streamed(33, 4992, 6144)
+    one wave (slower there) nor at 32 tokens (two programs per SM already); only on the measured 64-row tile (not
+    the 16-32-row tiles of N >= 8192); never without A_deq (nothing to stream) nor on the ring kernel; where it
+    streams, two programs fit on an SM."""
+    assert _streamed(64, 4992, 6144) and _streamed(33, 4992, 6144) and _streamed(64, 8192, 6144)
     slower = [(64, 2560, 6144), (64, 3072, 6144), (64, 6144, 2048), (32, 4992, 6144), (8, 4992, 6144)]
-    assert not any(_streamed(*key) for key in slower)
+    unmeasured = [(32, 8192, 6144), (16, 12288, 6144), (32, 12288, 4096)]
+    assert not any(_streamed(*key) for key in slower + unmeasured)
     t = pick_wgmma_tile(64, 4992, 6144, 132)
     assert not wgmma_launch(t.block_m, 6144, t.split_k, t.num_stages).a_stream  # no A_deq
-    assert not wgmma_a_stream(128, 6144, 11, 3, 10 * 132, 132)  # the ring kernel
+    # the ring kernel: even where its shared memory would leave one program per SM, past one wave
+    assert not wgmma_a_stream(128, 6144, 2, 3, 10 * 132, 132)
+    assert not wgmma_launch(128, 6144, 11, 3, a_deq_programs=10 * 132, sms=132).a_stream
     for n, k in SHAPES + ((8192, 6144), (12288, 4096)):
         for m in range(1, WGMMA_MAX_M + 1):
             if (t := pick_wgmma_tile(m, n, k, 132)) and _streamed(m, n, k):
@@ -211,8 +215,8 @@ def test_a_stream_at_the_measured_picks():
 
 
 def test_launcher_refuses_a_stream_without_a_deq_before_launch():
-    """A_STREAM streams A_deq: with E4M3 rows, or beside shared-memory weight steps, ValueError before any launch
-    (the kernel is never reached, so this runs on the CPU too)."""
+    """A_STREAM streams A_deq: without it (BF16 rows for the kernel to quantize), or beside shared-memory weight
+    steps, ValueError before any launch (the kernel is never reached, so this runs on the CPU too)."""
     x = torch.zeros(8, 256, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(128 * 8, dtype=torch.uint8)
     out = torch.empty(8, 128, dtype=torch.bfloat16)
@@ -552,14 +556,48 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()
 
 
+@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+def test_streamed_slot_refilled_only_after_both_warpgroups_mmas():
+    """The sm_90 PTX of streamed kernels (early steps 1 and 2; the resident ones alike): every TMA copy issued after
+    an MMA wait has a CTA barrier between them, so neither warpgroup's wgmma still reads the slot (or ring stage)
+    the copy overwrites; and such copies exist (the refills). A race here would pass the GPU tests unless timing
+    exposed it. The property of the binary, not of one source line: Triton's shared-memory barrier analysis
+    places a barrier there too (the kernels' explicit ``thread_barrier`` removed, this still passes)."""
+    cases = [(64, 6, 2, 6144), (64, 2, 2, 640)]  # early steps 1 and 2 (wgmma_early_steps)
+    assert [wgmma_launch(bm, k, sk, st).early_steps for bm, sk, st, k in cases] == [1, 2]
+    results = _with_tool(
+        f"for bm, sk, st, k in {cases!r}:\n"
+        "    for stream in (True, False):\n"
+        "        lines = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_deq=True, a_stream=stream,\n"
+        "                               ptx=True)['ptx'].splitlines()\n"
+        "        ops = [next(w for w in l.split() if not w.startswith('@')) for l in lines if any(\n"
+        "            op in l for op in ('wgmma.wait_group', 'bar.sync', 'barrier.sync', 'cp.async.bulk.tensor'))]\n"
+        "        print(json.dumps([bm, sk, st, k, stream, ops]))\n"
+    )
+    assert len(results) == 2 * len(cases)
+    for bm, sk, st, k, stream, ops in results:
+        waited = any_wait = False  # an MMA wait since the last CTA barrier; any MMA wait so far
+        refills = 0
+        for op in ops:
+            if op.startswith("wgmma.wait_group"):
+                waited = any_wait = True
+            elif op.startswith(("bar.sync", "barrier.sync")):
+                waited = False
+            else:
+                assert not waited, (bm, sk, st, k, stream, ops)
+                refills += any_wait
+        assert refills, (bm, sk, st, k, stream, ops)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,stages", [(64, 4992, 6144, None), (33, 4992, 6144, None), (64, 2560, 6144, 1),
-                                          (64, 2560, 6144, 3), (32, 6144, 2048, 2), (16, 200, 512, 1),
-                                          (8, 2560, 6144, 4), (2, 6144, 768, 2)])
+                                          (64, 2560, 6144, 3), (64, 6144, 640, 3), (64, 1536, 6144, 2),
+                                          (32, 6144, 2048, 2), (16, 200, 512, 1), (8, 2560, 6144, 4),
+                                          (2, 6144, 768, 2)])
 def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stages):
     """A_deq streamed through the ring's slots (at the picked tile where the rule takes it, else forced, at
-    ring depths 1-4 and uneven splits) gives the resident kernel's bytes: the same operands and MMAs; and the
-    launch did stream."""
+    ring depths 1-4, early steps 1 and 2, uneven splits: 2-3 and 4-5 steps per program) gives the resident
+    kernel's bytes: the same operands and MMAs; and the launch did stream."""
     g = torch.Generator().manual_seed(m + n)
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
     xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())

@@ -319,19 +319,22 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
 
 def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
     """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
-    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: where the resident
-    activations leave one program per SM (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's
-    ``programs`` need more than one wave of them on ``sms`` SMs, while streamed ones let two share an SM.
+    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: on its 64-row tile (33-64
+    tokens) where the resident activations leave one program per SM
+    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
+    them on ``sms`` SMs, while streamed ones let two share an SM.
 
-    At 33-64 tokens the picker's split (:func:`pick_wgmma_tile`) keeps the resident activations in shared memory
-    beside the ring; where N is wide that split takes two waves. H200 (2026-12-04, ``docs/benchmarks-log.md``
-    run 139, the GEMM alone given A_deq, weights past L2, us resident / streamed at the same split and 2 stages):
-    N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42. Where the resident split already runs in one
-    wave, streaming is slower (2 / 4 stages): N 2560 x 6144 M 64 10.08 / 13.95 / 10.53, N 3072 x 6144 M 64
-    11.48 / 15.97 / 12.22, N 6144 x 2048 M 64 9.18 / 13.08 / 9.36, and at 32 tokens (two programs per SM either
-    way) N 4992 13.13 / 13.90.
+    At 64 rows the picker's split (:func:`pick_wgmma_tile`) keeps the resident activations (16.9 KB a step) in
+    shared memory beside the ring; where N is wide that split takes two waves. H200 (2026-12-04,
+    ``docs/benchmarks-log.md`` run 139d, the GEMM alone given A_deq, weights past L2, the weight dequantized by
+    BF16 multiplies, as :func:`wgmma_bf16_mul` takes it from the resident bytes; us resident / streamed at the
+    same split and 2 stages): N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42. Where the resident split
+    already runs in one wave, streaming is slower (2 / 4 stages): N 2560 x 6144 M 64 10.08 / 13.95 / 10.53,
+    N 3072 x 6144 M 64 11.48 / 15.97 / 12.22, N 6144 x 2048 M 64 9.18 / 13.08 / 9.36; and at 32 rows (two
+    programs per SM either way) N 4992 13.13 / 13.90. Smaller tiles of wider shapes (16-32 rows at N >= 8192,
+    where the same two-wave count holds) were not measured and stay resident.
     """
-    if block_m > WGMMA_MAX_M or programs <= sms:
+    if block_m != WGMMA_MAX_M or programs <= sms:
         return False
     two = mxfp8_wgmma.TWO_PER_SM_BYTES
     return (mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0) > two

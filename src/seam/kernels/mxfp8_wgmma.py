@@ -35,7 +35,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   MXFP8 rows): only the copies are issued, and each step's is waited for just before its MMA, or all
   at once by 8-row tiles (:data:`A_DEQ_WAIT_ALL_MAX_M`) (H200, the GEMM alone, log runs 102 and 114:
   1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, 0.5-1.3 at 8). Where resident activations leave one
-  program per SM and the launch needs more than one wave of them (wide N at 33-64 tokens,
+  program per SM and the launch needs more than one wave of them (wide N on the 64-row tile,
   :func:`seam.kernels.mxfp8_gemm_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
   slots beside the weight ring, each refilled once both warpgroups' MMAs of its step are done, so two
   programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us).
@@ -615,7 +615,8 @@ def launch_mxfp8_linear_wgmma(
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
     kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32
-    or 64; ``stages``: the ring depth (<= :func:`max_stages`); ``work`` / ``counters``: the split-K
+    or 64; ``stages``: the ring depth (<= :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with
+    ``a_stream`` fits :data:`SHARED_BUDGET`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
     ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
     (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``smem_steps``: weight steps converted
