@@ -328,7 +328,8 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
     shared memory beside the ring; where N is wide that split takes two waves. H200 (2026-12-04,
     ``docs/benchmarks-log.md`` run 139d, the GEMM alone given A_deq, weights past L2, the weight dequantized by
     BF16 multiplies, as :func:`wgmma_bf16_mul` takes it from the resident bytes; us resident / streamed at the
-    same split and 2 stages): N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42. Where the resident split
+    same split and 2 stages): N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42 (streamed through fp32
+    instead: 16.76, run 144; BF16 multiplies stay). Where the resident split
     already runs in one wave, streaming is slower (2 / 4 stages): N 2560 x 6144 M 64 10.08 / 13.95 / 10.53,
     N 3072 x 6144 M 64 11.48 / 15.97 / 12.22, N 6144 x 2048 M 64 9.18 / 13.08 / 9.36; and at 32 rows (two
     programs per SM either way) N 4992 13.13 / 13.90. Smaller tiles of wider shapes (16-32 rows at N >= 8192,
