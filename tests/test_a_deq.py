@@ -288,10 +288,10 @@ def test_a_deq_of_another_k_order_is_ignored_gpu():
 # The fused QKV op (seam.qkv_index_fused_epilogue): the norm -> QKV boundary's consumer of A_deq.
 
 
-def _qkv_problem(m, device, k=256, seed=0):
+def _qkv_problem(m, device, k=256, seed=0, nkv=1):
     from test_qkv import make_problem
 
-    return make_problem(nkv=1, m=m, k=k, block_size=4, seed=seed, device=device, integer=True,
+    return make_problem(nkv=nkv, m=m, k=k, block_size=4, seed=seed, device=device, integer=True,
                         num_blocks=-(-3 * m // 4) + 2)
 
 
@@ -356,11 +356,17 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 2, 16, 33, 64, 65, 128])
-def test_qkv_gluon_gemm_reads_a_deq_gpu(m):
-    """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens) and the ring kernel (65,
-    128): the bytes it gives without; a zeroed A_deq changes them (the GEMM reads it)."""
-    p = _qkv_problem(m, "cuda", k=6144, seed=m)
+@pytest.mark.parametrize("m,nkv", [(1, 1), (2, 1), (16, 1), (33, 1), (64, 1), (65, 1), (128, 1), (33, 2), (64, 2)])
+def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
+    """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens; at nkv 2 from 33 tokens with
+    A_deq streamed, ``wgmma_a_stream``) and the ring kernel (65, 128): the bytes it gives without; a zeroed A_deq
+    changes them (the GEMM reads it)."""
+    from seam.kernels import mxfp8_wgmma
+
+    streamed, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda *args, **kw: streamed.append(kw["a_stream"]) or launch(*args, **kw))
+    p = _qkv_problem(m, "cuda", k=6144, seed=m, nkv=nkv)
     xq, xsf = seam.mxfp8_quantize(p.x)
     a = a_deq_from_mxfp8(xq, xsf)
     got, want, zeroed = p.outputs(fill=3), p.outputs(fill=3), p.outputs(fill=3)
@@ -370,6 +376,8 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m):
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,
                                   a_deq=torch.zeros_like(a))
     assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
+    if m <= 64:  # the decode kernel: streamed given A_deq exactly where the rule takes it (nkv 2 at 33-64 tokens)
+        assert streamed == [nkv == 2 and m > 32, False, nkv == 2 and m > 32], streamed
 
 
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
