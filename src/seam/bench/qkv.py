@@ -197,8 +197,8 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             # progress, so a run cut short still reports what it measured
             console.print(f"{name} M {m}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k.endswith("us")))
     table = Table(title=f"QKV+indexer MXFP8 GEMM + fused epilogue, K {K} (us per call; copy {copy_gbs:.0f} GB/s)")
-    cols = ["shape", "M", "fused us", "fused A_deq us", "one kernel us", "linear us", "fused - linear", "unfused us", "bf16+epi us",
-            "fp8+epi us", "fused/cuBLAS+epi", "floor us", "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
+    cols = ["shape", "M", "fused us", "fused A_deq us", "one kernel us", "linear us", "fused - linear", "unfused us",
+            "bf16+epi us", "fp8+epi us", "fused/cuBLAS+epi", "floor us", "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:

@@ -543,10 +543,10 @@ def launch_gluon(
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    programs = tiles * tile.split_k
+    streams = a_deq is not None and not tile.ring  # the decode kernel given A_deq may stream it (wgmma_a_stream)
     rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
-                         a_deq_programs=programs if a_deq is not None and not tile.ring else 0,
-                         sms=runtime.num_sms(wq.device))
+                         a_deq_programs=tiles * tile.split_k if streams else 0,
+                         sms=runtime.num_sms(wq.device) if streams else 0)
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, rules.combine)
     if tile.ring:

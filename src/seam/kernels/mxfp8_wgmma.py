@@ -282,9 +282,9 @@ def _issue_activation(x_desc, x_smem, x_bars, slot, step, pred):
 
 
 @gluon.jit
-def _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, STAGES: gl.constexpr):
-    """Once step i's MMAs are done in both warpgroups, its slot takes step i + STAGES."""
-    if i + STAGES < n_steps:
+def _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, A_STREAM: gl.constexpr, STAGES: gl.constexpr):
+    """With ``A_STREAM``, once step i's MMAs are done in both warpgroups, its slot takes step i + STAGES."""
+    if A_STREAM and i + STAGES < n_steps:
         gl.thread_barrier()  # both warpgroups' MMAs of step i have read the slot
         _issue_activation(x_desc, x_smem, x_bars, i % STAGES, lo + i + STAGES, True)
 
@@ -454,7 +454,8 @@ def mxfp8_linear_wgmma_kernel(
     acc = gl.zeros([BN, MP], gl.float32, mma)
     for j in gl.static_range(SMEM_STEPS):  # both operands K-permuted, as in the register steps
         if j < n_steps:
-            acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, MP, A_DEQ, A_STREAM, STAGES), acc, is_async=True)
+            acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, MP, A_DEQ, A_STREAM, STAGES),
+                                acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     if EARLY_STEPS == 0:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
@@ -468,8 +469,7 @@ def mxfp8_linear_wgmma_kernel(
             a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
                                      STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
-            if A_STREAM:
-                _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, STAGES)
+            _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, A_STREAM, STAGES)
             a = a_next
     else:
         for i in range(n_steps):
@@ -478,8 +478,7 @@ def mxfp8_linear_wgmma_kernel(
             a_after_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS,
                                            STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
-            if A_STREAM:
-                _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, STAGES)
+            _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, A_STREAM, STAGES)
             a = a_next
             a_next = a_after_next
 
