@@ -96,6 +96,23 @@ def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted(device):
         a_deq_from_mxfp8(xq96, xs96)
 
 
+@pytest.mark.parametrize("m", [1, 9, 64])
+def test_dequantization_launch_writes_a_deq_in_the_decode_order(m, device):
+    """The GEMM's activation dequantization launch, asked for the decode kernel's K order (its A_deq where it
+    dequantizes first, ``wgmma_dequantize_first``), writes a_deq_from_mxfp8's bytes, edge rows included: from
+    MXFP8 rows, and from BF16 rows quantized in the same launch (the in-GEMM rule's bytes)."""
+    from seam.kernels.mxfp8_dequant import dequantized_activations
+
+    x = edge_and_random_rows(max(m, 7), 640, seed=m)[:m].to(device)
+    xq, xs = seam.mxfp8_quantize(x)
+    want = a_deq_from_mxfp8(xq, xs).view(torch.int16)
+    assert torch.equal(dequantized_activations(xq, xs, permuted=True).view(torch.int16), want)
+    assert torch.equal(dequantized_activations(x, None, permuted=True).view(torch.int16), want)
+    natural = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16).view(torch.int16)
+    assert torch.equal(dequantized_activations(xq, xs).view(torch.int16), natural)
+    assert m == 1 or not torch.equal(natural, want)  # the orders differ (the first edge row is all zeros)
+
+
 def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
     """A_deq's K order follows M: permuted up to 64 rows (the decode GEMM: seam.formats.a_deq.PERMUTED_MAX_M
     is its largest M), natural order from 65 (the ring kernel reads the plain
@@ -359,7 +376,8 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
 @pytest.mark.parametrize("m,nkv", [(1, 1), (2, 1), (16, 1), (33, 1), (64, 1), (65, 1), (128, 1), (33, 2), (64, 2)])
 def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens; at nkv 2 from 33 tokens with
-    A_deq streamed, ``wgmma_a_stream``) and the ring kernel (65, 128): the bytes it gives without; a zeroed A_deq
+    A_deq streamed, ``wgmma_a_stream``, and without A_deq too: its dequantization launch writes it first,
+    ``wgmma_dequantize_first``) and the ring kernel (65, 128): the bytes it gives without; a zeroed A_deq
     changes them (the GEMM reads it)."""
     from seam.kernels import mxfp8_wgmma
 
@@ -376,8 +394,8 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,
                                   a_deq=torch.zeros_like(a))
     assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
-    if m <= 64:  # the decode kernel: streamed given A_deq exactly where the rule takes it (nkv 2 at 33-64 tokens)
-        assert streamed == [nkv == 2 and m > 32, False, nkv == 2 and m > 32], streamed
+    if m <= 64:  # the decode kernel: streamed exactly where the rule takes it (nkv 2 at 33-64 tokens), A_deq or not
+        assert streamed == [nkv == 2 and m > 32] * 3, streamed
 
 
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.

@@ -24,12 +24,12 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
+from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
-                                           wgmma_a_stream, wgmma_bf16_mul, wgmma_early_steps, wgmma_launch,
-                                           wgmma_smem_steps)
+                                           wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
+                                           wgmma_launch, wgmma_smem_steps)
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
 from seam.ops.linear import check_tile
@@ -212,6 +212,21 @@ def test_a_stream_at_the_measured_picks():
                 assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
                     mxfp8_wgmma.TWO_PER_SM_BYTES < mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0)
                 assert wgmma_smem_steps(t.block_m, k, t.split_k, t.num_stages) == 0
+
+
+def test_dequantize_first_exactly_where_a_deq_would_stream():
+    """Run 150 (H200): without A_deq, the decode kernel has its activations dequantized into A_deq by a launch
+    before it and streams that where it would stream a given A_deq (its own staging holds its whole K range
+    resident: one program per SM, two waves; N 4992 x 6144 at 48 / 64 tokens 24.6 -> 18.1 / 18.5 us); elsewhere
+    it stages them itself (a dequantization launch first was slower on MXFP8 rows at 10 of the 18 other points
+    measured, every one at N 1536 x 6144 and 6144 x 768; the gains, up to 16% at N 6144 x 2048, not yet a rule)."""
+    def first(m, n, k):
+        t = pick_wgmma_tile(m, n, k, 132)
+        return wgmma_dequantize_first(t.block_m, k, t.split_k, t.num_stages, -(-n // 128) * t.split_k, 132)
+
+    cases = [(64, 4992, 6144), (33, 4992, 6144), (64, 2560, 6144), (32, 4992, 6144), (64, 1536, 6144),
+             (64, 6144, 768), (8, 4992, 6144)]
+    assert [first(*key) for key in cases] == [True, True, False, False, False, False, False]
 
 
 def test_launcher_refuses_a_stream_without_a_deq_before_launch():
@@ -619,6 +634,29 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
     assert launched == [True, False]
     assert torch.equal(streamed.view(torch.int16), resident.view(torch.int16)), tile
     assert not split_k_scratch(xq.device, -(-n // 128), tile)[1].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [33, 64])
+@pytest.mark.parametrize("bf16_x", [False, True], ids=["mxfp8 x", "bf16 x"])
+def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, bf16_x):
+    """N 4992 x 6144 at 33-64 tokens without A_deq (MXFP8 rows, or BF16 rows the GEMM quantizes): the
+    dequantization launch first and the streamed kernel on its A_deq give the bytes of the kernel staging the
+    activations itself (the same BF16 operands, the same MMAs)."""
+    n, k = 4992, 6144
+    g = torch.Generator().manual_seed(m)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
+    x = (torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda()
+    xq, xs = seam.mxfp8_quantize(x)
+    inp = x if bf16_x else seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
+    launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda *args, **kw: launched.append((kw["a_deq"], kw["a_stream"])) or launch(*args, **kw))
+    first = seam.mxfp8_linear(inp, w)
+    monkeypatch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args: False)
+    own = seam.mxfp8_linear(inp, w)
+    assert launched == [(True, True), (False, False)]
+    assert torch.equal(first.view(torch.int16), own.view(torch.int16))
 
 
 def _wide_scale_weight(n: int, k: int, seed: int) -> seam.MXFP8Weight:

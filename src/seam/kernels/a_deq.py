@@ -17,7 +17,7 @@ def store_a_deq(a_deq_ptr, row_offs, cols, values, scales, mask, ROWS: tl.conste
     [ROWS, COLS // 32] (as :func:`seam.kernels.numerics.mxfp8_quantize_tile` returns them), each column at
     ``a_deq_ptr + row_offs`` plus the column ``seam.formats.a_deq.k_permutation`` moves it to
     (``PERMUTED``: ``seam.formats.a_deq.permuted`` of the rows' M) or its own; ``bf16(e4m3 * 2^(s - 127))``,
-    one rounding, as the decode GEMM's own staging computes it. ``cols``
+    one rounding, as the decode GEMM's own staging computes it. With ``PERMUTED``, ``cols``
     start at a multiple of 128 and ``mask`` is the same across each 128-column step (rows, whole steps), so
     it holds at the permuted columns too.
 

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.kernels.a_deq import store_a_deq
 from seam.kernels.numerics import (
     mxfp8_dequantize_tile,
     mxfp8_quantize_tile,
@@ -70,6 +71,7 @@ def mxfp8_dequant_kernel(
     BLOCK_K: tl.constexpr,  # multiple of 32
     USE_PDL: tl.constexpr,
     A_BF16: tl.constexpr,  # the activations are BF16: quantized to MXFP8 here, then dequantized (no E4M3 copy)
+    PERMUTED: tl.constexpr,  # the activations' copy in the decode GEMM's K order (seam.formats.a_deq.permuted)
 ):
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -89,16 +91,14 @@ def mxfp8_dequant_kernel(
             # waits for all of this one. The values may be written by the previous kernel: read after the wait.
             tl.extra.cuda.gdc_launch_dependents()
             tl.extra.cuda.gdc_wait()
+        rows, cols, mask = _tile(R, K, pid_r, pid_k, BLOCK_R, BLOCK_K)
         if A_BF16:
             # the bytes seam.mxfp8_quantize writes, dequantized as they would be (the blocks are row-local)
-            rows, cols, mask = _tile(R, K, pid_r, pid_k, BLOCK_R, BLOCK_K)
             x = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0.0)
             v, s = mxfp8_quantize_tile(to_f32(x), BLOCK_R, BLOCK_K)
-            offs = rows[:, None] * K + cols[None, :]
         else:
-            v, s, offs, mask = dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
-                                            BLOCK_R, BLOCK_K)
-        store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R, BLOCK_K)
+            v, s, _, _ = dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k, BLOCK_R, BLOCK_K)
+        store_a_deq(out_ptr, rows * K, cols, v, s, mask, BLOCK_R, BLOCK_K, PERMUTED)
 
 
 @triton.jit
@@ -110,13 +110,16 @@ def round_bf16_kernel(src_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def launch_mxfp8_dequant(
-    values: torch.Tensor, scales: torch.Tensor | None, out: torch.Tensor, weight: tuple[torch.Tensor, ...] = ()
+    values: torch.Tensor, scales: torch.Tensor | None, out: torch.Tensor, weight: tuple[torch.Tensor, ...] = (),
+    *, permuted: bool = False,
 ) -> None:
     """out [R, K] (BF16, contiguous) = the dequantized E4M3 ``values`` [R, K] (unit column stride) with
     128x4-swizzled ``scales``, or (``scales`` None) BF16 ``values`` quantized to MXFP8 and dequantized in
     the same program, as ``seam.mxfp8_quantize`` then this launch would give them; ``weight``: (values,
     scales, out) of a second operand [R_W, K] (E4M3) dequantized by the same launch (the prefill GEMM's
-    weight: one launch fewer). Operands validated by the caller, K a multiple of 32."""
+    weight: one launch fewer). ``permuted``: ``out`` in the decode GEMM's K order (``seam.formats.a_deq``; K a
+    multiple of 128; the weight's copy stays in natural order). Operands validated by the caller, K a
+    multiple of 32."""
     r, k = values.shape
     a_bf16 = scales is None
     if a_bf16:
@@ -132,18 +135,20 @@ def launch_mxfp8_dequant(
     mxfp8_dequant_kernel[grid](
         values if a_bf16 else values.view(torch.uint8), scales.view(torch.uint8), out, w_values.view(torch.uint8),
         w_scales.view(torch.uint8), w_out, r, r_w, k, values.stride(0), w_values.stride(0),
-        BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, A_BF16=a_bf16, num_warps=8, launch_pdl=use_pdl,
+        BLOCK_R=block_r, BLOCK_K=block_k, USE_PDL=use_pdl, A_BF16=a_bf16, PERMUTED=permuted, num_warps=8,
+        launch_pdl=use_pdl,
     )
 
 
 def dequantized_activations(
-    xq: torch.Tensor, xs: torch.Tensor | None, weight: tuple[torch.Tensor, ...] = ()
+    xq: torch.Tensor, xs: torch.Tensor | None, weight: tuple[torch.Tensor, ...] = (), *, permuted: bool = False
 ) -> torch.Tensor:
     """A_deq [M, K] BF16 (temporary) of MXFP8 ``xq`` / ``xs``; ``xs`` None: ``xq`` is the BF16 activation,
     quantized to MXFP8 in the same launch (the in-GEMM rule's bytes). ``weight``: as
-    :func:`launch_mxfp8_dequant`'s."""
+    :func:`launch_mxfp8_dequant`'s; ``permuted``: in the decode GEMM's K order (K a multiple of 128,
+    ``seam.formats.a_deq``)."""
     a = torch.empty(xq.shape, dtype=torch.bfloat16, device=xq.device)
-    launch_mxfp8_dequant(xq, xs, a, weight)
+    launch_mxfp8_dequant(xq, xs, a, weight, permuted=permuted)
     return a
 
 

@@ -46,8 +46,8 @@ import triton.language as tl
 from seam import runtime
 from seam.formats.a_deq import permuted
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
-from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_launch
+from seam.kernels.mxfp8_dequant import dequantized_activations, launch_mxfp8_linear_bf16_mm
+from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -527,7 +527,9 @@ def launch_gluon(
     K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
     kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. ``weight_bf16_mul``:
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` holds for the weight, so the kernel may dequantize it by
-    BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Returns None, launching
+    BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
+    reads, one is written first by the dequantization launch where
+    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first` says (same bytes). Returns None, launching
     nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
@@ -539,6 +541,10 @@ def launch_gluon(
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
+    if a_deq is None and not tile.ring and wgmma_dequantize_first(
+            tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, tiles * tile.split_k, runtime.num_sms(wq.device)):
+        a_deq = dequantized_activations(xq, xs, permuted=True)
+        xq, xs = a_deq, None
     if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:

@@ -342,6 +342,23 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
             and mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0, a_stream=True) <= two)
 
 
+def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
+    """Whether the decode kernel, given MXFP8 (or BF16) activations without their A_deq, has a launch before it
+    write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted) and reads it, streamed,
+    instead of staging them itself: where it would stream a given A_deq (:func:`wgmma_a_stream`), since its
+    own staging holds every step of its K range resident, one program per SM, in two waves. The bytes are the
+    same (the same BF16 operands and MMAs).
+
+    H200 (2026-12-04, ``docs/benchmarks-log.md`` run 150, ``mxfp8_linear`` alone, weights past L2, us own staging /
+    dequantized first; MXFP8 rows, then BF16 rows the GEMM quantizes): N 4992 x 6144 M 48 24.56 / 18.07, 26.99 /
+    20.36; M 64 24.63 / 18.55, 26.93 / 20.74. Elsewhere a dequantization launch first is mixed: on MXFP8 rows
+    slower at 10 of the 18 other points (N 1536 x 6144 and 6144 x 768 at every M of 16-64, N 2560 x 6144 and
+    N 4992 up to 32), faster at 8 (N 6144 x 2048 at 48-64 tokens 12.07 / 10.52 and 12.55 / 10.58); not taken
+    without more shapes of its kind.
+    """
+    return wgmma_a_stream(block_m, k, split_k, stages, programs, sms)
+
+
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
 #: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured): 128 tokens per program up
 #: to 128, 256 tokens per program above where each program still runs RING_256_MIN_STEPS K steps.
