@@ -214,19 +214,21 @@ def test_a_stream_at_the_measured_picks():
                 assert wgmma_smem_steps(t.block_m, k, t.split_k, t.num_stages) == 0
 
 
-def test_dequantize_first_exactly_where_a_deq_would_stream():
-    """Run 150 (H200): without A_deq, the decode kernel has its activations dequantized into A_deq by a launch
-    before it and streams that where it would stream a given A_deq (its own staging holds its whole K range
-    resident: one program per SM, two waves; N 4992 x 6144 at 48 / 64 tokens 24.6 -> 18.1 / 18.5 us); elsewhere
-    it stages them itself (a dequantization launch first was slower on MXFP8 rows at 10 of the 18 other points
-    measured, every one at N 1536 x 6144 and 6144 x 768; the gains, up to 16% at N 6144 x 2048, not yet a rule)."""
+def test_dequantize_first_where_measured_faster():
+    """Runs 150 and 152 (H200): without A_deq, the decode kernel has its activations dequantized into A_deq by a
+    launch before it where it would stream a given A_deq (N 4992 x 6144 at 33-64 tokens, N 6144 x 4096 at 64:
+    24-27% faster) and on its 64-row tile at K 1536-2048 (6-14% faster at N 3072-12288); elsewhere (K 6144
+    or 1024 and below at 64 tokens, 32-token tiles) it stages them itself (slower or tied there)."""
     def first(m, n, k):
         t = pick_wgmma_tile(m, n, k, 132)
         return wgmma_dequantize_first(t.block_m, k, t.split_k, t.num_stages, -(-n // 128) * t.split_k, 132)
 
-    cases = [(64, 4992, 6144), (33, 4992, 6144), (64, 2560, 6144), (32, 4992, 6144), (64, 1536, 6144),
-             (64, 6144, 768), (8, 4992, 6144)]
-    assert [first(*key) for key in cases] == [True, True, False, False, False, False, False]
+    taken = [(64, 4992, 6144), (33, 4992, 6144), (64, 6144, 4096), (64, 6144, 2048), (48, 6144, 2048),
+             (64, 3072, 2048), (64, 12288, 2048), (64, 7168, 1536)]
+    left = [(64, 2560, 6144), (64, 1536, 6144), (64, 2048, 6144), (64, 4096, 1024), (64, 6144, 768),
+            (64, 4096, 4096), (32, 4992, 6144), (32, 6144, 2048), (32, 4096, 2048), (8, 4992, 6144)]
+    assert all(first(*key) for key in taken) and not any(first(*key) for key in left)
+    assert mxfp8_gemm_config.DEQUANTIZE_FIRST_K == (1536, 2048)
 
 
 def test_launcher_refuses_a_stream_without_a_deq_before_launch():
@@ -637,14 +639,14 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [33, 64])
+@pytest.mark.parametrize("m,n,k,streams", [(33, 4992, 6144, True), (64, 4992, 6144, True), (64, 6144, 2048, False),
+                                           (49, 200, 1536, False)])
 @pytest.mark.parametrize("bf16_x", [False, True], ids=["mxfp8 x", "bf16 x"])
-def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, bf16_x):
-    """N 4992 x 6144 at 33-64 tokens without A_deq (MXFP8 rows, or BF16 rows the GEMM quantizes): the
-    dequantization launch first and the streamed kernel on its A_deq give the bytes of the kernel staging the
-    activations itself (the same BF16 operands, the same MMAs)."""
-    n, k = 4992, 6144
-    g = torch.Generator().manual_seed(m)
+def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, n, k, streams, bf16_x):
+    """Without A_deq (MXFP8 rows, or BF16 rows the GEMM quantizes), where the rule takes it: the dequantization
+    launch first and the kernel on its A_deq (streamed at N 4992, resident at K 1536-2048) give the bytes of the
+    kernel staging the activations itself (the same BF16 operands, the same MMAs)."""
+    g = torch.Generator().manual_seed(m + n)
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
     x = (torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda()
     xq, xs = seam.mxfp8_quantize(x)
@@ -655,7 +657,7 @@ def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, bf16_
     first = seam.mxfp8_linear(inp, w)
     monkeypatch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args: False)
     own = seam.mxfp8_linear(inp, w)
-    assert launched == [(True, True), (False, False)]
+    assert launched == [(True, streams), (False, False)]
     assert torch.equal(first.view(torch.int16), own.view(torch.int16))
 
 

@@ -342,21 +342,30 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
             and mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0, a_stream=True) <= two)
 
 
+#: K range in which the decode kernel's 64-row tile, given activations without A_deq, has them dequantized by a
+#: launch first even where it would not stream them (:func:`wgmma_dequantize_first`).
+DEQUANTIZE_FIRST_K = (1536, 2048)
+
+
 def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
     """Whether the decode kernel, given MXFP8 (or BF16) activations without their A_deq, has a launch before it
-    write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted) and reads it, streamed,
-    instead of staging them itself: where it would stream a given A_deq (:func:`wgmma_a_stream`), since its
-    own staging holds every step of its K range resident, one program per SM, in two waves. The bytes are the
-    same (the same BF16 operands and MMAs).
+    write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted) and reads it instead of
+    staging them itself: where it would stream a given A_deq (:func:`wgmma_a_stream`: its own staging holds its
+    whole K range resident, one program per SM, in two waves), and on the 64-row tile at K in
+    :data:`DEQUANTIZE_FIRST_K`. The bytes are the same (the same BF16 operands and MMAs).
 
-    H200 (2026-12-04, ``docs/benchmarks-log.md`` run 150, ``mxfp8_linear`` alone, weights past L2, us own staging /
-    dequantized first; MXFP8 rows, then BF16 rows the GEMM quantizes): N 4992 x 6144 M 48 24.56 / 18.07, 26.99 /
-    20.36; M 64 24.63 / 18.55, 26.93 / 20.74. Elsewhere a dequantization launch first is mixed: on MXFP8 rows
-    slower at 10 of the 18 other points (N 1536 x 6144 and 6144 x 768 at every M of 16-64, N 2560 x 6144 and
-    N 4992 up to 32), faster at 8 (N 6144 x 2048 at 48-64 tokens 12.07 / 10.52 and 12.55 / 10.58); not taken
-    without more shapes of its kind.
+    H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 150 and 152, ``mxfp8_linear`` alone on MXFP8 rows, weights
+    past L2, us own staging / dequantized first): where it streams, N 4992 x 6144 M 48 24.56 / 18.07, M 64 24.63 /
+    18.55 (BF16 rows 26.93 / 20.74), N 6144 x 4096 M 64 22.34 / 16.20. At 64 tokens and K 1536-2048 (not
+    streamed): N 6144 x 2048 11.93 / 10.58, 3072 x 2048 12.10 / 10.81, 4096 x 2048 11.96 / 10.99, 8192 x 2048
+    12.48 / 11.70, 12288 x 2048 24.89 / 21.42, 7168 x 1536 10.42 / 9.55 (6-14% faster; 48 tokens, the same
+    tile: N 6144 x 2048 12.07 / 10.52). Elsewhere it loses or ties: K 1024 and 768 (N 4096 x 1024 6.98 / 7.88),
+    K 6144 (N 1536 9.54 / 10.10, 2048 10.84 / 10.85, 2560 12.29 / 12.19), K 4096 (4096 x 4096 12.57 / 12.15, left
+    out), and at 16-32 tokens at 9 of 12 points.
     """
-    return wgmma_a_stream(block_m, k, split_k, stages, programs, sms)
+    if wgmma_a_stream(block_m, k, split_k, stages, programs, sms):
+        return True
+    return block_m == WGMMA_MAX_M and DEQUANTIZE_FIRST_K[0] <= k <= DEQUANTIZE_FIRST_K[1]
 
 
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)

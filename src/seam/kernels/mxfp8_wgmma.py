@@ -38,9 +38,10 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   program per SM and the launch needs more than one wave of them (wide N on the 64-row tile,
   :func:`seam.kernels.mxfp8_gemm_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
   slots beside the weight ring, each refilled once both warpgroups' MMAs of its step are done, so two
-  programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). There, activations
-  that arrive without A_deq have it written first by the GEMM's dequantization launch and stream too
-  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log run 150: 24.6 -> 18.5 us).
+  programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). There, and on the
+  64-row tile at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
+  dequantization launch (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152:
+  24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8` (through fp32, or, where the
