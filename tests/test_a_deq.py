@@ -103,14 +103,18 @@ def test_dequantization_launch_writes_a_deq_in_the_decode_order(m, device):
     MXFP8 rows, and from BF16 rows quantized in the same launch (the in-GEMM rule's bytes)."""
     from seam.kernels.mxfp8_dequant import dequantized_activations
 
-    x = edge_and_random_rows(max(m, 7), 640, seed=m)[:m].to(device)
+    rows = edge_and_random_rows(max(m, 9), 640, seed=m)
+    x = (rows[:m] if m > 1 else rows[-1:]).to(device)  # one token: a random row (the first edge row is zeros)
     xq, xs = seam.mxfp8_quantize(x)
     want = a_deq_from_mxfp8(xq, xs).view(torch.int16)
     assert torch.equal(dequantized_activations(xq, xs, permuted=True).view(torch.int16), want)
     assert torch.equal(dequantized_activations(x, None, permuted=True).view(torch.int16), want)
     natural = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16).view(torch.int16)
     assert torch.equal(dequantized_activations(xq, xs).view(torch.int16), natural)
-    assert m == 1 or not torch.equal(natural, want)  # the orders differ (the first edge row is all zeros)
+    assert not torch.equal(natural, want)  # the orders differ
+    xq160, xs160 = seam.mxfp8_quantize(x[:, :160].contiguous())
+    with pytest.raises(ValueError, match="K a multiple of 128"):  # the permutation moves whole 128-column steps
+        dequantized_activations(xq160, xs160, permuted=True)
 
 
 def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
@@ -376,10 +380,9 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
 @pytest.mark.parametrize("m,nkv", [(1, 1), (2, 1), (16, 1), (33, 1), (64, 1), (65, 1), (128, 1), (33, 2), (64, 2)])
 def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens; at nkv 2 from 33 tokens with
-    A_deq streamed, ``wgmma_a_stream``, and without A_deq too: its dequantization launch writes it first,
-    ``wgmma_dequantize_first``) and the ring kernel (65, 128): the bytes it gives without; a zeroed A_deq
-    changes them (the GEMM reads it)."""
-    from seam.kernels import mxfp8_wgmma
+    A_deq streamed, ``wgmma_a_stream``) and the ring kernel (65, 128): the bytes it gives without, the GEMM staging
+    the MXFP8 rows itself (``wgmma_dequantize_first`` off); a zeroed A_deq changes them (the GEMM reads it)."""
+    from seam.kernels import mxfp8_gemm, mxfp8_wgmma
 
     streamed, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
@@ -389,13 +392,15 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     a = a_deq_from_mxfp8(xq, xsf)
     got, want, zeroed = p.outputs(fill=3), p.outputs(fill=3), p.outputs(fill=3)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
-    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
+    with monkeypatch.context() as patch:
+        patch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args: False)
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
     _assert_same_outputs(got, want)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,
                                   a_deq=torch.zeros_like(a))
     assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
-    if m <= 64:  # the decode kernel: streamed exactly where the rule takes it (nkv 2 at 33-64 tokens), A_deq or not
-        assert streamed == [nkv == 2 and m > 32] * 3, streamed
+    if m <= 64:  # the decode kernel: streamed given A_deq exactly where the rule takes it (nkv 2 at 33-64 tokens)
+        assert streamed == [nkv == 2 and m > 32, False, nkv == 2 and m > 32], streamed
 
 
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.

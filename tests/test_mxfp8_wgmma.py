@@ -641,23 +641,29 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,streams", [(33, 4992, 6144, True), (64, 4992, 6144, True), (64, 6144, 2048, False),
                                            (49, 200, 1536, False)])
-@pytest.mark.parametrize("bf16_x", [False, True], ids=["mxfp8 x", "bf16 x"])
-def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, n, k, streams, bf16_x):
-    """Without A_deq (MXFP8 rows, or BF16 rows the GEMM quantizes), where the rule takes it: the dequantization
-    launch first and the kernel on its A_deq (streamed at N 4992, resident at K 1536-2048) give the bytes of the
-    kernel staging the activations itself (the same BF16 operands, the same MMAs)."""
+@pytest.mark.parametrize("quantize", [None, "in_gemm"], ids=["mxfp8 x", "bf16 x in_gemm"])
+def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, n, k, streams, quantize):
+    """Without A_deq (MXFP8 rows, or BF16 rows quantized inside: by the dequantization launch, or by the kernel's
+    own staging), where the rule takes it: the dequantization launch first and the kernel on its A_deq (streamed
+    at N 4992, resident at K 1536-2048) give the bytes of the kernel staging the activations itself (the same
+    BF16 operands, the same MMAs)."""
     g = torch.Generator().manual_seed(m + n)
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
     x = (torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda()
     xq, xs = seam.mxfp8_quantize(x)
-    inp = x if bf16_x else seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
+    inp = x if quantize else seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
+    kw = {"quantize": quantize} if quantize else {}
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: launched.append((kw["a_deq"], kw["a_stream"])) or launch(*args, **kw))
-    first = seam.mxfp8_linear(inp, w)
+    dequantized, dequantize = [], mxfp8_gemm.dequantized_activations
+    monkeypatch.setattr(mxfp8_gemm, "dequantized_activations",
+                        lambda xq, xs, **kw: dequantized.append(xs is None) or dequantize(xq, xs, **kw))
+    first = seam.mxfp8_linear(inp, w, **kw)
     monkeypatch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args: False)
-    own = seam.mxfp8_linear(inp, w)
+    own = seam.mxfp8_linear(inp, w, **kw)
     assert launched == [(True, streams), (False, False)]
+    assert dequantized == [quantize == "in_gemm"]  # BF16 rows quantized in the dequantization launch
     assert torch.equal(first.view(torch.int16), own.view(torch.int16))
 
 

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
+from seam.formats.a_deq import A_DEQ_STEP
 from seam.kernels.a_deq import store_a_deq
 from seam.kernels.numerics import (
     mxfp8_dequantize_tile,
@@ -117,10 +118,16 @@ def launch_mxfp8_dequant(
     128x4-swizzled ``scales``, or (``scales`` None) BF16 ``values`` quantized to MXFP8 and dequantized in
     the same program, as ``seam.mxfp8_quantize`` then this launch would give them; ``weight``: (values,
     scales, out) of a second operand [R_W, K] (E4M3) dequantized by the same launch (the prefill GEMM's
-    weight: one launch fewer). ``permuted``: ``out`` in the decode GEMM's K order (``seam.formats.a_deq``; K a
-    multiple of 128; the weight's copy stays in natural order). Operands validated by the caller, K a
-    multiple of 32."""
+    weight: one launch fewer). ``permuted``: ``out`` in the decode GEMM's K order (``seam.formats.a_deq``'s
+    permutation at any M; the weight's copy stays in natural order). Operands validated by the caller, K a
+    multiple of 32.
+
+    Raises:
+        ValueError: ``permuted`` with K not a multiple of 128 (the permutation moves columns within 128-column
+            steps), before any launch."""
     r, k = values.shape
+    if permuted and k % A_DEQ_STEP:
+        raise ValueError(f"permuted A_deq needs K a multiple of {A_DEQ_STEP}, got K={k}")
     a_bf16 = scales is None
     if a_bf16:
         scales = out  # unused

@@ -47,7 +47,7 @@ from seam import runtime
 from seam.formats.a_deq import permuted
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import dequantized_activations, launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
+from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -541,18 +541,19 @@ def launch_gluon(
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    if a_deq is None and not tile.ring and wgmma_dequantize_first(
-            tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, tiles * tile.split_k, runtime.num_sms(wq.device)):
+    # the decode kernel's A_deq rules (wgmma_a_stream, wgmma_dequantize_first) apply to its 64-row tile only
+    sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m == WGMMA_MAX_M else 0
+    if sms and a_deq is None and wgmma_dequantize_first(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages,
+                                                        tiles * tile.split_k, sms):
         a_deq = dequantized_activations(xq, xs, permuted=True)
         xq, xs = a_deq, None
     if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    streams = a_deq is not None and not tile.ring  # the decode kernel given A_deq may stream it (wgmma_a_stream)
+    streams = a_deq is not None and sms > 0  # the decode kernel given A_deq may stream it (wgmma_a_stream)
     rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
-                         a_deq_programs=tiles * tile.split_k if streams else 0,
-                         sms=runtime.num_sms(wq.device) if streams else 0)
+                         a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0)
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, rules.combine)
     if tile.ring:

@@ -356,12 +356,12 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 150 and 152, ``mxfp8_linear`` alone on MXFP8 rows, weights
     past L2, us own staging / dequantized first): where it streams, N 4992 x 6144 M 48 24.56 / 18.07, M 64 24.63 /
-    18.55 (BF16 rows 26.93 / 20.74), N 6144 x 4096 M 64 22.34 / 16.20. At 64 tokens and K 1536-2048 (not
-    streamed): N 6144 x 2048 11.93 / 10.58, 3072 x 2048 12.10 / 10.81, 4096 x 2048 11.96 / 10.99, 8192 x 2048
-    12.48 / 11.70, 12288 x 2048 24.89 / 21.42, 7168 x 1536 10.42 / 9.55 (6-14% faster; 48 tokens, the same
-    tile: N 6144 x 2048 12.07 / 10.52). Elsewhere it loses or ties: K 1024 and 768 (N 4096 x 1024 6.98 / 7.88),
-    K 6144 (N 1536 9.54 / 10.10, 2048 10.84 / 10.85, 2560 12.29 / 12.19), K 4096 (4096 x 4096 12.57 / 12.15, left
-    out), and at 16-32 tokens at 9 of 12 points.
+    18.53 (BF16 rows quantized by ``quantize="auto"``'s separate launch: 26.93 / 20.78), N 6144 x 4096 M 64 22.34 /
+    16.20. At 64 tokens and K 1536-2048 (not streamed): N 6144 x 2048 11.93 / 10.58, 3072 x 2048 12.10 / 10.81,
+    4096 x 2048 11.96 / 10.99, 8192 x 2048 12.48 / 11.70, 12288 x 2048 24.89 / 21.42, 7168 x 1536 10.42 / 9.55
+    (6-14% faster; 48 tokens, the same tile: N 6144 x 2048 12.07 / 10.52). Elsewhere it loses or ties: K 1024
+    and 768 (N 4096 x 1024 6.98 / 7.88), K 6144 (N 1536 9.54 / 10.10, 2048 10.84 / 10.85, 2560 12.29 / 12.19),
+    K 4096 (4096 x 4096 12.57 / 12.15, left out), and at 16-32 tokens it is slower at 15 of 20 points.
     """
     if wgmma_a_stream(block_m, k, split_k, stages, programs, sms):
         return True
