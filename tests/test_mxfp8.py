@@ -292,7 +292,7 @@ def test_quantized_activation_record(device):
         seam.QuantizedActivation(v, s.float(), torch.bfloat16, (3, 64))
     with pytest.raises(TypeError, match="dtype must be"):
         seam.QuantizedActivation(v, s, "bf16", (3, 64))
-    with pytest.raises(ValueError, match=r"values must have shape \[3, 32\]"):
+    with pytest.raises(ValueError, match=r"values has shape \[3, 64\] but shape is \(M, K\) = \(3, 32\)"):
         seam.QuantizedActivation(v, s, torch.bfloat16, (3, 32))
     with pytest.raises(ValueError, match="multiple of 32"):
         seam.QuantizedActivation(v, s, torch.bfloat16, (3, 48))
@@ -311,6 +311,32 @@ def test_quantized_activation_record(device):
     assert seam.QuantizedActivation(rv, rs, torch.bfloat16, (3, 64), "row_major").layout.value == "row_major"
     with pytest.raises(ValueError, match=r"scales must have shape \[3, 2\] \(row-major\)"):
         seam.QuantizedActivation(rv, rs.reshape(-1), torch.bfloat16, (3, 64), "row_major")
+
+
+def test_records_name_swapped_or_misread_scales(device):
+    """The mistakes a shape check alone reports obscurely: values and scales passed in each other's place (as
+    uint8 bytes both pass the dtype checks), and row-major scales where swizzled ones are expected, get a hint;
+    a record's repr names its sizes instead of printing its tensors."""
+    x = torch.randn(40, 96).bfloat16().to(device)
+    v, s = seam.mxfp8_quantize(x)
+    raw = v.view(torch.uint8)
+    with pytest.raises(ValueError, match="values and scales look swapped"):
+        seam.QuantizedActivation(s, raw, torch.bfloat16, (40, 96))
+    with pytest.raises(ValueError, match="values and scales look swapped"):
+        seam.MXFP8Weight(s, raw)
+    with pytest.raises(ValueError, match="values and scales look swapped"):
+        seam.mxfp8_dequantize(s, raw)
+    row_major = seam.unswizzle_scales(s, 40, 96)
+    with pytest.raises(ValueError, match="row-major scales\\? pass scale_layout='row_major'"):
+        seam.mxfp8_dequantize(v, row_major)
+    with pytest.raises(ValueError, match="row-major scales\\? pass layout='row_major'"):
+        seam.QuantizedActivation(v, row_major, torch.bfloat16, (40, 96))
+    with pytest.raises(ValueError, match="scales must hold 512 bytes") as err:
+        seam.mxfp8_dequantize(v, s[:100])
+    assert "row-major" not in str(err.value) and "swapped" not in str(err.value)
+    qa = seam.QuantizedActivation(v, s, torch.bfloat16, (40, 96))
+    assert repr(qa) == (f"QuantizedActivation(M=40, K=96, dtype=torch.bfloat16, layout='swizzled', device={v.device}, "
+                        "a_deq=None)")
 
 
 def test_quantized_activation_rows_are_the_rows_quantized_alone(device):

@@ -13,6 +13,7 @@ from seam.formats.mxfp8 import (
     UE8M0_DTYPES,
     ScaleLayout,
     scale_numel,
+    swap_hint,
     swizzle_scales,
     unswizzle_scales,
 )
@@ -20,9 +21,14 @@ from seam.formats.mxfp8 import (
 _SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class QuantizedActivation:
     """MXFP8 rows of an activation, as produced by seam's fused kernels.
+
+    ``values`` and ``scales`` must be the same rows' bytes. Swizzled scales interleave 32-row groups within
+    128-row chunks, so ``QuantizedActivation(qa.values[8:12], qa.scales, ...)`` (a slice of the values with the
+    whole batch's scales) reads other rows' scales, and no check can tell where the byte counts agree (any M up
+    to 128 pads to the same count): cut rows with :meth:`rows`.
 
     Attributes:
         values: float8_e4m3fn [M, K] (uint8 bytes are taken as its view); any strides here, but
@@ -73,23 +79,33 @@ class QuantizedActivation:
         object.__setattr__(self, "shape", shape)
         if k <= 0 or k % 32:
             raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
-        checks.tensor("values", self.values, dtype=E4M3_DTYPES, shape=shape, contiguous=False)
-        object.__setattr__(self, "values", self.values.view(torch.float8_e4m3fn))
+        checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False)
         checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES, device=self.values.device, contiguous=False)
+        hint = swap_hint(self.values, self.scales)
+        if tuple(self.values.shape) != shape:
+            raise ValueError(f"values has shape {list(self.values.shape)} but shape is (M, K) = {shape}: they must "
+                             f"agree{hint}")
+        object.__setattr__(self, "values", self.values.view(torch.float8_e4m3fn))
         object.__setattr__(self, "scales", self.scales.view(torch.uint8))
         if self.layout is ScaleLayout.ROW_MAJOR:
             if tuple(self.scales.shape) != (m, k // 32):
                 raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}")
         elif self.scales.numel() != scale_numel(m, k, self.layout):
-            raise ValueError(
-                f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got {self.scales.numel()}"
-            )
+            row_major = " (row-major scales? pass layout='row_major')" if tuple(self.scales.shape) == (m, k // 32) else ""
+            raise ValueError(f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got "
+                             f"{self.scales.numel()}{row_major}")
         if self.a_deq is not None:
             checks.tensor("a_deq", self.a_deq, dtype=torch.bfloat16, shape=shape, device=self.values.device)
             if k % A_DEQ_STEP:
                 raise ValueError(f"a_deq needs K a multiple of {A_DEQ_STEP}, got K={k}")
             if self.layout is not ScaleLayout.SWIZZLED:
                 raise ValueError("a_deq goes with swizzled scales (the Gluon GEMMs'), got layout 'row_major'")
+
+    def __repr__(self) -> str:  # the tensors' contents would flood a log
+        m, k = self.shape
+        a_deq = "None" if self.a_deq is None else "[M, K] BF16"
+        return (f"QuantizedActivation(M={m}, K={k}, dtype={self.dtype}, layout='{self.layout.value}', "
+                f"device={self.values.device}, a_deq={a_deq})")
 
     def rows(self, start: int, stop: int) -> QuantizedActivation:
         """Rows [start, stop) as an activation of their own, e.g. a micro-batch of a larger batch.

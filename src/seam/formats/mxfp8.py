@@ -73,6 +73,14 @@ def mxfp8_scale_numel(num_tokens: int, hidden_size: int) -> int:
     return m_pad * p
 
 
+def swap_hint(values: torch.Tensor, scales: torch.Tensor) -> str:
+    """A suffix for a shape error where ``values`` and ``scales`` look passed in each other's place (E4M3 values
+    are 2-D, swizzled scales flat), else ""."""
+    if values.dim() == 1 and scales.dim() == 2:
+        return " (values and scales look swapped: values are [rows, K], swizzled scales flat)"
+    return ""
+
+
 def scale_numel(num_tokens: int, hidden_size: int, layout: ScaleLayout | str) -> int:
     """Scale bytes for either layout."""
     layout = ScaleLayout.parse(layout)
@@ -210,15 +218,19 @@ def mxfp8_dequantize(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     checks.tensor("values", values, dtype=E4M3_DTYPES, contiguous=False)
-    values = values.view(torch.float8_e4m3fn)
-    if values.dim() != 2:
-        raise ValueError(f"values must be float8_e4m3fn [M, K], got shape {list(values.shape)}")
     checks.tensor("scales", scales, dtype=UE8M0_DTYPES, device=values.device, contiguous=False)
-    scales = scales.view(torch.uint8)
+    values, scales = values.view(torch.float8_e4m3fn), scales.view(torch.uint8)
+    if values.dim() != 2:
+        raise ValueError(f"values must be float8_e4m3fn [M, K], got shape {list(values.shape)}"
+                         f"{swap_hint(values, scales)}")
     m, k = values.shape
     checks.multiple_of("values.shape[1] (K)", k, 32)
     cols = scale_cols(k)
     if layout is ScaleLayout.SWIZZLED:
+        if scales.numel() != mxfp8_scale_numel(m, k):
+            row_major = " (row-major scales? pass scale_layout='row_major')" if tuple(scales.shape) == (m, cols) else ""
+            raise ValueError(f"scales must hold {mxfp8_scale_numel(m, k)} bytes (128x4-swizzled) for values "
+                             f"[M={m}, K={k}], got shape {list(scales.shape)}{row_major}")
         rows = unswizzle_scales(scales.reshape(-1), m, k)
     else:
         if tuple(scales.shape) != (m, cols):

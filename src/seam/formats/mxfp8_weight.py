@@ -14,7 +14,14 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from seam import checks
-from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_dequantize, mxfp8_quantize_ref, mxfp8_scale_numel
+from seam.formats.mxfp8 import (
+    E4M3_DTYPES,
+    UE8M0_DTYPES,
+    mxfp8_dequantize,
+    mxfp8_quantize_ref,
+    mxfp8_scale_numel,
+    swap_hint,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +62,8 @@ class MXFP8Weight:
         v = checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False).view(torch.float8_e4m3fn)
         object.__setattr__(self, "values", v)
         if v.dim() != 2:
-            raise ValueError(f"values must be float8_e4m3fn [N, K], got shape {list(v.shape)}")
+            hint = swap_hint(v, self.scales) if isinstance(self.scales, torch.Tensor) else ""
+            raise ValueError(f"values must be float8_e4m3fn [N, K], got shape {list(v.shape)}{hint}")
         if not v.is_contiguous():
             raise ValueError(f"values must be contiguous (K-major), got strides {v.stride()}")
         n, k = v.shape
@@ -108,7 +116,15 @@ class MXFP8Weight:
         return facts if versions == _versions(self.values, self.scales) else None
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """``f32(e4m3) * 2^(s - 127)`` as ``dtype`` [N, K] (fp32 is exact)."""
+        """``f32(e4m3) * 2^(s - 127)`` as ``dtype`` [N, K] (fp32 is exact; BF16 / FP16 round once): the weight
+        every seam GEMM path multiplies (:func:`seam.mxfp8_dequantize`).
+
+        Args:
+            dtype: a floating torch.dtype.
+
+        Raises:
+            TypeError: dtype not a floating torch.dtype.
+        """
         return mxfp8_dequantize(self.values, self.scales, scale_layout="swizzled", dtype=dtype)
 
 

@@ -172,24 +172,10 @@ def mxfp8_linear(
 ) -> torch.Tensor:
     """MXFP8 GEMM: ``out[m, n] = bf16_rne( sum_k A_deq[m, k] * W_deq[n, k] )``, fp32 accumulation.
 
-    ``A_deq = e4m3 * 2^(s - 127)`` per 32-element block (likewise W). On Hopper the
-    tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the weight's
-    :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16 multiplies
-    for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``)
-    and multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128) by the
-    Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A
-    ``wgmma``; on its 64-row tile at K 1536-2048 or where its launch takes two waves, activations without
-    ``a_deq`` are dequantized by a launch before it: 2 * M * K bytes of temporary BF16,
-    ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 65 <= M <= 128 (K >= 2048), and up to 256 on wide layers
-    (``pick_ring_tile``), by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and
-    the activations, dequantized by a launch before it, through one TMA ring; 2 * M * K bytes of
-    temporary BF16), otherwise by the tl kernel; one token (M = 1) takes the Gluon decode kernel where
-    N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
-    (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129
-    (``PREFILL_MM_MIN_M``) on any CUDA GPU, the prefill path dequantizes both operands to
-    BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies
-    of A and W). Every path's fp32 accumulator equals ``f32(A_deq) @ f32(W_deq)^T`` up to
-    summation order.
+    ``x`` [M, K] (BF16, or MXFP8 rows as a :class:`seam.QuantizedActivation`) times ``weight`` [N, K]
+    (:class:`seam.MXFP8Weight`) gives BF16 [M, N]; K a multiple of 32. ``A_deq = e4m3 * 2^(s - 127)`` per
+    32-element block (likewise W). Which kernel runs depends on M, K, N and the GPU (below, under Paths);
+    every path gives ``f32(A_deq) @ f32(W_deq)^T`` up to fp32 summation order, rounded to BF16 once.
 
     Args:
         x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
@@ -202,7 +188,7 @@ def mxfp8_linear(
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes
-            ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M above). A given tile is
+            ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
             checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper
             only) 8..64 >= M or 128 / 256, block_n = block_k = 128, 8 warps, K a multiple of 128 (the
             tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
@@ -238,6 +224,22 @@ def mxfp8_linear(
             (:meth:`seam.MXFP8Weight.byte_facts`).
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
+
+    Paths:
+        On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
+        weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16
+        multiplies for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and
+        multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128) by the Gluon decode kernel
+        (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; on its 64-row tile at K 1536-2048 or
+        where its launch takes two waves, activations without ``a_deq`` are dequantized by a launch before it: 2*M*K
+        bytes of temporary BF16, ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 65 <= M <= 128 (K >=
+        2048), and up to 256 on wide layers (``pick_ring_tile``), by the Gluon ring kernel
+        (``seam.kernels.mxfp8_wgmma_ring``: weights and the activations, dequantized by a launch before it, through
+        one TMA ring; 2*M*K bytes of temporary BF16), otherwise by the tl kernel; one token (M = 1) takes the Gluon
+        decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
+        (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129 (``PREFILL_MM_MIN_M``) on any CUDA GPU, the
+        prefill path dequantizes both operands to BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded
+        once; temporary BF16 copies of A and W).
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):
