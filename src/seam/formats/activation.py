@@ -12,6 +12,7 @@ from seam.formats.mxfp8 import (
     E4M3_DTYPES,
     UE8M0_DTYPES,
     ScaleLayout,
+    row_major_hint,
     scale_numel,
     swap_hint,
     swizzle_scales,
@@ -81,19 +82,17 @@ class QuantizedActivation:
             raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
         checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False)
         checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES, device=self.values.device, contiguous=False)
-        hint = swap_hint(self.values, self.scales)
         if tuple(self.values.shape) != shape:
             raise ValueError(f"values has shape {list(self.values.shape)} but shape is (M, K) = {shape}: they must "
-                             f"agree{hint}")
+                             f"agree{swap_hint(self.values, self.scales)}")
         object.__setattr__(self, "values", self.values.view(torch.float8_e4m3fn))
         object.__setattr__(self, "scales", self.scales.view(torch.uint8))
         if self.layout is ScaleLayout.ROW_MAJOR:
             if tuple(self.scales.shape) != (m, k // 32):
                 raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}")
         elif self.scales.numel() != scale_numel(m, k, self.layout):
-            row_major = " (row-major scales? pass layout='row_major')" if tuple(self.scales.shape) == (m, k // 32) else ""
             raise ValueError(f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got "
-                             f"{self.scales.numel()}{row_major}")
+                             f"{self.scales.numel()}{row_major_hint(self.scales, m, k, 'layout')}")
         if self.a_deq is not None:
             checks.tensor("a_deq", self.a_deq, dtype=torch.bfloat16, shape=shape, device=self.values.device)
             if k % A_DEQ_STEP:

@@ -81,6 +81,14 @@ def swap_hint(values: torch.Tensor, scales: torch.Tensor) -> str:
     return ""
 
 
+def row_major_hint(scales: torch.Tensor, num_tokens: int, hidden_size: int, argument: str) -> str:
+    """A suffix for a swizzled-scales size error where ``scales`` has the row-major shape instead (the layout is
+    given by ``argument``), else ""."""
+    if tuple(scales.shape) == (num_tokens, hidden_size // MXFP8_BLOCK):
+        return f" (row-major scales? pass {argument}='row_major')"
+    return ""
+
+
 def scale_numel(num_tokens: int, hidden_size: int, layout: ScaleLayout | str) -> int:
     """Scale bytes for either layout."""
     layout = ScaleLayout.parse(layout)
@@ -228,9 +236,9 @@ def mxfp8_dequantize(
     cols = scale_cols(k)
     if layout is ScaleLayout.SWIZZLED:
         if scales.numel() != mxfp8_scale_numel(m, k):
-            row_major = " (row-major scales? pass scale_layout='row_major')" if tuple(scales.shape) == (m, cols) else ""
             raise ValueError(f"scales must hold {mxfp8_scale_numel(m, k)} bytes (128x4-swizzled) for values "
-                             f"[M={m}, K={k}], got shape {list(scales.shape)}{row_major}")
+                             f"[M={m}, K={k}], got shape {list(scales.shape)}"
+                             f"{row_major_hint(scales, m, k, 'scale_layout')}")
         rows = unswizzle_scales(scales.reshape(-1), m, k)
     else:
         if tuple(scales.shape) != (m, cols):

@@ -18,7 +18,6 @@ from seam import runtime
 from seam.formats.a_deq import A_DEQ_STEP
 from seam.kernels.a_deq import store_a_deq
 from seam.kernels.numerics import (
-    mxfp8_dequantize_tile,
     mxfp8_quantize_tile,
     swizzled_scale_offset,
     to_bf16_rne,
@@ -35,22 +34,14 @@ def _tile(R, K, pid_r, pid_k, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k,
-                 BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """(values, scales, offsets, mask) of the BLOCK_R x BLOCK_K tile (pid_r, pid_k) of one operand, loaded."""
-    rows, cols, mask = _tile(R, K, pid_r, pid_k, BLOCK_R, BLOCK_K)
+def load_mxfp8_tile(values_ptr, scales_ptr, R, K, stride_vr, rows, cols, mask, pid_k, BLOCK_K: tl.constexpr):
+    """(E4M3 bits, UE8M0 scale bytes) of the tile at ``rows`` x ``cols`` (:func:`_tile`) of one operand."""
     scols = pid_k * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     v = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0)
     s_mask = (rows[:, None] < R) & (scols[None, :] < K // 32)
     s = tl.load(scales_ptr + swizzled_scale_offset(rows[:, None], scols[None, :], (K // 32 + 3) // 4 * 4),
                 mask=s_mask, other=0)
-    return v, s, rows[:, None] * K + cols[None, :], mask
-
-
-@triton.jit
-def store_dequantized(v, s, out_ptr, offs, mask, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Store ``bf16(e4m3 * 2^(s - 127))`` of a tile's E4M3 bits ``v`` and scale bytes ``s`` at ``offs``."""
-    tl.store(out_ptr + offs, to_bf16_rne(mxfp8_dequantize_tile(v, s, BLOCK_R, BLOCK_K)), mask=mask)
+    return v, s
 
 
 # R and R_W (rows) only bound masks and split the grid: not specialized, so one launch per (A_BF16, K) compiles
@@ -80,12 +71,12 @@ def mxfp8_dequant_kernel(
     if pid_r >= a_programs:
         # The weight is a constant of the step (MXFP8Weight): read before the PDL wait, written after it
         # (the previous kernel may still read the memory this output reuses).
-        v, s, offs, mask = dequant_tile(w_values_ptr, w_scales_ptr, R_W, K, stride_wr,
-                                        pid_r - a_programs, pid_k, BLOCK_R, BLOCK_K)
+        rows, cols, mask = _tile(R_W, K, pid_r - a_programs, pid_k, BLOCK_R, BLOCK_K)
+        v, s = load_mxfp8_tile(w_values_ptr, w_scales_ptr, R_W, K, stride_wr, rows, cols, mask, pid_k, BLOCK_K)
         if USE_PDL:
             tl.extra.cuda.gdc_launch_dependents()
             tl.extra.cuda.gdc_wait()
-        store_dequantized(v, s, w_out_ptr, offs, mask, BLOCK_R, BLOCK_K)
+        store_a_deq(w_out_ptr, rows * K, cols, v, s, mask, BLOCK_R, BLOCK_K, False)
     else:
         if USE_PDL:
             # The next kernel (the ring GEMM) may launch now and stream its weights; its own wait still
@@ -98,7 +89,7 @@ def mxfp8_dequant_kernel(
             x = tl.load(values_ptr + rows[:, None] * stride_vr + cols[None, :], mask=mask, other=0.0)
             v, s = mxfp8_quantize_tile(to_f32(x), BLOCK_R, BLOCK_K)
         else:
-            v, s, _, _ = dequant_tile(values_ptr, scales_ptr, R, K, stride_vr, pid_r, pid_k, BLOCK_R, BLOCK_K)
+            v, s = load_mxfp8_tile(values_ptr, scales_ptr, R, K, stride_vr, rows, cols, mask, pid_k, BLOCK_K)
         store_a_deq(out_ptr, rows * K, cols, v, s, mask, BLOCK_R, BLOCK_K, PERMUTED)
 
 
