@@ -675,16 +675,22 @@ def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, 
     assert torch.equal(got, seam.mxfp8_linear(x, w, quantize="separate"))
 
 
-@pytest.mark.parametrize("tile", [BF16_MM_TILE, pytest.param("ring", marks=pytest.mark.gpu)], ids=["prefill", "ring-gpu"])
+@pytest.mark.parametrize("tile", [BF16_MM_TILE, pytest.param("ring", marks=pytest.mark.gpu),
+                                  pytest.param("decode", marks=pytest.mark.gpu)], ids=["prefill", "ring-gpu", "decode-gpu"])
 def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, device, monkeypatch):
-    """Past the carve-out, the prefill path and the ring kernel (which dequantize A in a launch before their
-    GEMM) quantize a BF16 x in that launch under quantize="auto": no separate quantizer, the same bytes."""
+    """Past the carve-out, the prefill path, the ring kernel and the decode kernel's 64-row tile where its rule
+    dequantizes first (K 2048; all three dequantize A in a launch before their GEMM) quantize a BF16 x in that
+    launch under quantize="auto": no separate quantizer, the same bytes."""
     import seam.ops.linear as linear
+    from seam.kernels.mxfp8_gemm import dequantizes_first
 
     m, n, k = 40, 256, 2048
     if tile == "ring":
         tile = dataclasses.replace(pick_tile(100, n, k, torch.device(device)), split_k=2)
         assert tile.wgmma and tile.ring, tile
+    elif tile == "decode":
+        tile = pick_tile(m, n, k, torch.device(device))
+        assert tile.wgmma and not tile.ring and dequantizes_first(tile, m, n, k, torch.device(device)), tile
     calls = []
     real = linear.mxfp8_quantize
     monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))

@@ -609,12 +609,13 @@ def test_streamed_slot_refilled_only_after_both_warpgroups_mmas():
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,stages", [(64, 4992, 6144, None), (33, 4992, 6144, None), (64, 2560, 6144, 1),
                                           (64, 2560, 6144, 3), (64, 6144, 640, 3), (64, 1536, 6144, 2),
-                                          (32, 6144, 2048, 2), (16, 200, 512, 1), (8, 2560, 6144, 4),
-                                          (2, 6144, 768, 2)])
+                                          (48, 6144, 2048, 2), (48, 200, 512, 1), (40, 2560, 6144, 4),
+                                          (36, 6144, 768, 2)])
 def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stages):
-    """A_deq streamed through the ring's slots (at the picked tile where the rule takes it, else forced, at
-    ring depths 1-4, early steps 1 and 2, uneven splits: 2-3 and 4-5 steps per program) gives the resident
-    kernel's bytes: the same operands and MMAs; and the launch did stream."""
+    """A_deq streamed through the ring's slots (at the picked tile where the rule takes it, else forced on the
+    64-row tile, the only one the rule streams: ring depths 1-4, early steps 1 and 2, uneven splits: 2-3 and
+    4-5 steps per program, M not a multiple of 64) gives the resident kernel's bytes: the same operands and
+    MMAs; and the launch did stream."""
     g = torch.Generator().manual_seed(m + n)
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
     xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())

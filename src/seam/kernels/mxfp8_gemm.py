@@ -515,6 +515,16 @@ def mxfp8_linear_kernel(
     tl.store(out_ptr + rows[:, None] * stride_om + cols[None, :], to_bf16_rne(acc), mask=mask)
 
 
+def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device) -> bool:
+    """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``,
+    runs the dequantization launch before the decode kernel
+    (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`, a rule of its 64-row tile only)."""
+    if not tile.wgmma or tile.ring or tile.block_m != WGMMA_MAX_M:
+        return False
+    programs = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m) * tile.split_k
+    return wgmma_dequantize_first(tile.block_m, k, tile.split_k, tile.num_stages, programs, runtime.num_sms(device))
+
+
 def launch_gluon(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
     tile: Tile, use_pdl: bool, *, partials: bool = False, a_deq: torch.Tensor | None = None,
@@ -541,12 +551,11 @@ def launch_gluon(
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    # the decode kernel's A_deq rules (wgmma_a_stream, wgmma_dequantize_first) apply to its 64-row tile only
-    sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m == WGMMA_MAX_M else 0
-    if sms and a_deq is None and wgmma_dequantize_first(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages,
-                                                        tiles * tile.split_k, sms):
+    if a_deq is None and dequantizes_first(tile, m, n, xq.shape[1], wq.device):
         a_deq = dequantized_activations(xq, xs, permuted=True)
         xq, xs = a_deq, None
+    # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its 64-row tile only
+    sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m == WGMMA_MAX_M else 0
     if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:

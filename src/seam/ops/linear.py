@@ -13,7 +13,7 @@ from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
-from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
+from seam.kernels.mxfp8_gemm import dequantizes_first, launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile, wgmma_supported
 from seam.ops.a_deq import check_a_deq_bytes
 from seam.ops.mxfp8 import mxfp8_quantize
@@ -23,7 +23,9 @@ from seam.ops.registry import register
 class LinearQuantize(str, enum.Enum):
     """Where :func:`mxfp8_linear` quantizes a BF16 activation."""
 
-    AUTO = "auto"  #: ``IN_GEMM`` at M <= :data:`IN_GEMM_MAX_M` and on the ring / prefill paths, else ``SEPARATE``
+    #: ``IN_GEMM`` at M <= :data:`IN_GEMM_MAX_M` and where a launch dequantizes A first (:func:`dequantizes_a`),
+    #: else ``SEPARATE``
+    AUTO = "auto"
     SEPARATE = "separate"  #: one ``seam.mxfp8_quantize`` launch, then the GEMM on E4M3 + scales
     IN_GEMM = "in_gemm"  #: the GEMM (or the launch dequantizing A before it) loads BF16 x and quantizes it
 
@@ -47,11 +49,12 @@ class LinearQuantize(str, enum.Enum):
 IN_GEMM_MAX_M = 16
 
 
-def dequantizes_a(tile: Tile) -> bool:
-    """Whether ``tile``'s path dequantizes the activations in a launch before its GEMM (the ring kernel's and
-    the prefill path's), where ``quantize="auto"`` quantizes a BF16 x in that launch: once per element, so
-    nothing is repeated per N tile, and one launch and the E4M3 copy fewer than a separate quantizer."""
-    return (tile.wgmma and tile.ring) or tile.bf16_mm
+def dequantizes_a(tile: Tile, m: int, n: int, k: int, device: torch.device) -> bool:
+    """Whether ``tile``'s path dequantizes the [m, k] activations in a launch before its GEMM (the ring kernel's,
+    the prefill path's, and the decode kernel's where :func:`seam.kernels.mxfp8_gemm.dequantizes_first` says),
+    where ``quantize="auto"`` quantizes a BF16 x in that launch: once per element, so nothing is repeated per N
+    tile, and one launch and the E4M3 copy fewer than a separate quantizer."""
+    return (tile.wgmma and tile.ring) or tile.bf16_mm or dequantizes_first(tile, m, n, k, device)
 
 
 def _launch(
@@ -199,10 +202,10 @@ def mxfp8_linear(
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
             ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
             ``"in_gemm"``: the GEMM loads BF16 tiles of x and quantizes each 32-wide block in
-            registers with the same rule (the ring and prefill paths, which dequantize A in a
-            launch before the GEMM, quantize there: one launch, no E4M3 copy); ``"auto"``
-            (default): ``"in_gemm"`` when M <= :data:`IN_GEMM_MAX_M` (16) and on the ring and
-            prefill paths, else ``"separate"`` (the carve-out measured by ``seam bench linear`` on
+            registers with the same rule (the paths that dequantize A in a launch before the GEMM,
+            :func:`dequantizes_a`: the ring and prefill paths, the decode kernel where it dequantizes
+            first, quantize there: one launch, no E4M3 copy); ``"auto"`` (default): ``"in_gemm"``
+            when M <= :data:`IN_GEMM_MAX_M` (16) and on those paths, else ``"separate"`` (the carve-out measured by ``seam bench linear`` on
             the H200, see docs/benchmarks-log.md). With the same tile the output is byte-identical
             either way. In the GEMM itself quantization saves a launch and the E4M3 round trip but
             repeats A's quantization once per 128-wide N tile, so there it only wins at small M.
@@ -279,7 +282,8 @@ def mxfp8_linear(
         x, xs, a_deq = x.values, x.scales, x.a_deq
         if a_deq is not None:
             check_a_deq_bytes("x.a_deq", a_deq, x, xs)
-    elif mode is LinearQuantize.IN_GEMM or mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile)):
+    elif mode is LinearQuantize.IN_GEMM or (mode is LinearQuantize.AUTO
+                                            and (m <= IN_GEMM_MAX_M or dequantizes_a(tile, m, n, k, device))):
         xs = None
     else:
         x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
