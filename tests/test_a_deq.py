@@ -393,7 +393,7 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     got, want, zeroed = p.outputs(fill=3), p.outputs(fill=3), p.outputs(fill=3)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
     with monkeypatch.context() as patch:
-        patch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args: False)
+        patch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args, **kw: False)
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
     _assert_same_outputs(got, want)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,

@@ -446,17 +446,26 @@ def test_dequantize_kernel_quantizes_bf16_activations_in_the_same_launch(r, r_w,
     assert got[r].eq(7).all() and (not r_w or torch.equal(w_got.view(torch.int16), w_one.view(torch.int16)))
 
 
-def test_prefill_path_picked_from_129_tokens_on_cuda(monkeypatch):
+@pytest.mark.parametrize("hopper", [False, True], ids=["cuda", "hopper"])
+def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
+    """From 65 tokens on a CUDA GPU, where no Gluon kernel takes the shape (on Hopper the ring kernel takes
+    65-128 tokens at K >= 2048 and some shapes up to 256): the prefill path (runs 156-157: faster than the tl
+    kernel at all 30 points of ten shapes at 65-128 tokens). Below 65 tokens and under the interpreter it is
+    never picked."""
     assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: device.type == "cuda")
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: hopper)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
-    for m, n, k in ((129, 2560, 6144), (2048, 6144, 768), (8192, 1536, 6144)):
-        assert pick_tile(m, n, k, cuda) == BF16_MM_TILE
+    prefill = [(65, 6144, 768), (128, 6144, 768), (96, 256, 256), (100, 6144, 800), (129, 2560, 6144),
+               (2048, 6144, 768), (8192, 1536, 6144)]
+    for m, n, k in prefill + ([] if hopper else [(65, 2560, 6144), (128, 1536, 6144)]):
+        assert pick_tile(m, n, k, cuda) == BF16_MM_TILE, (m, n, k)
         assert not pick_tile(m, n, k, cuda, tl_only=True).bf16_mm
         assert pick_qkv_tile(m, n, k, cuda) == BF16_MM_TILE  # the QKV op: this GEMM, then its epilogue kernel
         assert not pick_qkv_tile(m, n, k, cuda, tl_only=True).bf16_mm
-    assert not pick_tile(128, 6144, 768, cuda).bf16_mm
+    for m, n, k in [(64, 6144, 768), (64, 256, 800)] + ([(65, 2560, 6144), (128, 1536, 6144)] if hopper else []):
+        assert not pick_tile(m, n, k, cuda).bf16_mm, (m, n, k)
 
 
 def test_prefill_tile_checked(device):
@@ -675,22 +684,28 @@ def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, 
     assert torch.equal(got, seam.mxfp8_linear(x, w, quantize="separate"))
 
 
-@pytest.mark.parametrize("tile", [BF16_MM_TILE, pytest.param("ring", marks=pytest.mark.gpu),
-                                  pytest.param("decode", marks=pytest.mark.gpu)], ids=["prefill", "ring-gpu", "decode-gpu"])
-def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, device, monkeypatch):
-    """Past the carve-out, the prefill path, the ring kernel and the decode kernel's 64-row tile where its rule
-    dequantizes first (K 2048; all three dequantize A in a launch before their GEMM) quantize a BF16 x in that
-    launch under quantize="auto": no separate quantizer, the same bytes."""
+@pytest.mark.parametrize("tile,m,k", [(BF16_MM_TILE, 40, 2048), pytest.param("ring", 40, 2048, marks=pytest.mark.gpu),
+                                      pytest.param("decode", 40, 2048, marks=pytest.mark.gpu),
+                                      pytest.param("decode", 24, 6144, marks=pytest.mark.gpu)],
+                         ids=["prefill", "ring-gpu", "decode64-gpu", "decode32-gpu"])
+def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, m, k, device, monkeypatch):
+    """Past the carve-out, the prefill path, the ring kernel and the decode kernel where its rule dequantizes
+    BF16 rows first (every 32- and 64-row tile; at K 2048 the 64-row tile does so for MXFP8 rows too): all
+    dequantize A in a launch before their GEMM and quantize a BF16 x there under quantize="auto": no separate
+    quantizer, the same bytes."""
     import seam.ops.linear as linear
     from seam.kernels.mxfp8_gemm import dequantizes_first
 
-    m, n, k = 40, 256, 2048
+    n = 256
     if tile == "ring":
         tile = dataclasses.replace(pick_tile(100, n, k, torch.device(device)), split_k=2)
         assert tile.wgmma and tile.ring, tile
     elif tile == "decode":
         tile = pick_tile(m, n, k, torch.device(device))
-        assert tile.wgmma and not tile.ring and dequantizes_first(tile, m, n, k, torch.device(device)), tile
+        assert tile.wgmma and not tile.ring and tile.block_m == (64 if m > 32 else 32), tile
+        assert dequantizes_first(tile, m, n, k, torch.device(device), bf16_rows=True)
+        # MXFP8 rows: the 64-row tile at K 2048 dequantizes first too, the 32-row tile stages them itself
+        assert dequantizes_first(tile, m, n, k, torch.device(device), bf16_rows=False) == (m > 32)
     calls = []
     real = linear.mxfp8_quantize
     monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))

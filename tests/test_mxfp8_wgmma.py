@@ -218,10 +218,11 @@ def test_dequantize_first_where_measured_faster():
     """Runs 150 and 152 (H200): without A_deq, the decode kernel has its activations dequantized into A_deq by a
     launch before it where it would stream a given A_deq (N 4992 x 6144 at 33-64 tokens, N 6144 x 4096 at 64:
     24-27% faster) and on its 64-row tile at K 1536-2048 (6-14% faster at N 3072-12288); elsewhere (K 6144
-    or 1024 and below at 64 tokens, 32-token tiles) it stages them itself (slower or tied there)."""
-    def first(m, n, k):
+    or 1024 and below at 64 tokens, 32-token tiles) it stages MXFP8 rows itself (slower or tied there)."""
+    def first(m, n, k, bf16_rows=False):
         t = pick_wgmma_tile(m, n, k, 132)
-        return wgmma_dequantize_first(t.block_m, k, t.split_k, t.num_stages, -(-n // 128) * t.split_k, 132)
+        return wgmma_dequantize_first(t.block_m, k, t.split_k, t.num_stages, -(-n // 128) * t.split_k, 132,
+                                      bf16_rows=bf16_rows)
 
     taken = [(64, 4992, 6144), (33, 4992, 6144), (64, 6144, 4096), (64, 6144, 2048), (48, 6144, 2048),
              (64, 3072, 2048), (64, 12288, 2048), (64, 7168, 1536)]
@@ -229,6 +230,11 @@ def test_dequantize_first_where_measured_faster():
             (64, 4096, 4096), (32, 4992, 6144), (32, 6144, 2048), (32, 4096, 2048), (8, 4992, 6144)]
     assert all(first(*key) for key in taken) and not any(first(*key) for key in left)
     assert mxfp8_gemm_config.DEQUANTIZE_FIRST_K == (1536, 2048)
+    # BF16 rows (runs 159-160): every 32- and 64-row tile (17-64 tokens, 0.86-1.0x the separate quantizer's
+    # time at 30 points); not the 8- and 16-row tiles (up to 1.27x slower than the kernel quantizing them)
+    shapes = [(2560, 6144), (1536, 6144), (6144, 2048), (6144, 768), (4992, 6144), (3072, 6144)]
+    assert all(first(m, n, k, bf16_rows=True) for n, k in shapes for m in (17, 24, 32, 48, 64))
+    assert not any(first(m, n, k, bf16_rows=True) for n, k in shapes for m in (2, 8, 12, 16))
 
 
 def test_launcher_refuses_a_stream_without_a_deq_before_launch():
@@ -640,9 +646,11 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,streams", [(33, 4992, 6144, True), (64, 4992, 6144, True), (64, 6144, 2048, False),
-                                           (49, 200, 1536, False)])
-@pytest.mark.parametrize("quantize", [None, "in_gemm"], ids=["mxfp8 x", "bf16 x in_gemm"])
+@pytest.mark.parametrize("m,n,k,streams,quantize", [
+    *[(*shape, quantize) for shape in [(33, 4992, 6144, True), (64, 4992, 6144, True), (64, 6144, 2048, False),
+                                        (49, 200, 1536, False)] for quantize in (None, "in_gemm")],
+    # BF16 rows only: the 32-row tile and a 64-row tile the MXFP8 rule leaves to the kernel's own staging
+    (17, 2560, 6144, False, "in_gemm"), (32, 6144, 768, False, "in_gemm"), (64, 2560, 6144, False, "in_gemm")])
 def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, n, k, streams, quantize):
     """Without A_deq (MXFP8 rows, or BF16 rows quantized inside: by the dequantization launch, or by the kernel's
     own staging), where the rule takes it: the dequantization launch first and the kernel on its A_deq (streamed
@@ -661,7 +669,7 @@ def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, n, k,
     monkeypatch.setattr(mxfp8_gemm, "dequantized_activations",
                         lambda xq, xs, **kw: dequantized.append(xs is None) or dequantize(xq, xs, **kw))
     first = seam.mxfp8_linear(inp, w, **kw)
-    monkeypatch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args: False)
+    monkeypatch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args, **kw: False)
     own = seam.mxfp8_linear(inp, w, **kw)
     assert launched == [(True, streams), (False, False)]
     assert dequantized == [quantize == "in_gemm"]  # BF16 rows quantized in the dequantization launch

@@ -515,14 +515,15 @@ def mxfp8_linear_kernel(
     tl.store(out_ptr + rows[:, None] * stride_om + cols[None, :], to_bf16_rne(acc), mask=mask)
 
 
-def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device) -> bool:
-    """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``,
-    runs the dequantization launch before the decode kernel
-    (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`, a rule of its 64-row tile only)."""
-    if not tile.wgmma or tile.ring or tile.block_m != WGMMA_MAX_M:
+def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device, *, bf16_rows: bool) -> bool:
+    """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``
+    (activations MXFP8, or BF16 with ``bf16_rows``), runs the dequantization launch before the decode kernel
+    (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`)."""
+    if not tile.wgmma or tile.ring:
         return False
     programs = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m) * tile.split_k
-    return wgmma_dequantize_first(tile.block_m, k, tile.split_k, tile.num_stages, programs, runtime.num_sms(device))
+    return wgmma_dequantize_first(tile.block_m, k, tile.split_k, tile.num_stages, programs, runtime.num_sms(device),
+                                  bf16_rows=bf16_rows)
 
 
 def launch_gluon(
@@ -551,7 +552,7 @@ def launch_gluon(
             else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    if a_deq is None and dequantizes_first(tile, m, n, xq.shape[1], wq.device):
+    if a_deq is None and dequantizes_first(tile, m, n, xq.shape[1], wq.device, bf16_rows=xs is None):
         a_deq = dequantized_activations(xq, xs, permuted=True)
         xq, xs = a_deq, None
     # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its 64-row tile only

@@ -347,12 +347,27 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
 DEQUANTIZE_FIRST_K = (1536, 2048)
 
 
-def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
-    """Whether the decode kernel, given MXFP8 (or BF16) activations without their A_deq, has a launch before it
-    write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted) and reads it instead of
-    staging them itself: where it would stream a given A_deq (:func:`wgmma_a_stream`: its own staging holds its
-    whole K range resident, one program per SM, in two waves), and on the 64-row tile at K in
-    :data:`DEQUANTIZE_FIRST_K`. The bytes are the same (the same BF16 operands and MMAs).
+#: Smallest decode tile (rows) on which BF16 activations (``xs`` None) are always quantized and dequantized by a
+#: launch first (:func:`wgmma_dequantize_first`).
+DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M = 32
+
+
+def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int, *,
+                           bf16_rows: bool = False) -> bool:
+    """Whether the decode kernel, given MXFP8 (or BF16, ``bf16_rows``) activations without their A_deq, has a
+    launch before it write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted; BF16
+    rows quantized there) and reads it instead of staging them itself: where it would stream a given A_deq
+    (:func:`wgmma_a_stream`: its own staging holds its whole K range resident, one program per SM, in two
+    waves), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16 rows on every tile of at least
+    :data:`DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M` rows. The bytes are the same (the same BF16 operands and MMAs).
+
+    BF16 rows (2026-12-04, log runs 159-160, ``scratch/bf16_dqfirst_probe.py``, us, ``quantize="auto"`` before
+    (a quantization launch, then the kernel staging the MXFP8 rows) / this launch first): at 17-64 tokens
+    (32- and 64-row tiles) faster or equal at all 30 points of six shapes, 0.86-1.0x (N 2560 x 6144 M 32
+    12.45 / 11.91, M 64 14.33 / 13.21; N 1536 x 6144 M 24 11.39 / 9.78; N 6144 x 768 M 64 8.72 / 7.81; N 3072 x
+    6144 M 64 15.84 / 14.35; 1.0 where the rule above already took it). Against the kernel quantizing them
+    itself (``quantize="auto"`` up to 16 tokens): on 8-row tiles slower at 15 of 24 points (up to 1.27x, K 768),
+    on 16-row tiles mixed (N 4992 x 6144 0.90x, N 6144 x 768 1.25x).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 150 and 152, ``mxfp8_linear`` alone on MXFP8 rows, weights
     past L2, us own staging / dequantized first): where it streams, N 4992 x 6144 M 48 24.56 / 18.07, M 64 24.63 /
@@ -363,6 +378,8 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
     and 768 (N 4096 x 1024 6.98 / 7.88), K 6144 (N 1536 9.54 / 10.10, 2048 10.84 / 10.85, 2560 12.29 / 12.19),
     K 4096 (4096 x 4096 12.57 / 12.15, left out), and at 16-32 tokens it is slower at 15 of 20 points.
     """
+    if bf16_rows and block_m >= DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M:
+        return True
     if wgmma_a_stream(block_m, k, split_k, stages, programs, sms):
         return True
     return block_m == WGMMA_MAX_M and DEQUANTIZE_FIRST_K[0] <= k <= DEQUANTIZE_FIRST_K[1]
@@ -468,15 +485,18 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
                        wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream)
 
 
-#: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`:
-#: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and multiply them with
-#: cuBLAS (``torch.mm`` accumulating in fp32, rounded to BF16 once). H200 (2026-12-01, ``docs/benchmarks-log.md``
-#: run 43, us, tl kernel's pick / this path with fp32 output and a rounding launch): qkv 2560 x 6144 at M 96
-#: 32.3 / 26.2, 192 54.7 / 32.4, 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 / 21.1, 2048 184.4 / 73.2;
-#: o_proj 6144 x 2048 M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128 11.3 / 13.6, 192 17.7 /
-#: 15.4, 2048 69.3 / 63.4. From 129 on it wins at every layer; at 65-128 the tl kernel keeps the down
-#: projection. BF16 output since (run 81, M 2048): qkv 105.8, gate_up 68.7, o_proj 85.4, down 37.7.
-PREFILL_MM_MIN_M = 129
+#: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`, where no
+#: Gluon tile takes the shape: dequantize A and W to BF16 (exact, the values every GEMM path multiplies) and
+#: multiply them with cuBLAS (``torch.mm`` accumulating in fp32, rounded to BF16 once). H200 (2026-12-01,
+#: ``docs/benchmarks-log.md`` run 43, us, tl kernel's pick / this path with fp32 output and a rounding launch):
+#: qkv 2560 x 6144 at M 96 32.3 / 26.2, 192 54.7 / 32.4, 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 /
+#: 21.1, 2048 184.4 / 73.2; o_proj 6144 x 2048 M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128
+#: 11.3 / 13.6, 192 17.7 / 15.4, 2048 69.3 / 63.4. With BF16 output and one dequantization launch (runs 81,
+#: 97) it also wins at 65-128 tokens where the ring kernel does not apply (K < 2048; runs 156-157, MXFP8 rows, us,
+#: tl / this path, M 65 / 128): down 6144 x 768 11.18 / 8.92, 11.27 / 9.72; 4096 x 1024 12.82 / 9.52, 11.66 /
+#: 9.61; 7168 x 1536 20.29 / 16.22, 20.61 / 16.27; 12288 x 1024 21.61 / 17.72, 25.14 / 18.07; 256 x 256 5.02 /
+#: 4.59, 5.05 / 4.57: faster at all 30 points of ten shapes (0.66-0.97x; BF16 rows 0.63-0.93x).
+PREFILL_MM_MIN_M = 65
 
 #: Whether this torch's ``mm`` takes ``out_dtype``, with and without ``out`` (the prefill path's fp32 output).
 _MM_OUT_DTYPE = {"dtype", "dtype_out"} <= set(torch.ops.aten.mm.overloads())
@@ -513,7 +533,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     On a Hopper GPU, M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
     :data:`WGMMA_ONE_TOKEN_MIN_N`), 65 <= M <= 256 the
     Gluon ring kernel where K >= 2048 and :func:`pick_ring_tile` takes the shape; on any
-    CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
+    CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel.
     """
     sms = runtime.num_sms(device)

@@ -41,7 +41,8 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). There, and on the
   64-row tile at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
   dequantization launch (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152:
-  24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048).
+  24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles
+  (quantized in that launch; runs 159-160: 0.86-1.0x a separate quantizer's time).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8` (through fp32, or, where the

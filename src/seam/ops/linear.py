@@ -54,7 +54,7 @@ def dequantizes_a(tile: Tile, m: int, n: int, k: int, device: torch.device) -> b
     the prefill path's, and the decode kernel's where :func:`seam.kernels.mxfp8_gemm.dequantizes_first` says),
     where ``quantize="auto"`` quantizes a BF16 x in that launch: once per element, so nothing is repeated per N
     tile, and one launch and the E4M3 copy fewer than a separate quantizer."""
-    return (tile.wgmma and tile.ring) or tile.bf16_mm or dequantizes_first(tile, m, n, k, device)
+    return (tile.wgmma and tile.ring) or tile.bf16_mm or dequantizes_first(tile, m, n, k, device, bf16_rows=True)
 
 
 def _launch(
@@ -234,15 +234,17 @@ def mxfp8_linear(
         multiplies for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and
         multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128) by the Gluon decode kernel
         (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; on its 64-row tile at K 1536-2048 or
-        where its launch takes two waves, activations without ``a_deq`` are dequantized by a launch before it: 2*M*K
-        bytes of temporary BF16, ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 65 <= M <= 128 (K >=
+        where its launch takes two waves, and for BF16 x past 16 tokens, activations without ``a_deq`` are
+        dequantized by a launch before it: 2*M*K bytes of temporary BF16,
+        ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 65 <= M <= 128 (K >=
         2048), and up to 256 on wide layers (``pick_ring_tile``), by the Gluon ring kernel
         (``seam.kernels.mxfp8_wgmma_ring``: weights and the activations, dequantized by a launch before it, through
-        one TMA ring; 2*M*K bytes of temporary BF16), otherwise by the tl kernel; one token (M = 1) takes the Gluon
-        decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
-        (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 129 (``PREFILL_MM_MIN_M``) on any CUDA GPU, the
-        prefill path dequantizes both operands to BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded
-        once; temporary BF16 copies of A and W).
+        one TMA ring; 2*M*K bytes of temporary BF16); one token (M = 1) takes the Gluon decode kernel where N >=
+        2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
+        (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 65 (``PREFILL_MM_MIN_M``) on any CUDA GPU, where no
+        Gluon kernel takes the shape, the prefill path dequantizes both operands to BF16 and multiplies them with
+        cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies of A and W). The tl kernel runs the rest
+        (and everything under the interpreter).
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):
