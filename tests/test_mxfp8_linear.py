@@ -672,6 +672,7 @@ def test_quantize_keyword_rejects_bad_values(device):
 
 @pytest.mark.parametrize("m,quantizer_calls", [(16, 0), (17, 1)])
 def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, monkeypatch):
+    """On a tl tile (which has no dequantization launch): in the GEMM up to 16 tokens, a separate launch above."""
     import seam.ops.linear as linear
 
     assert linear.IN_GEMM_MAX_M == 16
@@ -679,9 +680,48 @@ def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, 
     real = linear.mxfp8_quantize
     monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     x, w = _inputs(m, 128, 128, seed=m, device=device)
-    got = seam.mxfp8_linear(x, w)  # quantize="auto"
+    tile = pick_tile(m, 128, 128, x.device, tl_only=True)
+    got = seam.mxfp8_linear(x, w, tile=tile)  # quantize="auto"
     assert len(calls) == quantizer_calls
-    assert torch.equal(got, seam.mxfp8_linear(x, w, quantize="separate"))
+    assert torch.equal(got, seam.mxfp8_linear(x, w, tile=tile, quantize="separate"))
+
+
+@pytest.mark.parametrize("m,block_m,first", [(12, 16, False), (16, 16, False), (17, 32, True), (40, 64, True)])
+@pytest.mark.parametrize("row_stride", [0, 4], ids=["contiguous", "rows TMA cannot read"])
+def test_auto_hands_bf16_rows_to_the_decode_kernels_dequantization_launch(m, block_m, first, row_stride, device,
+                                                                          monkeypatch):
+    """On the Gluon decode kernel's tile (Hopper faked, the kernel launcher replaced by a recorder, on the CPU),
+    quantize="auto" on BF16 rows: on 32- and 64-row tiles no separate quantizer; the dequantization launch
+    quantizes them into an A_deq (its bytes: a_deq_from_mxfp8 of the quantizer's rows), which the kernel reads
+    even where TMA could not read the rows themselves (a row stride not 16-byte aligned: that launch reads any
+    stride); on the 16-row tile the kernel quantizes the rows itself, or, where TMA cannot read them, the tl
+    kernel runs."""
+    import seam.ops.linear as linear
+    from seam.formats.a_deq import a_deq_from_mxfp8
+    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
+
+    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    seen, quantized = [], []
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda xq, xs, *args, a_deq, **kw: seen.append((xq.clone(), xs, a_deq)))
+    real = linear.mxfp8_quantize
+    monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: quantized.append(1) or real(*a, **kw))
+    k, n = 256, 128
+    x, w = _inputs(m, n, k, seed=m, device=device)
+    if row_stride:
+        x = torch.cat([x, x[:, :row_stride]], dim=1)[:, :k]  # rows of 260 BF16: 520 bytes apart
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma and tile.block_m == block_m, tile
+    seam.mxfp8_linear(x, w)
+    assert not quantized
+    if first or not row_stride:
+        (xq, xs, a_deq), = seen
+        assert a_deq is first and xs is None
+        want = a_deq_from_mxfp8(*seam.mxfp8_quantize(x.contiguous())) if first else x
+        assert torch.equal(xq.view(torch.int16), want.view(torch.int16))
+    else:
+        assert not seen  # the tl kernel ran (in-GEMM quantization)
 
 
 @pytest.mark.parametrize("tile,m,k", [(BF16_MM_TILE, 40, 2048), pytest.param("ring", 40, 2048, marks=pytest.mark.gpu),

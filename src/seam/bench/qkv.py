@@ -2,7 +2,7 @@
 
 MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
 {1, 8, 64, 256, 2048}. CUDA-graph replay (``timing.graph_time_us``), us per call, of:
-- ``fused``: ``seam.qkv_index_fused_epilogue`` as picked (Hopper M 2..128 and CUDA M >= 129: the
+- ``fused``: ``seam.qkv_index_fused_epilogue`` as picked (Hopper M 2..128 and CUDA M >= 129 at K 6144: the
   ``mxfp8_linear`` GEMM into an fp32 accumulator, then the epilogue kernel; else one kernel);
 - ``fused A_deq``: the same given the activation's A_deq (``seam.formats.a_deq``, made outside the timing), as the
   norm + MXFP8 producer hands it on Hopper from 2 tokens (the Gluon GEMMs read it instead of dequantizing);

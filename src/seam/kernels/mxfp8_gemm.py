@@ -540,21 +540,24 @@ def launch_gluon(
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` holds for the weight, so the kernel may dequantize it by
     BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
     reads, one is written first by the dequantization launch where
-    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first` says (same bytes). Returns None, launching
-    nothing, where TMA cannot read an operand as is (the caller runs the tl kernel)."""
+    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first` says (same bytes; that launch reads rows of
+    any stride). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
+    caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
         a_deq = None
     elif not tile.ring:
         xq, xs = a_deq, None
-    # the ring kernel reads the activations from its own dequantized copy
-    if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws) if tile.ring
-            else mxfp8_wgmma.operands_ready(xq, xs, wq, ws)):
+    if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws)):
         return None
-    tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
     if a_deq is None and dequantizes_first(tile, m, n, xq.shape[1], wq.device, bf16_rows=xs is None):
+        # reads rows of any stride, writes a contiguous A_deq that TMA reads
         a_deq = dequantized_activations(xq, xs, permuted=True)
         xq, xs = a_deq, None
+    # the ring kernel reads the activations from its own dequantized copy
+    if not tile.ring and not mxfp8_wgmma.operands_ready(xq, xs, wq, ws):
+        return None
+    tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
     # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its 64-row tile only
     sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m == WGMMA_MAX_M else 0
     if partials or tile.split_k > 1:

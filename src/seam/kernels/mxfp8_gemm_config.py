@@ -353,7 +353,7 @@ DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M = 32
 
 
 def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int, *,
-                           bf16_rows: bool = False) -> bool:
+                           bf16_rows: bool) -> bool:
     """Whether the decode kernel, given MXFP8 (or BF16, ``bf16_rows``) activations without their A_deq, has a
     launch before it write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted; BF16
     rows quantized there) and reads it instead of staging them itself: where it would stream a given A_deq
@@ -361,13 +361,15 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
     waves), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16 rows on every tile of at least
     :data:`DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M` rows. The bytes are the same (the same BF16 operands and MMAs).
 
-    BF16 rows (2026-12-04, log runs 159-160, ``scratch/bf16_dqfirst_probe.py``, us, ``quantize="auto"`` before
+    BF16 rows (2026-12-04, ``docs/benchmarks-log.md`` runs 159-160 and 163, us, ``quantize="auto"`` before
     (a quantization launch, then the kernel staging the MXFP8 rows) / this launch first): at 17-64 tokens
     (32- and 64-row tiles) faster or equal at all 30 points of six shapes, 0.86-1.0x (N 2560 x 6144 M 32
     12.45 / 11.91, M 64 14.33 / 13.21; N 1536 x 6144 M 24 11.39 / 9.78; N 6144 x 768 M 64 8.72 / 7.81; N 3072 x
     6144 M 64 15.84 / 14.35; 1.0 where the rule above already took it). Against the kernel quantizing them
     itself (``quantize="auto"`` up to 16 tokens): on 8-row tiles slower at 15 of 24 points (up to 1.27x, K 768),
-    on 16-row tiles mixed (N 4992 x 6144 0.90x, N 6144 x 768 1.25x).
+    on 16-row tiles mixed (N 4992 x 6144 0.90x, N 6144 x 768 1.25x; run 163 at nine more shapes: 0.84x at N 6144
+    x 4096, 1.10-1.21x at N 2560 x 2048 and 2048 x 6144). Not measured on small layers (N x K well below 1536 x
+    768), where the extra launch weighs more; a ``tile`` override of 32 or 64 rows takes this rule at any M.
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 150 and 152, ``mxfp8_linear`` alone on MXFP8 rows, weights
     past L2, us own staging / dequantized first): where it streams, N 4992 x 6144 M 48 24.56 / 18.07, M 64 24.63 /

@@ -233,9 +233,9 @@ def mxfp8_linear(
         weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16
         multiplies for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and
         multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128) by the Gluon decode kernel
-        (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; on its 64-row tile at K 1536-2048 or
-        where its launch takes two waves, and for BF16 x past 16 tokens, activations without ``a_deq`` are
-        dequantized by a launch before it: 2*M*K bytes of temporary BF16,
+        (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; on its 64-row tile at K 1536-2048
+        or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles, activations without
+        ``a_deq`` are dequantized by a launch before it: 2*M*K bytes of temporary BF16,
         ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 65 <= M <= 128 (K >=
         2048), and up to 256 on wide layers (``pick_ring_tile``), by the Gluon ring kernel
         (``seam.kernels.mxfp8_wgmma_ring``: weights and the activations, dequantized by a launch before it, through
