@@ -313,3 +313,26 @@ def test_one_dimensional_x_and_wrong_k_as_nn_linear(device):
     for bad in (torch.zeros(2, 3, 0), torch.zeros(()), torch.zeros(127), torch.zeros(2, 3, 64)):
         with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 128\] \(in_features\)"):
             layer(bad.bfloat16().to(device))
+
+
+@pytest.mark.parametrize("assign", [False, True], ids=["copy", "assign"])
+def test_checkpoint_bytes_in_float8_dtypes_load_as_bytes(device, assign):
+    """A checkpoint holding the values as float8_e4m3fn (and the scales as float8_e8m0fnu) loads their bytes: a
+    copy into the uint8 buffers would convert the values, and assign=True would keep a float dtype that a
+    model-wide .to(torch.bfloat16) then casts. Another dtype is refused, naming the buffer, its dtype and shape."""
+    source = _layer(device, seed=1)
+    x = torch.randn(3, source.in_features, generator=torch.Generator().manual_seed(3)).bfloat16().to(device)
+    want = source(x)
+    state = source.state_dict()
+    typed = {"weight_values": state["weight_values"].view(torch.float8_e4m3fn), "weight_scales": state["weight_scales"]}
+    if hasattr(torch, "float8_e8m0fnu"):
+        typed["weight_scales"] = state["weight_scales"].view(torch.float8_e8m0fnu)
+    layer = _layer(device, seed=0)
+    layer.load_state_dict(typed, assign=assign)
+    layer.to(torch.bfloat16)
+    assert layer.weight_values.dtype == layer.weight_scales.dtype == torch.uint8
+    assert torch.equal(layer(x).view(torch.int16), want.view(torch.int16))
+    assert typed["weight_values"].dtype == torch.float8_e4m3fn  # the caller's dict is not changed
+    bad = {**state, "weight_scales": state["weight_scales"].float()}
+    with pytest.raises(RuntimeError, match=r"weight_scales: expected the bytes as torch\.uint8 or .*got torch\.float32"):
+        _layer(device, seed=0).load_state_dict(bad, assign=assign)

@@ -533,6 +533,11 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(x.float(), w)
     with pytest.raises(TypeError, match="x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got list"):
         seam.mxfp8_linear(x.tolist(), w)
+    # E4M3 rows on their own, or the quantizer's (values, scales) pair: the message says what to wrap them in
+    with pytest.raises(TypeError, match=r"got tuple; wrap E4M3 rows and their scales in seam\.QuantizedActivation"):
+        seam.mxfp8_linear(seam.mxfp8_quantize(x), w)
+    with pytest.raises(TypeError, match=r"got a tensor of dtype torch\.float8_e4m3fn; wrap E4M3 rows"):
+        seam.mxfp8_linear(seam.mxfp8_quantize(x)[0], w)
     with pytest.raises(ValueError, match="K=64"):
         seam.mxfp8_linear(x[:, :64], w)
     with pytest.raises(ValueError, match="2-D"):
@@ -553,6 +558,10 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(x, w, tile=(16, 128))
     with pytest.raises(ValueError, match="split_k"):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 1, split_k=3))
+    with pytest.raises(ValueError, match="tile.split_k must be >= 1, got 0"):
+        seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 1, split_k=0))
+    with pytest.raises(ValueError, match="tile.block_k must be a power of two >= 32, got 16"):
+        seam.mxfp8_linear(x, w, tile=Tile(16, 128, 16, 4, 1))
     with pytest.raises(ValueError, match="num_warps"):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 3, 1))
     with pytest.raises(ValueError, match="num_stages"):

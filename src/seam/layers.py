@@ -78,8 +78,29 @@ class MXFP8Linear(torch.nn.Module):
         self.register_buffer("weight_scales", weight.scales)
         self._weight: tuple | None = None  # (the two buffers it was built from, the MXFP8Weight)
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
+    #: The dtypes a checkpoint may hold each buffer's bytes in (loaded as their uint8 view).
+    _BYTE_DTYPES = {"weight_values": (torch.uint8, torch.float8_e4m3fn),
+                    "weight_scales": (torch.uint8, getattr(torch, "float8_e8m0fnu", torch.uint8))}
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        # E4M3 / E8M0 tensors load as their bytes: a plain copy into the uint8 buffers would convert their values,
+        # and assign=True would keep a float dtype that a model-wide .to(dtype) then casts
+        refused = []
+        for name, dtypes in self._BYTE_DTYPES.items():
+            t = state_dict.get(prefix + name)
+            if not isinstance(t, torch.Tensor) or t.dtype is torch.uint8:
+                continue
+            if t.dtype in dtypes:
+                state_dict[prefix + name] = t.view(torch.uint8)
+            else:
+                error_msgs.append(f"{prefix}{name}: expected the bytes as {' or '.join(map(str, dict.fromkeys(dtypes)))}, "
+                                  f"got {t.dtype} {list(t.shape)}")
+                state_dict.pop(prefix + name)  # nothing of it loads
+                refused.append(prefix + name)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        missing_keys[:] = [key for key in missing_keys if key not in refused]  # present, refused above
         self._weight = None  # built again: inference-tensor buffers have no version counter to show the copy
 
     @classmethod

@@ -141,17 +141,17 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
         return tile
     if tile.block_m != 1 and (tile.block_m < 16 or tile.block_m & (tile.block_m - 1)):
         raise ValueError(f"tile.block_m must be 1 (the GEMV mainloop) or a power of two >= 16, got {tile.block_m}")
-    for name in ("block_n", "block_k"):
+    for name, least in (("block_n", 16), ("block_k", 32)):  # block_k: whole MXFP8 blocks
         v = getattr(tile, name)
-        if v < 16 or v & (v - 1):
-            raise ValueError(f"tile.{name} must be a power of two >= 16, got {v}")
-    if tile.block_k % 32:
-        raise ValueError(f"tile.block_k must be a multiple of 32, got {tile.block_k}")
+        if v < least or v & (v - 1):
+            raise ValueError(f"tile.{name} must be a power of two >= {least}, got {v}")
     if tile.num_warps not in (1, 2, 4, 8, 16):
         raise ValueError(f"tile.num_warps must be 1, 2, 4, 8 or 16, got {tile.num_warps}")
     if tile.num_stages < 1:
         raise ValueError(f"tile.num_stages must be >= 1, got {tile.num_stages}")
-    if tile.split_k < 1 or (tile.split_k > 1 and k % (tile.split_k * tile.block_k)):
+    if tile.split_k < 1:
+        raise ValueError(f"tile.split_k must be >= 1, got {tile.split_k}")
+    if tile.split_k > 1 and k % (tile.split_k * tile.block_k):
         raise ValueError(
             f"tile.split_k={tile.split_k} must be 1 or split K={k} into whole blocks of block_k={tile.block_k}"
         )
@@ -182,8 +182,9 @@ def mxfp8_linear(
 
     Args:
         x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
-            MXFP8 as ``quantize`` says (NaN and inf elements quantize to finite E4M3 values,
-            ``docs/spec/mxfp8.md`` step 5, so such a row's output is finite); or a
+            MXFP8 as ``quantize`` says (``docs/spec/mxfp8.md`` steps 3-5: NaN elements quantize to +448 in a
+            finite block, so a row with NaN gives finite output; a block holding +-inf gets scale byte 254 and
+            E4M3 +448, whose A_deq 448 * 2^127 is inf in BF16, so that row's outputs are inf or NaN); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
             change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-64
             tokens and one at N >= 2560; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
@@ -257,8 +258,12 @@ def mxfp8_linear(
         checks.tensor("x.values", x.values, device=device)
         checks.tensor("x.scales", x.scales, device=device)
     else:
+        wrap = "; wrap E4M3 rows and their scales in seam.QuantizedActivation(values, scales, dtype, shape)"
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got {checks.type_name(x)}")
+            raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got {checks.type_name(x)}"
+                            + (wrap if isinstance(x, tuple) else ""))
+        if x.dtype == torch.float8_e4m3fn:
+            raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got a tensor of dtype {x.dtype}{wrap}")
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
         if x.dim() != 2:
             raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
