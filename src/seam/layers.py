@@ -18,7 +18,7 @@ import torch
 from seam import runtime
 from seam.compare import bytes_equal
 from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import ScaleLayout
+from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.ops.linear import LinearQuantize, mxfp8_linear
 from seam.ops.mxfp8 import mxfp8_quantize
@@ -79,8 +79,7 @@ class MXFP8Linear(torch.nn.Module):
         self._weight: tuple | None = None  # (the two buffers it was built from, the MXFP8Weight)
 
     #: The dtypes a checkpoint may hold each buffer's bytes in (loaded as their uint8 view).
-    _BYTE_DTYPES = {"weight_values": (torch.uint8, torch.float8_e4m3fn),
-                    "weight_scales": (torch.uint8, getattr(torch, "float8_e8m0fnu", torch.uint8))}
+    _BYTE_DTYPES = {"weight_values": E4M3_DTYPES, "weight_scales": UE8M0_DTYPES}
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:
@@ -94,7 +93,7 @@ class MXFP8Linear(torch.nn.Module):
             if t.dtype in dtypes:
                 state_dict[prefix + name] = t.view(torch.uint8)
             else:
-                error_msgs.append(f"{prefix}{name}: expected the bytes as {' or '.join(map(str, dict.fromkeys(dtypes)))}, "
+                error_msgs.append(f"{prefix}{name}: expected the bytes as {' or '.join(map(str, dtypes))}, "
                                   f"got {t.dtype} {list(t.shape)}")
                 state_dict.pop(prefix + name)  # nothing of it loads
                 refused.append(prefix + name)

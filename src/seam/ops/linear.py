@@ -49,6 +49,10 @@ class LinearQuantize(str, enum.Enum):
 IN_GEMM_MAX_M = 16
 
 
+#: What to do with MXFP8 rows passed as a bare tensor or as mxfp8_quantize's (values, scales) pair.
+_WRAP_HINT = "; wrap E4M3 rows and their scales in seam.QuantizedActivation(values, scales, dtype, shape)"
+
+
 def dequantizes_a(tile: Tile, m: int, n: int, k: int, device: torch.device) -> bool:
     """Whether ``tile``'s path dequantizes the [m, k] activations in a launch before its GEMM (the ring kernel's,
     the prefill path's, and the decode kernel's where :func:`seam.kernels.mxfp8_gemm.dequantizes_first` says),
@@ -258,12 +262,12 @@ def mxfp8_linear(
         checks.tensor("x.values", x.values, device=device)
         checks.tensor("x.scales", x.scales, device=device)
     else:
-        wrap = "; wrap E4M3 rows and their scales in seam.QuantizedActivation(values, scales, dtype, shape)"
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got {checks.type_name(x)}"
-                            + (wrap if isinstance(x, tuple) else ""))
+                            + (_WRAP_HINT if isinstance(x, tuple) else ""))
         if x.dtype == torch.float8_e4m3fn:
-            raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got a tensor of dtype {x.dtype}{wrap}")
+            raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got a tensor of dtype "
+                            f"{x.dtype}{_WRAP_HINT}")
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
         if x.dim() != 2:
             raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
