@@ -500,7 +500,7 @@ def test_gpu_cuda_graph_replays_with_mutated_inputs():
             pre.uniform_(generator=gen)
         graph.replay()
         torch.cuda.synchronize()
-        if replay % 25 == 0 or replay > 495:
+        if replay % 100 == 0 or replay > 497:  # the CPU reference dominates: 7 checks of 500 replays
             for (xs, res, post, comb, pre, w), outs in zip(calls, results):
                 check_outputs(outs, xs, res, post, comb, pre, w)
     assert_armed(op)

@@ -136,6 +136,14 @@ TWO_PER_SM_BYTES = 113 * 1024
 #: A_deq at 8 rows: N 2560 x K 6144 9.11 -> 7.49 us, N 4992 x K 6144 14.53 -> 11.29 (N 6144 x K 2048 6.26 ->
 #: 6.39, the one loss); at 16 rows the per-step wait is 0.1-0.25 us faster.
 A_DEQ_WAIT_ALL_MAX_M = gl.constexpr(8)
+#: The split-K combine (:func:`store_tile`) stores partials for the tile's tokens (columns < M) only, and up to
+#: this many tokens per program also loads those columns only. H200 (2026-12-04, docs/benchmarks-log.md run 172,
+#: ``mxfp8_linear`` on MXFP8 rows, weights past L2, us, every column / stores only / stores and loads): 20
+#: tokens (32-row tile) N 6144 x K 2048 9.09 / 8.68 / 8.62, N 2560 x 6144 10.14 / 10.12 / 9.85, N 1536 x 6144
+#: 9.03 / 8.96 / 8.60; 40 tokens (64) 10.47 / 10.71 / 10.49, 12.31 / 12.25 / 12.11, 9.55 / 9.37 / 9.21; 65 tokens
+#: (the ring kernel's 128) 17.19 / 16.58 / 16.47, 19.22 / 18.72 / 19.18, 13.80 / 13.51 / 14.66 (split 11), where
+#: the masked loads lost at 96 tokens too (N 1536: 13.76 / 13.74 / 14.94).
+TOKENS_ONLY_MAX_MP = gl.constexpr(64)
 
 
 def max_steps(k: int, split_k: int) -> int:
@@ -495,14 +503,16 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
                MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, PARTIALS: gl.constexpr,
                COMBINERS: gl.constexpr, num_warps: gl.constexpr):
     """Store a program's [BN, MP] fp32 sums, out^T rows n0.. and columns m0..: as BF16 (no split), as its
-    split-K partial (``PARTIALS``), or as a partial that the tile's last program to arrive combines
-    (``COMBINERS`` 1) or that the last ``COMBINERS`` programs of the tile combine, a slice of rows each."""
+    split-K partial (``PARTIALS``, every column), or as a partial of the columns < M that the tile's last
+    program to arrive combines (``COMBINERS`` 1) or that the last ``COMBINERS`` programs of the tile combine, a
+    slice of rows each (:data:`TOKENS_ONLY_MAX_MP`)."""
     # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
     acc = gl.convert_layout(acc, EPI)
     r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, EPI))
     m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, EPI))
-    out_mask = (n0 + r_idx[:, None] < N) & (m0 + m_idx[None, :] < M)
+    tokens = m0 + m_idx[None, :] < M  # the split-K partials' columns the output keeps (the rest are padding)
+    out_mask = (n0 + r_idx[:, None] < N) & tokens
     out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
     base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
     if PARTIALS:
@@ -510,15 +520,16 @@ def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, strid
     elif SPLIT_K == 1:
         gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
     elif COMBINERS == 1:
-        gl.store(base + kid * (BN * MP), acc)
+        gl.store(base + kid * (BN * MP), acc, mask=tokens)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
         if count == SPLIT_K - 1:
-            total = _sum_partials(base, BN * MP, gl.zeros([BN, MP], gl.float32, EPI), SPLIT_K, COMBINE)
+            total = _sum_partials(base, BN * MP, gl.zeros([BN, MP], gl.float32, EPI), tokens, SPLIT_K, COMBINE,
+                                  MP <= TOKENS_ONLY_MAX_MP)
             gl.store(counter_ptr + tile, 0)
             gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
     else:
-        gl.store(base + kid * (BN * MP), acc)
+        gl.store(base + kid * (BN * MP), acc, mask=tokens)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         gl.atomic_add(counter_ptr + tile, 1, sem="release")
         # the tile's last programs: the others started before them (launch order) and never wait
@@ -543,23 +554,31 @@ def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, part, n0, m0, M, N, stride
     seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
     while seen < SPLIT_K:
         seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
-    total = _sum_partials(base, BN * MP, gl.zeros([R, MP], gl.float32, SL), SPLIT_K, COMBINE)
+    tokens = m0 + m_idx[None, :] < M
+    total = _sum_partials(base, BN * MP, gl.zeros([R, MP], gl.float32, SL), tokens, SPLIT_K, COMBINE,
+                          MP <= TOKENS_ONLY_MAX_MP)
     left = gl.atomic_add(counter_ptr + tile, 1, sem="relaxed")
     if left == SPLIT_K + COMBINERS - 1:
         gl.store(counter_ptr + tile, 0)
-    out_mask = (n0 + r_idx[:, None] < N) & (m0 + m_idx[None, :] < M)
+    out_mask = (n0 + r_idx[:, None] < N) & tokens
     out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
     gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
 
 
 @gluon.jit
-def _sum_partials(base, stride, total, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr):
+def _sum_partials(base, stride, total, tokens, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr,
+                  TOKENS_ONLY: gl.constexpr):
     """``total`` (+0.0) plus the SPLIT_K partials at ``base + s * stride``, in split order, COMBINE loads in
-    flight at a time (combine_group); the masked tail adds +0.0, which leaves every sum as it is (none is
-    -0.0: it starts at +0.0)."""
+    flight at a time (combine_group); with ``TOKENS_ONLY`` in the columns ``tokens`` keeps only, else in every
+    column (those past M hold stale bytes, summed and never stored). The masked tail adds +0.0, which leaves
+    every sum as it is (none is -0.0: it starts at +0.0)."""
     for s0 in range(0, SPLIT_K, COMBINE):
         for j in gl.static_range(COMBINE):
-            total += gl.load(base + (s0 + j) * stride, mask=s0 + j < SPLIT_K, other=0.0,
+            if TOKENS_ONLY:
+                mask = (s0 + j < SPLIT_K) & tokens
+            else:
+                mask = s0 + j < SPLIT_K
+            total += gl.load(base + (s0 + j) * stride, mask=mask, other=0.0,
                              cache_modifier=".cg")  # at L2, where the partials landed
     return total
 
