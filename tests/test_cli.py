@@ -91,14 +91,14 @@ def test_verify_only_matching_nothing_is_a_usage_error(monkeypatch, capsys, only
         main(["verify", "--only", only, "--no-timing"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert f"only={only!r} is no family and in no op name" in err and "families: lamport, linear" in err
+    assert f"--only {only!r} names no family and is in no op's name" in err and "families: lamport, linear" in err
     assert "Traceback" not in err
 
 
 def test_verify_only_picks_a_family_or_ops_by_name_any_case():
     cases = runner.collect(Context.here())
     for path_part in ("seam", "verify", "case_"):
-        with pytest.raises(ValueError, match="only="):
+        with pytest.raises(ValueError, match="--only"):
             runner.select(cases, path_part)
     norm = runner.select(cases, "NORM")  # the family, not every op with "norm" in its name
     assert norm and {c.family for c in norm} == {"norm"}
@@ -120,7 +120,7 @@ def test_verify_only_repeated_runs_the_union(monkeypatch, capsys):
     _no_check_may_run(monkeypatch)
     with pytest.raises(SystemExit) as exit_:
         main(["verify", "--only", "qkv", "--only", "nosuch"])
-    assert exit_.value.code == 2 and "only='nosuch' is no family" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "--only 'nosuch' names no family" in capsys.readouterr().err
 
 
 def test_verify_only_runs_the_ops_the_table_names(capsys):
@@ -278,3 +278,18 @@ def test_verify_times_the_smallest_and_largest_m_of_each_op_and_shape():
         c = cases[i]
         ms = groups[(c.family, c.check.op, c.check.shape)]
         assert c.check.m in (min(ms), max(ms))
+
+
+def test_bench_m_repeated_adds_token_counts(monkeypatch):
+    """``--m 1 --m 2 3`` runs 1, 2 and 3 (argparse's nargs alone kept only the last group)."""
+    runs = []
+    monkeypatch.setattr("seam.cli._bench", lambda name, ms: runs.append((name, ms)) or 0)
+    assert main(["bench", "qkv", "--m", "1", "--m", "2", "3"]) == 0
+    assert runs == [("qkv", [1, 2, 3])]
+
+
+def test_help_is_plain_text(capsys):
+    """The top-level help is read in a terminal: no reStructuredText markup from the module's docstring."""
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and "seam COMMAND --help" in " ".join(out.split())

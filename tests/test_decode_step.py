@@ -1,8 +1,13 @@
 """The decode-step harness (``seam.bench.step``) at reduced shapes: both chains run and agree within the stated bounds."""
 
+import io
+import json
+
 import pytest
 import torch
+from rich.console import Console
 
+from seam.bench import step
 from seam.bench.step import (
     MhcBoundary,
     MhcShape,
@@ -32,3 +37,13 @@ def test_gpu_full_shapes(m):
     dev = torch.device("cuda")
     assert minimax_ok(compare_minimax(MiniMaxBoundary(MiniMaxShape(), m, dev)))
     assert mhc_ok(compare_mhc(MhcBoundary(MhcShape(), m, dev)))
+
+
+def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch):
+    """``seam bench step`` (one token) writes step.json into $SEAM_OUT and names the file it wrote."""
+    monkeypatch.setenv("SEAM_OUT", str(tmp_path))
+    buf = io.StringIO()
+    results = step.run(Console(file=buf, width=200), ms=(1,))
+    saved = json.loads((tmp_path / "step.json").read_text())
+    assert saved["results"]["minimax"][0]["M"] == 1 and set(saved["results"]) == set(results) == {"minimax", "mhc"}
+    assert f"wrote {tmp_path / 'step.json'}" in buf.getvalue()

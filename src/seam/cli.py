@@ -92,7 +92,9 @@ def _writable(path: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from seam.verify.runner import families
 
-    parser = argparse.ArgumentParser(prog="seam", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="seam", description="seam: fused layer-boundary kernels for quantized MoE decode. Commands: seam info, "
+        "seam verify, seam bench NAME (also python -m seam ...); seam COMMAND --help for each one's options.")
     # seam is imported already (this module is part of it), and its __version__ is that of the code running,
     # even from src/ without install or beside another installed seam, where package metadata would differ
     parser.add_argument("--version", action="version", version=f"seam {seam.__version__}")
@@ -102,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     verify_help = "every fused op against its reference on this device"
     verify = sub.add_parser("verify", help=verify_help,
                             description=f"{verify_help} (the GPU if present, else the CPU under the Triton "
-                            "interpreter: about 90 s on an H200, 40 s on 2 CPU cores), a line per check as it "
-                            "runs, then a table")
+                            "interpreter: about 60-90 s on an H200, a minute on 2 CPU cores), a line per check as "
+                            "it runs, then a table")
     verify.add_argument("--json", metavar="PATH", type=_writable, help="also save the results as JSON")
     verify.add_argument("--only", metavar="NAME", action="append",
                         help=f"only the family NAME ({', '.join(families())}) or the ops whose name contains NAME, "
@@ -114,10 +116,12 @@ def main(argv: list[str] | None = None) -> int:
                         "the CPU cores, at most 8; under the interpreter 1)")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op", description="GPU benchmarks, one per op",
                            epilog="gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional "
-                           "package humming-kernels is installed; results: BENCHMARKS.md")
+                           "package humming-kernels is installed; step also writes step.json and step.png to "
+                           "$SEAM_OUT (default ./out); results: BENCHMARKS.md")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
-    bench.add_argument("--m", type=int, nargs="+", metavar="M",
-                       help="token counts to run instead of the benchmark's default list (a short run)")
+    bench.add_argument("--m", type=int, nargs="+", action="extend", metavar="M",
+                       help="token counts to run instead of the benchmark's default list (a short run); "
+                       "repeat it to add more")
     args = parser.parse_args(argv)
     if args.cmd is None:
         parser.print_help()

@@ -430,6 +430,9 @@ def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
     out = pathlib.Path(os.environ.get("SEAM_OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "step.json").write_text(json.dumps({"device": str(device), "results": results}, indent=1))
+    written = [out / "step.json"]
     if gpu:
         _plot(results, out / "step.png")
+        written.append(out / "step.png")
+    console.print(f"wrote {', '.join(map(str, written))} (SEAM_OUT sets the folder)")
     return results

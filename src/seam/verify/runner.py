@@ -98,7 +98,7 @@ def select(cases: list[Case], only: str | list[str] | None) -> list[Case]:
         chosen = [c for c in cases if c.family == needle] or [c for c in cases if needle and needle in c.check.op.lower()]
         if not chosen:
             ops = ", ".join(dict.fromkeys(c.check.op for c in cases))
-            raise ValueError(f"only={name!r} is no family and in no op name (any case); "
+            raise ValueError(f"--only {name!r} names no family and is in no op's name (any case); "
                              f"families: {', '.join(families())}; ops: {ops}")
         picked.update(id(c) for c in chosen)
     return [c for c in cases if id(c) in picked]
