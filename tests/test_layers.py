@@ -297,10 +297,15 @@ def test_leading_dimensions_as_nn_linear(device):
     assert got.shape == (2, 3, 64) and bytes_equal(got.reshape(6, 64), want)
     out = torch.empty(2, 3, 64, dtype=torch.bfloat16, device=device)
     assert layer(x, out=out) is not None and bytes_equal(out.reshape(6, 64), want)
-    for bad in (torch.empty(6, 64, dtype=torch.bfloat16, device=device),
-                torch.empty(2, 64, 3, dtype=torch.bfloat16, device=device).transpose(1, 2)):
-        with pytest.raises(ValueError, match="out must be a contiguous tensor of shape \\[2, 3, 64\\]"):
+    # each message names what is wrong: the shape, or (the shape matching) the strides
+    for bad, match in ((torch.empty(6, 64, dtype=torch.bfloat16, device=device),
+                        r"out must have shape \[2, 3, 64\], got \[6, 64\]"),
+                       (torch.empty(2, 64, 3, dtype=torch.bfloat16, device=device).transpose(1, 2),
+                        r"out must be contiguous: strides \(192, 64, 1\) for shape \[2, 3, 64\], got \(192, 1, 3\)")):
+        with pytest.raises(ValueError, match=match):
             layer(x, out=bad)
+    with pytest.raises(TypeError, match="out must have dtype torch.bfloat16"):
+        layer(x, out=torch.empty(2, 3, 64, device=device))
 
 
 def test_one_dimensional_x_and_wrong_k_as_nn_linear(device):

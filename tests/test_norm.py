@@ -357,3 +357,37 @@ def test_fused_add_rms_norm_both_weights(device, gemma):
     assert ok, detail
     with pytest.raises(TypeError, match="gemma must be a bool"):
         seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=1)
+
+
+def test_stride_0_rows_read_like_mxfp8_linear(device):
+    """x and residual may repeat one row (expand(), row stride 0), as mxfp8_linear's x may: the kernel reads
+    rows at their stride. The same results as the contiguous copies."""
+    x1, r1, w = _inputs(1, 64, device)
+    x, r = x1.expand(5, 64), r1.expand(5, 64)
+    xc, rc = x.contiguous(), r.contiguous()
+    assert bytes_equal(seam.gemma_rms_norm(x, w, EPS), seam.gemma_rms_norm(xc, w, EPS))
+    for got, want in (
+        (seam.fused_add_rms_norm(x, r, w, EPS), seam.fused_add_rms_norm(xc, rc, w, EPS)),
+        (seam.fused_add_rms_norm(xc, r, w, EPS, gemma=True), seam.fused_add_rms_norm(xc, rc, w, EPS, gemma=True)),
+        (seam.fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True),
+         seam.fused_add_rms_norm_mxfp8(xc, rc, w, EPS, also_bf16=True)),
+        (seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, scale_layout="row_major"),
+         seam.gemma_fused_add_rms_norm_mxfp8(xc, rc, w, EPS, scale_layout="row_major")),
+    ):
+        assert all(bytes_equal(a, b) for a, b in zip(got, want))
+
+
+def test_stride_0_residual_not_written_in_place(device):
+    """In place (out=(x, residual), vLLM's call) a residual of one repeated row would take overlapping writes:
+    refused, naming its strides and why, before any launch."""
+    x1, r1, w = _inputs(1, 64, device)
+    x, r = x1.expand(5, 64).contiguous(), r1.expand(5, 64)
+    before = (x.clone(), r1.clone())
+    msg = (r"out\[{}\] \(residual_out\) must be contiguous: strides \(64, 1\) for shape \[5, 64\], got \(0, 1\) "
+           r"\(a stride of 0, as from expand\(\), repeats elements in memory: the op's writes to them would overlap\)")
+    with pytest.raises(ValueError, match=msg.format(1)):
+        seam.fused_add_rms_norm(x, r, w, EPS, out=(x, r))
+    values, scales = seam.mxfp8_quantize(x)
+    with pytest.raises(ValueError, match=msg.format(2)):
+        seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, out=(values, scales, r))
+    assert bytes_equal(x, before[0]) and bytes_equal(r1, before[1])

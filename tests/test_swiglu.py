@@ -263,3 +263,33 @@ def test_gpu_full_shapes(device, m, layout):
     assert _rel_l2(_dequant(v, s, "swizzled"), exact) <= _rel_l2(_dequant(uv, us, "swizzled"), exact) * 1.0001
     bv, bs = seam.swiglu_oai_mxfp8(x, layout=layout, round_to_bf16=True)
     assert bytes_equal(bv, uv) and bytes_equal(bs, us)
+
+
+@pytest.mark.parametrize("op", ["swiglu_oai", "swiglu_oai_mxfp8"])
+def test_int_scalars_accepted_bools_refused(device, op):
+    """alpha, beta, limit: an int (Python or NumPy) stands for its float, as torch takes float scalars and
+    the docstrings say; a bool is refused (a flag passed by mistake), naming the argument."""
+    import numpy as np
+
+    f = getattr(seam, op)
+    x = _gate_up(4, 64, device)
+    want = f(x, alpha=2.0, beta=1.0, limit=7.0)
+    for ints in (dict(alpha=2, beta=1, limit=7), dict(alpha=np.int64(2), beta=np.int32(1), limit=np.int8(7))):
+        got = f(x, **ints)
+        assert all(bytes_equal(a, b) for a, b in zip(got if op.endswith("mxfp8") else (got,),
+                                                      want if op.endswith("mxfp8") else (want,)))
+    for name in ("alpha", "beta", "limit"):
+        for flag in (True, np.bool_(False)):
+            with pytest.raises(TypeError, match=rf"{name} must be a float or int \(not a bool\), got .*bool"):
+                f(x, **{name: flag})
+    assert "floats or ints, not bools" in f.__doc__ and "float or int (not a bool)" in f.__doc__
+
+
+def test_stride_0_rows_read(device):
+    """gate_up may repeat one row (expand(), row stride 0) as mxfp8_linear's x may: the kernel reads rows at
+    their stride."""
+    row = _gate_up(1, 64, device)
+    x = row.expand(5, 128)
+    assert bytes_equal(seam.swiglu_oai(x), seam.swiglu_oai(x.contiguous()))
+    got, want = seam.swiglu_oai_mxfp8(x), seam.swiglu_oai_mxfp8(x.contiguous())
+    assert all(bytes_equal(a, b) for a, b in zip(got, want))

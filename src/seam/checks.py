@@ -27,6 +27,7 @@ def tensor(
     device: torch.device | None = None,
     contiguous: bool = True,
     align: int = 0,
+    written: bool = False,
 ) -> torch.Tensor:
     """Check one tensor argument and return it.
 
@@ -37,10 +38,12 @@ def tensor(
         device: device it must share with the op's other tensors.
         contiguous: require ``t.is_contiguous()``.
         align: required byte alignment of ``data_ptr()`` (0: none).
+        written: the op writes ``t`` in place (an ``out=`` buffer): refuse it where it requires grad
+            and grad mode is on, as torch refuses out= arguments (:func:`not_requiring_grad`).
 
     Raises:
         TypeError: not a tensor, or wrong dtype.
-        ValueError: wrong shape, device, strides or alignment.
+        ValueError: wrong shape, device, strides or alignment; a written tensor that requires grad.
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type_name(t)}")
@@ -56,10 +59,37 @@ def tensor(
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
     if contiguous and not t.is_contiguous():
-        raise ValueError(f"{name} must be contiguous (strides {t.stride()} for shape {list(t.shape)})")
+        raise ValueError(_not_contiguous(name, t, written))
     if align and not torch.compiler.is_compiling() and t.data_ptr() % align:
         raise ValueError(f"{name} must be {align}-byte aligned (data_ptr % {align} = {t.data_ptr() % align})")
+    if written:
+        not_requiring_grad(name, t)
     return t
+
+
+def _not_contiguous(name: str, t: torch.Tensor, written: bool) -> str:
+    """The message for a tensor that is not contiguous: its strides against the contiguous ones for its
+    shape (the shape alone may match), and why a stride of 0 (an ``expand()``) is refused."""
+    want, step = [], 1
+    for size in reversed(t.shape):
+        want.insert(0, step)
+        step *= max(size, 1)
+    msg = f"{name} must be contiguous: strides {tuple(want)} for shape {list(t.shape)}, got {t.stride()}"
+    if any(st == 0 and size > 1 for size, st in zip(t.shape, t.stride())):
+        msg += " (a stride of 0, as from expand(), repeats elements in memory" + (
+            ": the op's writes to them would overlap)" if written else ")")
+    return msg
+
+
+def not_requiring_grad(name: str, t: torch.Tensor) -> None:
+    """Raise ValueError for a buffer the op writes in place (``out=``) that requires grad while grad mode is
+    on: seam's ops record no autograd graph, so the write would leave a tensor whose gradient is silently
+    wrong. torch's own out= arguments are refused there too ("functions with out=... arguments don't support
+    automatic differentiation") and accepted under ``torch.no_grad()`` / ``torch.inference_mode()``."""
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{name} requires grad, but seam's ops write it in place and do not support automatic "
+                         "differentiation (as torch's out= arguments): pass a tensor that does not require grad, "
+                         "or call under torch.no_grad()")
 
 
 def kernel_device(name: str, t: torch.Tensor) -> torch.device:
@@ -138,10 +168,11 @@ _FP32_MAX = 3.4028234663852886e38
 
 
 def finite_float(name: str, value: object, *, positive: bool = False) -> float:
-    """A real scalar argument (eps, scales; Python or NumPy, not a bool) finite in fp32, where the
-    kernels use it; raise TypeError/ValueError otherwise."""
+    """A real scalar argument (eps, scales): a float or an int, Python or NumPy, as torch takes a float
+    scalar, but not a bool (numerically an int, but a flag passed by mistake); finite in fp32, where the
+    kernels use it. Raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float, got {type_name(value)}")
+        raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}")
     v = float(value)
     if not abs(v) <= _FP32_MAX or (positive and v <= 0):
         raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the "

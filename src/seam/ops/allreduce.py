@@ -49,7 +49,7 @@ from seam.ops.norm import fused_add_rms_norm, gemma_norm_mxfp8_activation
 def _bf16_out(name: str, t: object, m: int, hidden: int, device: torch.device) -> torch.Tensor:
     if t is None:
         return torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
-    return checks.tensor(name, t, dtype=torch.bfloat16, shape=(m, hidden), device=device)
+    return checks.tensor(name, t, dtype=torch.bfloat16, shape=(m, hidden), device=device, written=True)
 
 
 class LamportAllReduce(LamportBase):
@@ -128,7 +128,8 @@ class LamportAllReduce(LamportBase):
             out: optional BF16 [M, hidden] contiguous buffer, written in place.
 
         Raises:
-            TypeError / ValueError: bad out/rank, no pending publish.
+            TypeError / ValueError: bad out (ValueError for one requiring grad while grad mode is on) or
+                rank, no pending publish.
             RuntimeError: debug mode and a peer never published; the group uses the fallback.
         """
         r = self._mailbox_rank(rank)
@@ -149,7 +150,7 @@ class LamportAllReduce(LamportBase):
         Args:
             residual: BF16 [M, hidden] (M of the pending publish), contiguous. Read only.
             weight: BF16 [hidden] RMSNorm weight; applied as ``1 + w`` when ``gemma``.
-            eps: finite float >= 0.
+            eps: finite float or int (not a bool) >= 0.
             gemma: Gemma weight convention.
             rank: the simulated rank collecting (None for a real group).
 
@@ -178,7 +179,7 @@ class LamportAllReduce(LamportBase):
         Args:
             residual: BF16 [M, hidden] (M of the pending publish), contiguous. Read only.
             weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
-            eps: finite float >= 0.
+            eps: finite float or int (not a bool) >= 0.
             also_bf16: also return the BF16 normed rows.
             rank: the simulated rank collecting (None for a real group).
             a_deq: True: the same launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden
@@ -224,7 +225,8 @@ class LamportAllReduce(LamportBase):
         takes the fallback (``torch.distributed.all_reduce``).
 
         Raises:
-            TypeError / ValueError: bad x or out (out overlapping x too), before any launch or collective; ValueError also
+            TypeError / ValueError: bad x or out (out overlapping x, or requiring grad while grad mode is
+                on, too), before any launch or collective; ValueError also
                 on a :class:`~seam.comm.SimulatedGroup` of tp > 1 (use :meth:`publish` and
                 :meth:`collect` with ``rank=``), with a publish of this rank pending, and in debug
                 mode when the ranks' M differ (on every rank, before any collective).
@@ -326,7 +328,7 @@ def all_reduce_rms_norm(
             16-byte aligned. Read only.
         residual: BF16 [M, hidden], contiguous, 16-byte aligned. Read only.
         weight: BF16 [hidden] RMSNorm weight.
-        eps: finite float >= 0.
+        eps: finite float or int (not a bool) >= 0.
         comm: the group's :class:`LamportAllReduce`.
         gemma: apply the weight as ``1 + w``.
 

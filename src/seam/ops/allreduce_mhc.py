@@ -269,7 +269,8 @@ class AllReduceMHC(LamportBase):
             TypeError: wrong tensor types or dtypes.
             ValueError (before any launch): pre/norm_weight given without the other; None
                 without residual_only; mxfp8_out without quantize_layer_input or with
-                residual-only; wrong shapes of x/residual/post/comb/pre/mxfp8_out; M outside
+                residual-only; wrong shapes of x/residual/post/comb/pre/mxfp8_out; mxfp8_out
+                requiring grad while grad mode is on; M outside
                 [1, max_num_tokens]; a simulated group of tp > 1 (use publish/consume); in
                 debug mode, ranks whose M differ (on every rank, before any collective).
         """

@@ -226,7 +226,9 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a bf16_mm
-            tile other than ``BF16_MM_TILE``, or an unknown ``quantize``; with ``SEAM_DEBUG``, an ``x.a_deq``
+            tile other than ``BF16_MM_TILE``, an unknown ``quantize``, or an ``out`` requiring grad while
+            grad mode is on (as torch's out= arguments; fine under ``torch.no_grad()``); with ``SEAM_DEBUG``, an
+            ``x.a_deq``
             that is not the A_deq of ``x``'s MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight
             whose bytes changed since its record was built by writes no version counter shows
             (:meth:`seam.MXFP8Weight.byte_facts`).
@@ -284,7 +286,7 @@ def mxfp8_linear(
     if out is None:
         out = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     else:
-        checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device)
+        checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device, written=True)
         inputs = _activation_inputs(x)
         checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
     tile = tile or pick_tile(m, n, k, device)

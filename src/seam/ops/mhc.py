@@ -141,7 +141,8 @@ def mhc_post_collapse_rms_norm(
             scratch) happens during CUDA-graph capture.
         ValueError: wrong shapes, non-contiguous tensors, mixed devices, hidden not a multiple
             of 32, hc not in (1, 2, 4, 8), pre/norm_weight given without the other,
-            mxfp8_out without a layer input, or mxfp8_out buffers of the wrong size.
+            mxfp8_out without a layer input, or mxfp8_out buffers of the wrong size or requiring grad
+            while grad mode is on.
 
     Spec: ``docs/spec/lamport.md`` (Consumer B), ``docs/spec/mxfp8.md``.
     """

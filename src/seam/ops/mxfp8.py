@@ -41,12 +41,13 @@ def check_mxfp8_out(
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise TypeError(f"{name} must be a (values, scales) pair")
     values, scales = out
-    checks.tensor(f"{name}[0] (values)", values, dtype=torch.float8_e4m3fn, shape=(m, k), device=device, align=16)
+    checks.tensor(f"{name}[0] (values)", values, dtype=torch.float8_e4m3fn, shape=(m, k), device=device, align=16,
+                  written=True)
     if layout is ScaleLayout.ROW_MAJOR:
         checks.tensor(f"{name}[1] (scales)", scales, dtype=UE8M0_DTYPES, shape=(m, scale_cols(k)), device=device,
-                      align=16)
+                      align=16, written=True)
     else:
-        checks.tensor(f"{name}[1] (scales)", scales, dtype=UE8M0_DTYPES, device=device, align=16)
+        checks.tensor(f"{name}[1] (scales)", scales, dtype=UE8M0_DTYPES, device=device, align=16, written=True)
     if scales.dtype != torch.uint8:  # a uint8 buffer is returned as the same object
         scales = scales.view(torch.uint8)
     if scales.numel() != numel:
@@ -85,8 +86,8 @@ def mxfp8_quantize(
     Raises:
         TypeError: x not a tensor or not BF16/FP16/FP32.
         ValueError: x not 2-D, K not a multiple of 32, non-unit column stride, device
-            without kernels, or out buffers of the wrong size/alignment or overlapping x or
-            each other (a wrong out dtype is a TypeError).
+            without kernels, or out buffers of the wrong size/alignment, not contiguous, requiring
+            grad while grad mode is on, or overlapping x or each other (a wrong out dtype is a TypeError).
     """
     layout = ScaleLayout.parse(scale_layout)
     checks.tensor("x", x, dtype=FLOAT_INPUTS, contiguous=False)

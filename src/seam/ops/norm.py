@@ -24,7 +24,9 @@ _norm = register("fused_add_rms_norm", ("residual_out", "normed", "values", "sca
 
 
 def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: torch.device | None) -> torch.Tensor:
-    """A BF16 [M, hidden] input whose rows are contiguous (row stride may exceed hidden)."""
+    """A BF16 [M, hidden] input whose rows are contiguous, at any row stride: the kernel reads row i at
+    ``i * stride(0)``, so rows may overlap (stride 0: one row broadcast by ``expand()``), as in
+    :func:`seam.mxfp8_linear`. Outputs are checked apart (contiguous)."""
     checks.tensor(name, t, dtype=torch.bfloat16, contiguous=False)
     if t.dim() != 2:
         raise ValueError(f"{name} must be 2-D [M, hidden], got shape {list(t.shape)}")
@@ -32,8 +34,6 @@ def _check_rows(name: str, t: object, shape: tuple[int, int] | None, device: tor
         raise ValueError(f"{name} must have shape {list(shape)} like x, got {list(t.shape)}")
     if t.shape[1] > 1 and t.stride(1) != 1:
         raise ValueError(f"{name} must have unit column stride, got strides {t.stride()}")
-    if t.shape[0] > 1 and t.stride(0) < t.shape[1]:
-        raise ValueError(f"{name} rows overlap (row stride {t.stride(0)} < hidden {t.shape[1]})")
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}, expected {device} like x")
     return t
@@ -53,7 +53,7 @@ def _check_common(x, weight, eps):
 
 
 def _bf16_out(name: str, t: object, m: int, hidden: int, device: torch.device) -> torch.Tensor:
-    return checks.tensor(name, t, dtype=torch.bfloat16, shape=(m, hidden), device=device)
+    return checks.tensor(name, t, dtype=torch.bfloat16, shape=(m, hidden), device=device, written=True)
 
 
 def gemma_rms_norm(
@@ -65,10 +65,10 @@ def gemma_rms_norm(
     :func:`seam.ref.norm.gemma_rms_norm_ref` (reduction order differs).
 
     Args:
-        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous (row stride may exceed
-            hidden). Read only.
+        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous at any row stride (0 too: one
+            row broadcast by ``expand()``). Read only.
         weight: BF16 [hidden], contiguous. Read only.
-        eps: finite float >= 0, added inside the rsqrt.
+        eps: finite float or int (not a bool) >= 0, added inside the rsqrt.
         out: optional BF16 [M, hidden] contiguous buffer for the result, written in place.
 
     Returns:
@@ -77,7 +77,7 @@ def gemma_rms_norm(
     Raises:
         TypeError: a tensor of the wrong dtype, or eps not a real number (a bool is refused).
         ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps < 0 or
-            not finite, or ``out`` overlapping an input.
+            not finite, or ``out`` not contiguous, overlapping an input or requiring grad while grad mode is on.
     """
     m, hidden, device, eps = _check_common(x, weight, eps)
     normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device) if out is None else out
@@ -105,10 +105,12 @@ def fused_add_rms_norm(
     ``f32(w)``). One launch.
 
     Args:
-        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous. Read only, unless passed as normed.
-        residual: BF16 [M, hidden], rows contiguous. Read only, unless passed as residual_out.
+        x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous at any row stride (0 too: one row
+            broadcast by ``expand()``). Read only, unless passed as normed.
+        residual: BF16 [M, hidden], rows contiguous at any row stride (0 too). Read only, unless passed
+            as residual_out (an output: contiguous, so a stride-0 residual is not updated in place).
         weight: BF16 [hidden], contiguous.
-        eps: finite float >= 0.
+        eps: finite float or int (not a bool) >= 0.
         gemma: weight factor ``1 + w`` (Gemma) instead of ``w``.
         out: optional (normed, residual_out) BF16 [M, hidden] contiguous buffers,
             written in place; they must not overlap each other or the inputs, except that
@@ -123,7 +125,8 @@ def fused_add_rms_norm(
         TypeError: wrong dtypes, eps not a real number (a bool is refused), gemma not a bool, or ``out`` not a
             pair.
         ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps out of range,
-            overlapping buffers.
+            overlapping buffers, ``out`` buffers not contiguous (a stride-0 residual passed as
+            residual_out included) or requiring grad while grad mode is on.
     """
     gemma = checks.flag("gemma", gemma)
     m, hidden, device, eps = _check_common(x, weight, eps)
@@ -184,11 +187,12 @@ def fused_add_rms_norm_mxfp8(
     output) and ``docs/spec/mxfp8.md``.
 
     Args:
-        x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read only, unless
-            passed as normed.
-        residual: BF16 [M, hidden], rows contiguous. Read only, unless passed as residual_out.
+        x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous at any row stride
+            (0 too: one row broadcast by ``expand()``). Read only, unless passed as normed.
+        residual: BF16 [M, hidden], rows contiguous at any row stride (0 too). Read only, unless passed
+            as residual_out (an output: contiguous, so a stride-0 residual is not updated in place).
         weight: BF16 [hidden], contiguous.
-        eps: finite float >= 0.
+        eps: finite float or int (not a bool) >= 0.
         gemma: weight factor ``1 + f32(w)`` instead of ``f32(w)``.
         also_bf16: also return the BF16 normed rows.
         scale_layout: ``"swizzled"`` (flat uint8 ``[mxfp8_scale_numel(M, hidden)]``, 128x4
@@ -207,7 +211,8 @@ def fused_add_rms_norm_mxfp8(
     Raises:
         TypeError: wrong dtypes, eps/flags of the wrong type, ``out`` of the wrong arity.
         ValueError: hidden not a multiple of 32 or above 16384, wrong shapes/strides/devices/
-            sizes/alignment, eps out of range, unknown scale_layout, overlapping buffers.
+            sizes/alignment, eps out of range, unknown scale_layout, overlapping buffers, ``out`` buffers
+            not contiguous (a stride-0 residual passed as residual_out included) or requiring grad while grad mode is on.
     """
     values, scales, normed, residual_out, _ = _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16,
                                                              scale_layout, out, a_deq=False)
@@ -271,10 +276,10 @@ def gemma_fused_add_rms_norm_mxfp8(
     Spec: ``docs/spec/norm_act.md`` (... + MXFP8 output), ``docs/spec/mxfp8.md``.
 
     Args:
-        x, residual: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous. Read
-            only, unless passed in ``out`` (in place, see :func:`fused_add_rms_norm_mxfp8`).
+        x, residual: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous at any row
+            stride (0 too). Read only, unless passed in ``out`` (in place, see :func:`fused_add_rms_norm_mxfp8`).
         weight: BF16 [hidden].
-        eps: finite float >= 0.
+        eps: finite float or int (not a bool) >= 0.
         also_bf16: also return the BF16 normed rows (router and routed experts need them).
         scale_layout: ``"swizzled"`` (default, padding written as 0) or ``"row_major"``.
         out: optional buffers in return order, written in place (see

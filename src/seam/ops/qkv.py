@@ -146,10 +146,12 @@ def _check_epilogue(
         raise ValueError("no q output: pass q_out and/or q_fp8_out")
     qn = 16 * nkv * HEAD_DIM
     if q_out is not None:
-        checks.tensor("q_out", q_out, dtype=torch.bfloat16, shape=(m, qn), device=device)
+        checks.tensor("q_out", q_out, dtype=torch.bfloat16, shape=(m, qn), device=device, written=True)
     if q_fp8_out is not None:
-        checks.tensor("q_fp8_out", q_fp8_out, dtype=torch.float8_e4m3fn, shape=(m, qn), device=device)
-    checks.tensor("index_q_out", index_q_out, dtype=torch.float8_e4m3fn, shape=(m, nkv * HEAD_DIM), device=device)
+        checks.tensor("q_fp8_out", q_fp8_out, dtype=torch.float8_e4m3fn, shape=(m, qn), device=device,
+                      written=True)
+    checks.tensor("index_q_out", index_q_out, dtype=torch.float8_e4m3fn, shape=(m, nkv * HEAD_DIM), device=device,
+                  written=True)
 
     checks.tensor("kv_cache", kv_cache, dtype=torch.uint8, device=device, contiguous=False)
     if kv_cache.dim() != 4 or kv_cache.shape[1] != 2 * nkv or kv_cache.shape[3] != TOKEN_BYTES:
@@ -312,12 +314,13 @@ def qkv_index_fused_epilogue(
             ``SEAM_DEBUG``: ValueError otherwise, before any launch). Not modified.
 
     Raises:
-        TypeError: a tensor argument of the wrong type or dtype, a non-float scalar, a
-            tile (or its max_registers or f16_operands) of the wrong type.
+        TypeError: a tensor argument of the wrong type or dtype, a scalar not a float or int (a bool
+            is refused), a tile (or its max_registers or f16_operands) of the wrong type.
         ValueError: N not (19*nkv + 1)*128 with nkv in {1, 2, 4}; K not a multiple of 128
             or mismatched; no q output; shapes, strides, devices, cache alignment,
             block_size, an empty cos_sin_cache, eps/scales out of range, overlapping
-            outputs, tile sizes (``seam.ops.linear.check_tile``); with ``SEAM_DEBUG=1``
+            outputs, outputs requiring grad while grad mode is on, tile sizes
+            (``seam.ops.linear.check_tile``); with ``SEAM_DEBUG=1``
             positions or slots out of range.
         RuntimeError: the workspace would have to be allocated or grown during CUDA-graph
             capture (make an eager call or :func:`qkv_warmup` first).

@@ -44,8 +44,6 @@ def _check_inputs(gate_up, alpha, beta, limit, layout):
         raise ValueError(f"gate_up.shape[1] must be even (2I), got {two_i}")
     if two_i > 1 and gate_up.stride(1) != 1:
         raise ValueError(f"gate_up must have unit column stride, got strides {gate_up.stride()}")
-    if m > 1 and gate_up.stride(0) < two_i:
-        raise ValueError(f"gate_up rows overlap (row stride {gate_up.stride(0)} < {two_i})")
     device = checks.kernel_device("gate_up", gate_up)
     alpha = checks.finite_float("alpha", alpha)
     beta = checks.finite_float("beta", beta)
@@ -70,9 +68,10 @@ def swiglu_oai(
     float64 reference (the sigmoid differs between targets). One launch.
 
     Args:
-        gate_up: BF16 [M, 2I], rows contiguous (row stride may exceed 2I). Read only.
-        alpha, beta: finite floats (1.702, 1.0).
-        limit: finite positive float, or None to disable both clamps.
+        gate_up: BF16 [M, 2I], rows contiguous at any row stride (0 too: one row broadcast by
+            ``expand()``). Read only.
+        alpha, beta: finite floats or ints, not bools (1.702, 1.0).
+        limit: finite positive float or int (not a bool), or None to disable both clamps.
         layout: ``"split"`` (gate = [:, :I], up = [:, I:]) or ``"interleaved"`` (gate even
             columns, up odd).
         out: optional BF16 [M, I] contiguous buffer, written in place.
@@ -81,14 +80,16 @@ def swiglu_oai(
         BF16 [M, I] (``out`` when given).
 
     Raises:
-        TypeError: gate_up/out of the wrong type or dtype, scalars that are not floats.
+        TypeError: gate_up/out of the wrong type or dtype, alpha, beta or limit not a float or int
+            (a bool is refused).
         ValueError: odd 2I, wrong shapes/strides/devices, non-finite scalars, limit <= 0,
-            unknown layout, ``out`` overlapping gate_up.
+            unknown layout, ``out`` not contiguous, overlapping gate_up or requiring grad while grad
+            mode is on.
     """
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
     if out is None:
         out = torch.empty((m, inter), dtype=torch.bfloat16, device=device)
-    checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, inter), device=device)
+    checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, inter), device=device, written=True)
     checks.outputs_apart([("out", out)], [("gate_up", gate_up)])
     _swiglu(gate_up, alpha, beta, limit, layout is GateUpLayout.INTERLEAVED, out=out)
     return out
@@ -115,9 +116,9 @@ def swiglu_oai_mxfp8(
     as close to the exact activation.
 
     Args:
-        gate_up: BF16 [M, 2I], I a multiple of 32, rows contiguous. Read only.
-        alpha, beta: finite floats.
-        limit: finite positive float, or None to disable both clamps.
+        gate_up: BF16 [M, 2I], I a multiple of 32, rows contiguous at any row stride (0 too). Read only.
+        alpha, beta: finite floats or ints, not bools.
+        limit: finite positive float or int (not a bool), or None to disable both clamps.
         layout: ``"split"`` or ``"interleaved"`` (see :func:`swiglu_oai`).
         round_to_bf16: quantize ``bf16(act)`` instead of the fp32 act.
         scale_layout: ``"swizzled"`` (flat uint8 ``[mxfp8_scale_numel(M, I)]``, padding
@@ -138,7 +139,8 @@ def swiglu_oai_mxfp8(
         TypeError: wrong types/dtypes, ``out`` not a pair, round_to_bf16 not a bool, a_deq neither a bool
             nor a string.
         ValueError: I not a multiple of 32 (of 128 with ``a_deq`` True), wrong shapes/strides/devices/sizes/
-            alignment, bad scalars, unknown layouts, overlapping buffers, ``a_deq`` True with row-major
+            alignment, bad scalars, unknown layouts, overlapping buffers, ``out`` buffers requiring grad
+            while grad mode is on, ``a_deq`` True with row-major
             scales, ``a_deq`` a string other than "auto".
     """
     scale_layout = ScaleLayout.parse(scale_layout)
