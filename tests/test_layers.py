@@ -341,3 +341,27 @@ def test_checkpoint_bytes_in_float8_dtypes_load_as_bytes(device, assign):
     bad = {**state, "weight_scales": state["weight_scales"].float()}
     with pytest.raises(RuntimeError, match=r"weight_scales: expected the bytes as torch\.uint8 or .*got torch\.float32"):
         _layer(device, seed=0).load_state_dict(bad, assign=assign)
+
+
+@pytest.mark.parametrize("assign", [False, True], ids=["copy", "assign"])
+def test_row_major_checkpoint_scales_are_swizzled_on_load(device, assign):
+    """A checkpoint's row-major weight scales [N, K/32] (uint8 or float8_e8m0fnu), the usual on-disk form, load
+    as the swizzled bytes the layer saves; scales of another shape are refused naming both forms."""
+    source = _layer(device, seed=1)
+    x = torch.randn(5, source.in_features, generator=torch.Generator().manual_seed(4)).bfloat16().to(device)
+    want = source(x)
+    n, k = source.out_features, source.in_features
+    row_major = seam.unswizzle_scales(source.weight_scales, n, k)
+    dtypes = [torch.uint8] + ([torch.float8_e8m0fnu] if hasattr(torch, "float8_e8m0fnu") else [])
+    for dtype in dtypes:
+        layer = _layer(device, seed=0)
+        layer.load_state_dict({"weight_values": source.weight_values, "weight_scales": row_major.view(dtype)},
+                              assign=assign)
+        assert bytes_equal(layer.weight_scales, source.weight_scales) and layer.weight_scales.shape == (
+            seam.mxfp8_scale_numel(n, k),)
+        assert torch.equal(layer(x).view(torch.int16), want.view(torch.int16))
+    for bad in (row_major.t(), row_major.flatten(), row_major[:, :-1]):
+        with pytest.raises(RuntimeError, match=rf"weight_scales: expected the weight scales flat 128x4-swizzled "
+                           rf"\[{seam.mxfp8_scale_numel(n, k)}\] or row-major \[{n}, {k // 32}\]"):
+            _layer(device, seed=0).load_state_dict({"weight_values": source.weight_values, "weight_scales": bad},
+                                                   assign=assign)

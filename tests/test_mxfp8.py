@@ -172,6 +172,10 @@ def test_swizzle_unswizzle_inverse(m, cols):
     assert torch.equal(seam.unswizzle_scales(flat, m, cols * 32), rows)
     offs = swizzled_offsets(m, cols).flatten()
     assert offs.unique().numel() == offs.numel()  # a bijection onto its image
+    if hasattr(torch, "float8_e8m0fnu"):  # E8M0 scales are read as their bytes, both ways; uint8 comes back
+        e8m0 = seam.swizzle_scales(rows.view(torch.float8_e8m0fnu))
+        assert e8m0.dtype == torch.uint8 and torch.equal(e8m0, flat)
+        assert torch.equal(seam.unswizzle_scales(flat.view(torch.float8_e8m0fnu), m, cols * 32), rows)
 
 
 @settings(max_examples=25, deadline=None)

@@ -18,7 +18,7 @@ import torch
 from seam import checks, runtime
 from seam.compare import bytes_equal
 from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout
+from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout, mxfp8_scale_numel, swizzle_scales
 from seam.formats.mxfp8_weight import MXFP8Weight
 from seam.ops.linear import LinearQuantize, mxfp8_linear
 from seam.ops.mxfp8 import mxfp8_quantize
@@ -41,7 +41,11 @@ class MXFP8Linear(torch.nn.Module):
     saves it: ``weight_values`` (its E4M3 bytes as uint8 [N, K], so that a model-wide dtype cast
     such as ``model.to(torch.bfloat16)`` leaves them as they are) and ``weight_scales`` (uint8, the
     128x4-swizzled scales). :attr:`weight` is the :class:`seam.MXFP8Weight` they form; assigning
-    one replaces both. The module holds no autograd state: it is an inference layer.
+    one replaces both. The module holds no autograd state: it is an inference layer. It has no bias:
+    add one after the call where the layer it replaces had one.
+
+    ``load_state_dict`` takes the bytes as uint8 or as float8_e4m3fn / float8_e8m0fnu, and the scales
+    flat and swizzled (as saved) or row-major [N, K/32], the usual checkpoint form, which it swizzles.
 
     Raises:
         TypeError: weight not a seam.MXFP8Weight.
@@ -97,10 +101,31 @@ class MXFP8Linear(torch.nn.Module):
                                   f"got {t.dtype} {list(t.shape)}")
                 state_dict.pop(prefix + name)  # nothing of it loads
                 refused.append(prefix + name)
+        refused += self._swizzle_row_major_scales(state_dict, prefix, error_msgs)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
         missing_keys[:] = [key for key in missing_keys if key not in refused]  # present, refused above
         self._weight = None  # built again: inference-tensor buffers have no version counter to show the copy
+
+    def _swizzle_row_major_scales(self, state_dict, prefix, error_msgs) -> list[str]:
+        """A checkpoint's row-major weight scales [N, K/32] (the usual on-disk form) swizzled in ``state_dict``
+        (:func:`seam.swizzle_scales`); scales of any other shape than those or the flat swizzled bytes are
+        refused naming both forms. Returns the refused keys."""
+        key, scales = prefix + "weight_scales", state_dict.get(prefix + "weight_scales")
+        values = state_dict.get(prefix + "weight_values", self.weight_values)
+        if not isinstance(scales, torch.Tensor) or not isinstance(values, torch.Tensor) or values.dim() != 2:
+            return []
+        n, k = values.shape
+        row_major, numel = [n, k // 32], mxfp8_scale_numel(n, k)
+        if list(scales.shape) == row_major:  # uint8 here: other dtypes were viewed or refused above
+            state_dict[key] = swizzle_scales(scales)
+            return []
+        if list(scales.shape) == [numel]:
+            return []
+        error_msgs.append(f"{key}: expected the weight scales flat 128x4-swizzled [{numel}] or "
+                          f"row-major {row_major} (swizzled on load), got {list(scales.shape)}")
+        state_dict.pop(key)
+        return [key]
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Linear":

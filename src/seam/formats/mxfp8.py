@@ -106,15 +106,18 @@ def swizzled_offsets(num_tokens: int, cols: int, device: torch.device | str = "c
 
 
 def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
-    """Row-major uint8 [M, cols] -> flat 128x4-swizzled uint8, padding bytes zero.
+    """Row-major UE8M0 [M, cols] (uint8, or float8_e8m0fnu read as its bytes) -> flat 128x4-swizzled uint8
+    [mxfp8_scale_numel(M, 32 * cols)], padding bytes zero: e.g. a checkpoint's row-major weight scales, for
+    :class:`seam.MXFP8Weight` (:class:`seam.MXFP8Linear` swizzles them itself on load).
 
     Raises:
-        TypeError: scales not a uint8 tensor.
+        TypeError: scales not a uint8 or float8_e8m0fnu tensor.
         ValueError: scales not 2-D.
     """
-    checks.tensor("scales", scales, dtype=torch.uint8, contiguous=False)
+    checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
     if scales.dim() != 2:
-        raise ValueError(f"scales must be uint8 [M, cols], got shape {list(scales.shape)}")
+        raise ValueError(f"scales must be row-major UE8M0 [M, cols], got shape {list(scales.shape)}")
+    scales = scales.view(torch.uint8)
     m, cols = scales.shape
     out = torch.zeros(mxfp8_scale_numel(m, cols * MXFP8_BLOCK), dtype=torch.uint8, device=scales.device)
     out[swizzled_offsets(m, cols, scales.device).flatten()] = scales.flatten()
@@ -122,18 +125,19 @@ def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
 
 
 def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) -> torch.Tensor:
-    """Flat 128x4-swizzled uint8 -> row-major uint8 [num_tokens, hidden_size // 32].
+    """Flat 128x4-swizzled UE8M0 (uint8, or float8_e8m0fnu read as its bytes) -> row-major uint8
+    [num_tokens, hidden_size // 32].
 
     Raises:
-        TypeError: scales not a uint8 tensor.
+        TypeError: scales not a uint8 or float8_e8m0fnu tensor.
         ValueError: scales not flat with ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes.
     """
     numel = mxfp8_scale_numel(num_tokens, hidden_size)
-    checks.tensor("scales", scales, dtype=torch.uint8, contiguous=False)
+    checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
     if scales.dim() != 1 or scales.numel() != numel:
-        raise ValueError(f"scales must be flat uint8 of {numel} bytes, got shape {list(scales.shape)}")
+        raise ValueError(f"scales must be flat UE8M0 of {numel} bytes, got shape {list(scales.shape)}")
     cols = scale_cols(hidden_size)
-    return scales[swizzled_offsets(num_tokens, cols, scales.device)]
+    return scales.view(torch.uint8)[swizzled_offsets(num_tokens, cols, scales.device)]
 
 
 def ue8m0_from_amax_ref(amax: torch.Tensor) -> torch.Tensor:
@@ -211,7 +215,7 @@ def mxfp8_dequantize(
         values: float8_e4m3fn (or its uint8 bytes) [M, K], K a multiple of 32.
         scales: uint8 (or float8_e8m0fnu) in ``scale_layout``.
         scale_layout: layout of ``scales``.
-        dtype: output dtype (fp32 is exact; bf16/fp16 round once).
+        dtype: output dtype, BF16 by default (fp32 is exact; bf16/fp16 round once).
 
     Returns:
         [M, K] in ``dtype``: NaN where the E4M3 byte is 0x7F / 0xFF or the scale byte is 255.
