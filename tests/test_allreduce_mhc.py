@@ -278,6 +278,11 @@ CONSUMER_CASES = [
         lambda a: a.update(mxfp8_out=(mxfp8_buffers(3, 128, a["residual"].device)[0], torch.zeros(64, dtype=torch.uint8, device=a["residual"].device))),
         r"mxfp8_out\[1\] \(scales\) must hold",
     ),
+    (  # the right byte count, not flat: swizzled scales are 1-D
+        dict(quantize_layer_input=True),
+        lambda a: a.update(mxfp8_out=(lambda v, s: (v, s.view(128, 4)))(*mxfp8_buffers(3, 128, a["residual"].device))),
+        r"mxfp8_out\[1\] \(scales\) must hold 512 bytes as a flat \[512\] tensor \(swizzled scales are 1-D",
+    ),
 ]
 
 

@@ -289,6 +289,11 @@ def _mx(m, hidden, device):
         (lambda a: a.update(norm_eps=float("nan")), ValueError, "norm_eps"),
         (lambda a: a.update(mxfp8_out=(a["mxfp8_out"][0][:1], a["mxfp8_out"][1])), ValueError, "mxfp8_out"),
         (lambda a: a.update(mxfp8_out=(a["mxfp8_out"][0], a["mxfp8_out"][1][:-16])), ValueError, "mxfp8_out"),
+        # the right byte count in another shape: swizzled scales are flat
+        (lambda a: a.update(mxfp8_out=(a["mxfp8_out"][0], a["mxfp8_out"][1].view(128, 4))), ValueError,
+         r"mxfp8_out\[1\] \(scales\) must hold 512 bytes as a flat \[512\] tensor \(swizzled scales are 1-D"),
+        (lambda a: a.update(mxfp8_out=a["mxfp8_out"][:1]), TypeError,
+         r"mxfp8_out must be a tuple or list of 2 buffers \(values, scales\), got a tuple of 1"),
     ],
 )
 def test_bad_input_rejected_untouched(device, mutate, exc, match):

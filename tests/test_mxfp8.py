@@ -331,9 +331,11 @@ def test_records_name_swapped_or_misread_scales(device):
     with pytest.raises(ValueError, match="values and scales look swapped"):
         seam.mxfp8_dequantize(s, raw)
     row_major = seam.unswizzle_scales(s, 40, 96)
-    with pytest.raises(ValueError, match="row-major scales\\? pass scale_layout='row_major'"):
+    with pytest.raises(ValueError, match=r"row-major scales\? \[M, K/32\] is the row-major layout: pass "
+                                         r"scale_layout='row_major', or lay them out swizzled"):
         seam.mxfp8_dequantize(v, row_major)
-    with pytest.raises(ValueError, match="row-major scales\\? pass layout='row_major'"):
+    with pytest.raises(ValueError, match=r"row-major scales\? \[M, K/32\] is the row-major layout: pass "
+                                         r"layout='row_major', or lay them out swizzled with seam.swizzle_scales"):
         seam.QuantizedActivation(v, row_major, torch.bfloat16, (40, 96))
     with pytest.raises(ValueError, match="scales must hold 512 bytes") as err:
         seam.mxfp8_dequantize(v, s[:100])
@@ -341,6 +343,37 @@ def test_records_name_swapped_or_misread_scales(device):
     qa = seam.QuantizedActivation(v, s, torch.bfloat16, (40, 96))
     assert repr(qa) == (f"QuantizedActivation(M=40, K=96, dtype=torch.bfloat16, layout='swizzled', device={v.device}, "
                         "a_deq=None)")
+
+
+def test_swizzled_scales_must_be_flat(device):
+    """Swizzled scales are flat [mxfp8_scale_numel(M, K)]. At M = 128, K = 128 the row-major [M, K/32] scales
+    have the swizzled byte count, and were read as swizzled bytes without a word (QuantizedActivation,
+    mxfp8_dequantize); now any shape but the flat one is refused, naming the row-major layout where it is
+    [M, K/32]. MXFP8Weight already required flat scales."""
+    x = torch.randn(128, 128).bfloat16().to(device)
+    v, s = seam.mxfp8_quantize(x)
+    assert s.shape == (512,)
+    rm = seam.unswizzle_scales(s, 128, 128)
+    assert rm.shape == (128, 4)
+    flat_msg = r"scales must hold 512 bytes as a flat \[512\] tensor \(swizzled scales are 1-D"
+    hint = "row-major layout: pass "
+    for shape, hinted in (((128, 4), True), ((4, 128), False), ((2, 64, 4), False), ((1, 512), False)):
+        bad = rm if shape == (128, 4) else s.view(shape)
+        with pytest.raises(ValueError, match=flat_msg) as err:
+            seam.QuantizedActivation(v, bad, torch.bfloat16, (128, 128))
+        assert (hint + "layout='row_major'" in str(err.value)) is hinted
+        with pytest.raises(ValueError, match=flat_msg) as err:
+            seam.mxfp8_dequantize(v, bad)
+        assert (hint + "scale_layout='row_major'" in str(err.value)) is hinted
+        with pytest.raises(ValueError, match=r"scales must be flat uint8 of 512 bytes"):
+            seam.MXFP8Weight(v, bad)
+    # the row-major scales under their own layout, and swizzled with seam.swizzle_scales, are the same rows
+    want = seam.mxfp8_dequantize(v, s)
+    assert bytes_equal(seam.mxfp8_dequantize(v, rm, scale_layout="row_major"), want)
+    assert bytes_equal(seam.mxfp8_dequantize(v, seam.swizzle_scales(rm)), want)
+    assert bytes_equal(seam.QuantizedActivation(v, rm, torch.bfloat16, (128, 128), "row_major").scales, rm)
+    qa = seam.QuantizedActivation(v, seam.swizzle_scales(rm), torch.bfloat16, (128, 128))
+    assert bytes_equal(qa.scales, s)
 
 
 def test_quantized_activation_rows_are_the_rows_quantized_alone(device):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -478,6 +479,9 @@ def test_prefill_tile_checked(device):
         check_tile(BF16_MM_TILE, 64)  # the epilogue-only entry's check (no m: no GEMM)
     with pytest.raises(TypeError, match="tile.bf16_mm must be a bool"):
         check_tile(dataclasses.replace(BF16_MM_TILE, bf16_mm=1), 64, 4, x.device)
+    # a NumPy bool is a flag (passed on as the Python bool), as NumPy ints are sizes
+    got = check_tile(dataclasses.replace(BF16_MM_TILE, bf16_mm=np.bool_(True), wgmma=np.bool_(False)), 64, 4, x.device)
+    assert got == BF16_MM_TILE and got.bf16_mm is True and got.wgmma is False
 
 
 @pytest.mark.gpu

@@ -232,7 +232,12 @@ def _bad_cases(device):
         (ValueError, "scale_layout must be", dict(scale_layout="columns")),
         (TypeError, "also_bf16 must be a bool", dict(also_bf16=1)),
         (ValueError, "residual is on meta", dict(residual=meta)),
-        (TypeError, "out must be a tuple", dict(out=(f8(m, h), u8(n_sc)))),
+        (TypeError, r"out must be a tuple or list of 3 buffers \(values, scales, residual_out\), got a tuple of 2",
+         dict(out=(f8(m, h), u8(n_sc)))),
+        (TypeError, r"out must be a tuple or list of 3 buffers \(values, scales, residual_out\), got a list of 4",
+         dict(out=[f8(m, h), u8(n_sc), bf(m, h), bf(m, h)])),
+        (ValueError, r"out\[1\] \(scales\) must hold \d+ bytes as a flat \[\d+\] tensor \(swizzled scales are 1-D",
+         dict(out=(f8(m, h), u8(n_sc // 16, 16), bf(m, h)))),
         (TypeError, r"out\[0\] \(values\) must have dtype", dict(out=(bf(m, h), u8(n_sc), bf(m, h)))),
         (ValueError, r"out\[1\] \(scales\) must hold", dict(out=(f8(m, h), u8(n_sc - 4), bf(m, h)))),
         (ValueError, r"out\[2\] \(residual_out\) must have shape", dict(out=(f8(m, h), u8(n_sc), bf(m, h + 32)))),
@@ -285,8 +290,12 @@ def test_bad_out_for_bf16_norms(device):
         seam.gemma_rms_norm(x, w, EPS, out=torch.empty(4, 32, dtype=torch.bfloat16, device=device))
     with pytest.raises(ValueError, match="overlaps input x"):
         seam.gemma_rms_norm(x, w, EPS, out=x)
-    with pytest.raises(TypeError, match="pair"):
+    with pytest.raises(TypeError, match=r"out must be a tuple or list of 2 buffers \(normed, residual_out\), "
+                                        "got torch.Tensor"):
         seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=x)
+    with pytest.raises(TypeError, match=r"out must be a tuple or list of 2 buffers \(normed, residual_out\), "
+                                        r"got a tuple of 3"):
+        seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=(x, r, x))
     n = torch.empty_like(x)
     with pytest.raises(ValueError, match="overlap"):
         seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=(n, n))

@@ -156,3 +156,123 @@ def test_all_reduce_collect_out_requiring_grad(device):
     with torch.no_grad():
         comm.collect(rank=0, out=out)  # the publish stayed pending
     assert bytes_equal(out.detach(), (x.float() + r.float()).bfloat16())
+
+
+# MXFP8 ops with an out= (values, scales[, ...]) tuple: name -> call(out, **kw), the out buffers for (M, K) = (128,
+# 128) (scales flat, swizzled), the scales' name. At M = 128 and K / 32 = 4, row-major [M, K/32] scales have the
+# swizzled byte count: the trap of a check by byte count alone.
+def _mxfp8_out_cases(device):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(128, 128, generator=g).bfloat16().to(device)
+    r = torch.randn(128, 128, generator=g).bfloat16().to(device)
+    w = (torch.randn(128, generator=g) * 0.1).bfloat16().to(device)
+    gate_up = torch.randn(128, 256, generator=g).bfloat16().to(device)
+    add = lambda: (*_mxfp8(device, 128, 128), _bf16(device, 128, 128))  # noqa: E731
+    return {
+        "mxfp8_quantize": (lambda out, **kw: seam.mxfp8_quantize(x, out=out, **kw),
+                           lambda: _mxfp8(device, 128, 128), "out"),
+        "swiglu_oai_mxfp8": (lambda out, **kw: seam.swiglu_oai_mxfp8(gate_up, out=out, **kw),
+                             lambda: _mxfp8(device, 128, 128), "out"),
+        "fused_add_rms_norm_mxfp8": (lambda out, **kw: seam.fused_add_rms_norm_mxfp8(x, r, w, 1e-6, out=out, **kw),
+                                     add, "out"),
+        "gemma_fused_add_rms_norm_mxfp8": (
+            lambda out, **kw: seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, out=out, **kw), add, "out"),
+    }
+
+
+MXFP8_OUT_CASES = ["mxfp8_quantize", "swiglu_oai_mxfp8", "fused_add_rms_norm_mxfp8", "gemma_fused_add_rms_norm_mxfp8"]
+
+
+@pytest.mark.parametrize("op", MXFP8_OUT_CASES)
+def test_swizzled_scales_out_must_be_flat(device, op):
+    """Swizzled scales are flat [mxfp8_scale_numel(M, K)]: a buffer of that byte count in any other shape is
+    refused (a row-major-shaped [M, K/32] one, passed without scale_layout="row_major", would silently receive
+    swizzled bytes), the message naming the row-major layout where the shape is [M, K/32]; nothing is written."""
+    call, make_out, _ = _mxfp8_out_cases(device)[op]
+    numel = seam.mxfp8_scale_numel(128, 128)
+    assert numel == 128 * 4
+    for shape, hint in (((128, 4), True), ((2, 64, 4), False), ((1, numel), False)):
+        out = list(make_out())
+        out[1] = out[1].view(shape)
+        out = tuple(out)
+        before = _snapshot(out)
+        got_shape = ", ".join(map(str, shape))
+        with pytest.raises(ValueError, match=rf"out\[1\] \(scales\) must hold {numel} bytes as a flat \[{numel}\] "
+                                             rf"tensor \(swizzled scales are 1-D.*got shape \[{got_shape}\]") as err:
+            call(out)
+        assert ("row-major layout: pass scale_layout='row_major'" in str(err.value)) is hint, str(err.value)
+        assert _unchanged(out, before)
+    # the same [M, K/32] buffer is what scale_layout="row_major" takes; a flat one is written and returned as is
+    out = list(make_out())
+    out[1] = out[1].view(128, 4)
+    got_rm = call(tuple(out), scale_layout="row_major")
+    assert got_rm[1] is out[1]
+    flat = make_out()
+    got = call(flat)
+    assert got[1] is flat[1]
+    assert bytes_equal(seam.unswizzle_scales(got[1], 128, 128), got_rm[1])
+
+
+# every op whose out= is a tuple of buffers: name -> (call(out), its buffers' names, good buffers)
+def _tuple_out_cases(device):
+    x, r, w, _ = _inputs(device)
+    mx = lambda: _mxfp8(device, M, K)  # noqa: E731
+    bf = lambda: _bf16(device, M, K)  # noqa: E731
+    return {
+        "mxfp8_quantize": (lambda out: seam.mxfp8_quantize(x, out=out), ("values", "scales"), lambda: mx()),
+        "swiglu_oai_mxfp8": (lambda out: seam.swiglu_oai_mxfp8(x, out=out), ("values", "scales"),
+                             lambda: _mxfp8(device, M, K // 2)),
+        "fused_add_rms_norm": (lambda out: seam.fused_add_rms_norm(x, r, w, 1e-6, out=out),
+                               ("normed", "residual_out"), lambda: (bf(), bf())),
+        "gemma_fused_add_rms_norm": (lambda out: seam.gemma_fused_add_rms_norm(x, r, w, 1e-6, out=out),
+                                     ("normed", "residual_out"), lambda: (bf(), bf())),
+        "fused_add_rms_norm_mxfp8": (lambda out: seam.fused_add_rms_norm_mxfp8(x, r, w, 1e-6, out=out),
+                                     ("values", "scales", "residual_out"), lambda: (*mx(), bf())),
+        "gemma_fused_add_rms_norm_mxfp8 also_bf16": (
+            lambda out: seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True, out=out),
+            ("values", "scales", "normed", "residual_out"), lambda: (*mx(), bf(), bf())),
+    }
+
+
+@pytest.mark.parametrize("op", ["mxfp8_quantize", "swiglu_oai_mxfp8", "fused_add_rms_norm", "gemma_fused_add_rms_norm",
+                                "fused_add_rms_norm_mxfp8", "gemma_fused_add_rms_norm_mxfp8 also_bf16"])
+def test_out_arity_message_says_expected_and_given(device, op):
+    """A wrong out= says how many buffers (and which) were expected and what was given: a tuple or a list of
+    another length, or not a sequence at all; a list of the right length is accepted like a tuple."""
+    call, names, make_out = _tuple_out_cases(device)[op]
+    want = rf"out must be a tuple or list of {len(names)} buffers \({', '.join(names)}\), got "
+    good = make_out()
+    for bad, given in ((good[:-1], f"a tuple of {len(names) - 1}"),
+                       (list(good) + [good[0]], f"a list of {len(names) + 1}"),
+                       (good[0], "torch.Tensor")):
+        before = _snapshot(good)
+        with pytest.raises(TypeError, match=want + given + "$"):
+            call(bad)
+        assert _unchanged(good, before)
+    got = call(list(good))
+    assert all(a is b for a, b in zip(got, good))
+
+
+def test_numpy_bool_flags_accepted(device):
+    """Flags take NumPy bools (as sizes take NumPy ints), converted to Python bools; ints and strings stay refused."""
+    import numpy as np
+
+    from seam import checks
+
+    assert checks.flag("f", np.bool_(True)) is True and checks.flag("f", np.bool_(False)) is False
+    for bad in (1, 0, np.int64(1), "yes", None):
+        with pytest.raises(TypeError, match="f must be a bool, got"):
+            checks.flag("f", bad)
+    x, r, w, _ = _inputs(device)
+    want = seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=True)
+    got = seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=np.bool_(True))
+    assert all(bytes_equal(a, b) for a, b in zip(got, want))
+    want = seam.fused_add_rms_norm_mxfp8(x, r, w, 1e-6, gemma=True, also_bf16=True)
+    got = seam.fused_add_rms_norm_mxfp8(x, r, w, 1e-6, gemma=np.bool_(True), also_bf16=np.bool_(True))
+    assert len(got) == 4 and all(bytes_equal(a, b) for a, b in zip(got, want))
+    got = seam.swiglu_oai_mxfp8(x, round_to_bf16=np.bool_(True), a_deq=np.bool_(False))
+    assert len(got) == 2 and all(bytes_equal(a, b) for a, b in zip(got, seam.swiglu_oai_mxfp8(x, round_to_bf16=True)))
+    with pytest.raises(TypeError, match="gemma must be a bool, got int"):
+        seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=1)
+    with pytest.raises(TypeError, match="also_bf16 must be a bool, got numpy.int64"):
+        seam.fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=np.int64(1))

@@ -655,6 +655,7 @@ def _bad_cases(p: Problem, xq, xsf):
         ("wq K", dict(wq=torch.zeros(n, 128, dtype=torch.float8_e4m3fn, device=dev)), ValueError, "wq must have shape"),
         ("xsf", dict(xsf=xsf[:-1]), ValueError, "xsf must hold"),
         ("wsf", dict(wsf=p.weight.scales[:-4]), ValueError, "wsf must hold"),
+        ("xsf 2-D", dict(xsf=xsf.view(-1, 16)), ValueError, r"xsf must hold \d+ bytes as a flat"),  # swizzled: 1-D
         ("positions", dict(positions=p.positions.int()), TypeError, "positions must have dtype"),
         ("slot", dict(slot_mapping=p.slots[:-1]), ValueError, "slot_mapping must have shape"),
         ("index slot", dict(index_slot_mapping=p.index_slots.float()), TypeError, "index_slot_mapping"),

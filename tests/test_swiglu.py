@@ -199,7 +199,7 @@ def test_bad_input_rejected_and_buffers_untouched(device):
         (ValueError, "scale_layout must be", dict(scale_layout="col")),
         (TypeError, "round_to_bf16 must be a bool", dict(round_to_bf16="yes")),
         (ValueError, "gate_up is on meta", dict(gate_up=torch.empty(4, 128, dtype=torch.bfloat16, device="meta"))),
-        (TypeError, "pair", dict(out=f8)),
+        (TypeError, r"out must be a tuple or list of 2 buffers \(values, scales\), got torch.Tensor", dict(out=f8)),
         (TypeError, r"out\[0\] \(values\) must have dtype", dict(out=(bf, sc))),
         (ValueError, r"out\[1\] \(scales\) must hold", dict(out=(f8, sc[:-4]))),
     ]

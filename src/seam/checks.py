@@ -11,6 +11,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
+import numpy as np
 import torch
 
 from seam import runtime
@@ -128,10 +129,25 @@ def option(cls: type[E], value: object, name: str, aliases: Mapping[str, E] | No
 
 
 def flag(name: str, value: object) -> bool:
-    """A bool argument; raise TypeError for anything else (a truthy string is not a flag)."""
+    """A flag argument: a Python bool, or a NumPy bool (``numpy.bool_``, returned as the Python bool), as
+    :func:`integer` takes NumPy ints; raise TypeError for anything else (an int such as 0 or 1, a truthy
+    string: not a flag)."""
+    if isinstance(value, np.bool_):
+        return bool(value)
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type_name(value)}")
     return value
+
+
+def out_buffers(name: str, out: object, names: Sequence[str]) -> tuple:
+    """``out``, a tuple or list of ``len(names)`` caller buffers (named ``names`` in order), as a tuple; each
+    buffer is checked by the op. Raise TypeError naming what was expected and what was given otherwise."""
+    want = f"{name} must be a tuple or list of {len(names)} buffers ({', '.join(names)})"
+    if not isinstance(out, (tuple, list)):
+        raise TypeError(f"{want}, got {type_name(out)}")
+    if len(out) != len(names):
+        raise TypeError(f"{want}, got a {'list' if isinstance(out, list) else 'tuple'} of {len(out)}")
+    return tuple(out)
 
 
 def integer(name: str, value: object) -> int:

@@ -12,7 +12,7 @@ from seam.formats.mxfp8 import (
     E4M3_DTYPES,
     UE8M0_DTYPES,
     ScaleLayout,
-    row_major_hint,
+    check_swizzled_scales,
     scale_numel,
     swap_hint,
     swizzle_scales,
@@ -52,8 +52,9 @@ class QuantizedActivation:
         TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not
             a Python or NumPy int (bools and floats included), a_deq not a BF16 tensor.
         ValueError: shape not a pair (M, K) with M >= 0 and K a positive multiple of 32, tensor shapes
-            or byte counts that do not match it, scales or a_deq on another device than values, a_deq
-            not contiguous or given where K is not a multiple of 128 or with row-major scales.
+            or byte counts that do not match it (swizzled scales not flat included), scales or a_deq on another
+            device than values, a_deq not contiguous or given where K is not a multiple of 128 or with
+            row-major scales.
     """
 
     values: torch.Tensor
@@ -90,9 +91,8 @@ class QuantizedActivation:
         if self.layout is ScaleLayout.ROW_MAJOR:
             if tuple(self.scales.shape) != (m, k // 32):
                 raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}")
-        elif self.scales.numel() != scale_numel(m, k, self.layout):
-            raise ValueError(f"scales must hold {scale_numel(m, k, self.layout)} bytes (128x4-swizzled), got "
-                             f"{self.scales.numel()}{row_major_hint(self.scales, m, k, 'layout')}")
+        else:
+            check_swizzled_scales("scales", self.scales, m, k, "layout")
         if self.a_deq is not None:
             checks.tensor("a_deq", self.a_deq, dtype=torch.bfloat16, shape=shape, device=self.values.device)
             if k % A_DEQ_STEP:

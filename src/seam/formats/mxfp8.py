@@ -81,12 +81,45 @@ def swap_hint(values: torch.Tensor, scales: torch.Tensor) -> str:
     return ""
 
 
-def row_major_hint(scales: torch.Tensor, num_tokens: int, hidden_size: int, argument: str) -> str:
-    """A suffix for a swizzled-scales size error where ``scales`` has the row-major shape instead (the layout is
-    given by ``argument``), else ""."""
-    if tuple(scales.shape) == (num_tokens, hidden_size // MXFP8_BLOCK):
-        return f" (row-major scales? pass {argument}='row_major')"
-    return ""
+def row_major_hint(
+    scales: torch.Tensor, num_tokens: int, hidden_size: int, argument: str | None, *, written: bool = False
+) -> str:
+    """A suffix for a swizzled-scales shape error where ``scales`` has the row-major shape [M, K/32] instead, else
+    "". ``argument``: the parameter that chooses the layout (None: the op writes swizzled scales only);
+    ``written``: ``scales`` is an ``out=`` buffer (the op writes it) rather than an input."""
+    if tuple(scales.shape) != (num_tokens, hidden_size // MXFP8_BLOCK):
+        return ""
+    hint = " (row-major scales? [M, K/32] is the row-major layout: "
+    if argument is None:
+        return hint + ("this op writes swizzled scales only, pass a flat buffer)" if written else
+                       "this op reads swizzled scales only, lay them out with seam.swizzle_scales)")
+    if written:
+        return hint + f"pass {argument}='row_major' for row-major scales, or a flat buffer for swizzled ones)"
+    return hint + f"pass {argument}='row_major', or lay them out swizzled with seam.swizzle_scales)"
+
+
+def check_swizzled_scales(
+    name: str,
+    scales: torch.Tensor,
+    num_tokens: int,
+    hidden_size: int,
+    argument: str | None = "scale_layout",
+    *,
+    written: bool = False,
+) -> None:
+    """Raise ValueError unless the tensor ``scales`` has 128x4-swizzled scales' shape for ``num_tokens`` rows of
+    ``hidden_size``: flat (1-D) of exactly ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes. Any other shape
+    of that byte count is refused too: a row-major [M, K/32] tensor would be read or written in the swizzled
+    order without a word (the message then says so, naming ``argument``, the layout's parameter; ``written``:
+    an ``out=`` buffer, :func:`row_major_hint`).
+
+    Every check of swizzled scales (op inputs and ``out=`` buffers, :class:`seam.QuantizedActivation`) is this one.
+    """
+    numel = mxfp8_scale_numel(num_tokens, hidden_size)
+    if scales.dim() != 1 or scales.numel() != numel:
+        raise ValueError(f"{name} must hold {numel} bytes as a flat [{numel}] tensor (swizzled scales are 1-D, "
+                         f"128x4-swizzled, for [M={num_tokens}, K={hidden_size}]), got shape {list(scales.shape)}"
+                         f"{row_major_hint(scales, num_tokens, hidden_size, argument, written=written)}")
 
 
 def scale_numel(num_tokens: int, hidden_size: int, layout: ScaleLayout | str) -> int:
@@ -213,7 +246,8 @@ def mxfp8_dequantize(
 
     Args:
         values: float8_e4m3fn (or its uint8 bytes) [M, K], K a multiple of 32.
-        scales: uint8 (or float8_e8m0fnu) in ``scale_layout``.
+        scales: uint8 (or float8_e8m0fnu) in ``scale_layout``: swizzled flat ``[mxfp8_scale_numel(M, K)]``,
+            row-major ``[M, K // 32]``.
         scale_layout: layout of ``scales``.
         dtype: output dtype, BF16 by default (fp32 is exact; bf16/fp16 round once).
 
@@ -239,11 +273,8 @@ def mxfp8_dequantize(
     checks.multiple_of("values.shape[1] (K)", k, 32)
     cols = scale_cols(k)
     if layout is ScaleLayout.SWIZZLED:
-        if scales.numel() != mxfp8_scale_numel(m, k):
-            raise ValueError(f"scales must hold {mxfp8_scale_numel(m, k)} bytes (128x4-swizzled) for values "
-                             f"[M={m}, K={k}], got shape {list(scales.shape)}"
-                             f"{row_major_hint(scales, m, k, 'scale_layout')}")
-        rows = unswizzle_scales(scales.reshape(-1), m, k)
+        check_swizzled_scales("scales", scales, m, k)
+        rows = unswizzle_scales(scales, m, k)
     else:
         if tuple(scales.shape) != (m, cols):
             raise ValueError(f"row-major scales must be [{m}, {cols}], got {tuple(scales.shape)}")

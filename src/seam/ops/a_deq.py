@@ -4,6 +4,7 @@ MXFP8 rows always, never, or where the GEMM that reads it gains: "auto",
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from seam import checks, runtime
@@ -13,7 +14,7 @@ from seam.kernels.mxfp8_gemm_config import a_deq_pays
 
 def check_a_deq(a_deq: object) -> bool | str:
     """``a_deq`` itself: True, False or "auto" (in any case, as seam's other string options), returned as
-    True, False or "auto".
+    True, False or "auto" (a NumPy bool as the Python bool).
 
     Raises:
         TypeError: neither a bool nor a string. ValueError: a string other than "auto".
@@ -22,6 +23,8 @@ def check_a_deq(a_deq: object) -> bool | str:
         if a_deq.lower() != "auto":
             raise ValueError(f"a_deq must be True, False or 'auto', got {a_deq!r}")
         return "auto"
+    if isinstance(a_deq, np.bool_):  # a NumPy bool is a flag as checks.flag takes it
+        return bool(a_deq)
     if not isinstance(a_deq, bool):
         raise TypeError(f"a_deq must be a bool or 'auto', got {checks.type_name(a_deq)}")
     return a_deq
@@ -34,7 +37,8 @@ def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name
         TypeError, ValueError: as :func:`check_a_deq`; ValueError for ``a_deq`` True with K (named
         ``k_name``) not a multiple of 128.
     """
-    if check_a_deq(a_deq) == "auto":
+    a_deq = check_a_deq(a_deq)
+    if a_deq == "auto":
         return a_deq_pays(m, k, device)
     if a_deq:
         checks.multiple_of(f"{k_name} with a_deq", k, A_DEQ_STEP)

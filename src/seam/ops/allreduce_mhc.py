@@ -179,7 +179,7 @@ class AllReduceMHC(LamportBase):
                     "no layer input to quantize"
                 )
             mxfp8 = check_mxfp8_out(
-                mxfp8_out, m, self.hidden_size, ScaleLayout.SWIZZLED, self.device, "mxfp8_out",
+                mxfp8_out, m, self.hidden_size, ScaleLayout.SWIZZLED, self.device, "mxfp8_out", layout_arg=None,
                 inputs=[("residual", residual), ("post", post), ("comb", comb), ("pre", pre),
                         ("norm_weight", norm_weight), *published],
             )

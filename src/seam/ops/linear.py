@@ -127,11 +127,9 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
              for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k")}
     if tile.max_registers is not None:
         sizes["max_registers"] = checks.integer("tile.max_registers", tile.max_registers)
-    tile = dataclasses.replace(tile, **sizes)
-    if type(tile.wgmma) is not bool:
-        raise TypeError(f"tile.wgmma must be a bool, got {checks.type_name(tile.wgmma)}")
-    if type(tile.bf16_mm) is not bool:
-        raise TypeError(f"tile.bf16_mm must be a bool, got {checks.type_name(tile.bf16_mm)}")
+    # flags are Python or NumPy bools, passed on as Python bools
+    flags = {name: checks.flag(f"tile.{name}", getattr(tile, name)) for name in ("wgmma", "bf16_mm", "f16_operands")}
+    tile = dataclasses.replace(tile, **sizes, **flags)
     if tile.bf16_mm:
         if m is None:
             raise ValueError("tile.bf16_mm (the prefill path) applies to a GEMM launch only")
@@ -162,8 +160,6 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
     if tile.max_registers is not None:
         if not 24 <= tile.max_registers <= 255:
             raise ValueError(f"tile.max_registers must be in [24, 255] (registers per thread), got {tile.max_registers}")
-    if type(tile.f16_operands) is not bool:
-        raise TypeError(f"tile.f16_operands must be a bool, got {checks.type_name(tile.f16_operands)}")
     if tile.f16_operands and tile.block_m == 1:
         raise ValueError("tile.f16_operands needs an MMA tile (block_m >= 16); the one-token GEMV has no operands")
     return tile

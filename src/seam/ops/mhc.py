@@ -164,7 +164,7 @@ def mhc_post_collapse_rms_norm(
                 "mxfp8_out was given for a residual-only call (pre and norm_weight None): no layer input to quantize"
             )
         mxfp8 = check_mxfp8_out(
-            mxfp8_out, m, hidden, ScaleLayout.SWIZZLED, device, name="mxfp8_out",
+            mxfp8_out, m, hidden, ScaleLayout.SWIZZLED, device, name="mxfp8_out", layout_arg=None,
             inputs=[("x", x), ("residual", residual), ("post", post), ("comb", comb), ("pre", pre),
                     ("norm_weight", norm_weight)],
         )

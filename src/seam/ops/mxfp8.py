@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from seam import checks
-from seam.formats.mxfp8 import UE8M0_DTYPES, ScaleLayout, scale_cols, scale_numel
+from seam.formats.mxfp8 import UE8M0_DTYPES, ScaleLayout, check_swizzled_scales, scale_cols, scale_numel
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.ops.registry import register
 
@@ -23,13 +23,17 @@ def check_mxfp8_out(
     device: torch.device,
     name: str = "out",
     inputs: list[tuple[str, torch.Tensor | None]] = (),
+    layout_arg: str | None = "scale_layout",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (or allocate) MXFP8 output buffers (values [M, K] E4M3, scales uint8).
 
     Buffers must be contiguous, 16-byte aligned (``docs/spec/mxfp8.md``), apart from each
     other and from every tensor in ``inputs``; row-major scales [M, K // 32], swizzled ones
-    any shape of ``mxfp8_scale_numel(M, K)`` bytes. Scales may be float8_e8m0fnu: the uint8
-    view of the same bytes is returned (and written).
+    flat ``[mxfp8_scale_numel(M, K)]`` (any other shape of those bytes is refused: a row-major
+    [M, K // 32] buffer would silently receive swizzled bytes). Scales may be float8_e8m0fnu: the
+    uint8 view of the same bytes is returned (and written). ``out`` must be a tuple or list of the
+    two buffers (TypeError otherwise). ``layout_arg``: the op's parameter that chooses the scale
+    layout, named in the hint for a row-major-shaped swizzled buffer (None: the op has none).
     """
     numel = scale_numel(m, k, layout)
     if out is None:
@@ -38,9 +42,7 @@ def check_mxfp8_out(
         if layout is ScaleLayout.ROW_MAJOR:
             scales = scales.view(m, scale_cols(k))
         return values, scales
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"{name} must be a (values, scales) pair")
-    values, scales = out
+    values, scales = checks.out_buffers(name, out, ("values", "scales"))
     checks.tensor(f"{name}[0] (values)", values, dtype=torch.float8_e4m3fn, shape=(m, k), device=device, align=16,
                   written=True)
     if layout is ScaleLayout.ROW_MAJOR:
@@ -48,13 +50,9 @@ def check_mxfp8_out(
                       align=16, written=True)
     else:
         checks.tensor(f"{name}[1] (scales)", scales, dtype=UE8M0_DTYPES, device=device, align=16, written=True)
+        check_swizzled_scales(f"{name}[1] (scales)", scales, m, k, layout_arg, written=True)
     if scales.dtype != torch.uint8:  # a uint8 buffer is returned as the same object
         scales = scales.view(torch.uint8)
-    if scales.numel() != numel:
-        raise ValueError(
-            f"{name}[1] (scales) must hold {numel} bytes for {layout.value} scales of [{m}, {k}], "
-            f"got {scales.numel()}"
-        )
     checks.outputs_apart([(f"{name}[0] (values)", values), (f"{name}[1] (scales)", scales)], list(inputs))
     return values, scales
 
@@ -77,14 +75,15 @@ def mxfp8_quantize(
             may exceed K).
         scale_layout: ``"swizzled"`` (default): flat uint8 ``[mxfp8_scale_numel(M, K)]`` in
             the 128x4 layout, padding bytes written as 0; ``"row_major"``: uint8 [M, K // 32].
-        out: optional (values, scales) buffers of those shapes, written in place (scales may be
-            float8_e8m0fnu; the uint8 view of its bytes is returned).
+        out: optional (values, scales) buffers of those shapes (a tuple or list; swizzled scales flat, not
+            [M, K // 32]), written in place (scales may be float8_e8m0fnu; the uint8 view of its bytes is
+            returned).
 
     Returns:
         (values float8_e4m3fn [M, K], scales uint8).
 
     Raises:
-        TypeError: x not a tensor or not BF16/FP16/FP32.
+        TypeError: x not a tensor or not BF16/FP16/FP32, out not a tuple or list of two buffers.
         ValueError: x not 2-D, K not a multiple of 32, non-unit column stride, device
             without kernels, or out buffers of the wrong size/alignment, not contiguous, requiring
             grad while grad mode is on, or overlapping x or each other (a wrong out dtype is a TypeError).

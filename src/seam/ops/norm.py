@@ -122,8 +122,8 @@ def fused_add_rms_norm(
         (normed, residual_out): BF16 [M, hidden] each.
 
     Raises:
-        TypeError: wrong dtypes, eps not a real number (a bool is refused), gemma not a bool, or ``out`` not a
-            pair.
+        TypeError: wrong dtypes, eps not a real number (a bool is refused), gemma not a bool (Python or NumPy),
+            or ``out`` not a tuple or list of two buffers.
         ValueError: wrong shapes, strides or devices, hidden outside [1, 16384], eps out of range,
             overlapping buffers, ``out`` buffers not contiguous (a stride-0 residual passed as
             residual_out included) or requiring grad while grad mode is on.
@@ -135,9 +135,7 @@ def fused_add_rms_norm(
         normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
         residual_out = torch.empty_like(normed)
     else:
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise TypeError("out must be a (normed, residual_out) pair")
-        normed, residual_out = out
+        normed, residual_out = checks.out_buffers("out", out, ("normed", "residual_out"))
         _bf16_out("out[0] (normed)", normed, m, hidden, device)
         _bf16_out("out[1] (residual_out)", residual_out, m, hidden, device)
     checks.outputs_apart(
@@ -224,9 +222,7 @@ def _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16, scale_layout, ou
     residual_out, A_deq or None), writing A_deq (``seam.formats.a_deq``, a new BF16 [M, hidden] tensor)
     as :func:`seam.ops.a_deq.resolve_a_deq` decides for ``a_deq``."""
     layout = ScaleLayout.parse(scale_layout)
-    for flag_name, flag in (("gemma", gemma), ("also_bf16", also_bf16)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{flag_name} must be a bool, got {checks.type_name(flag)}")
+    gemma, also_bf16 = checks.flag("gemma", gemma), checks.flag("also_bf16", also_bf16)
     m, hidden, device, eps = _check_common(x, weight, eps)
     _check_rows("residual", residual, (m, hidden), device)
     checks.multiple_of("hidden (x.shape[1])", hidden, 32)
@@ -236,10 +232,9 @@ def _add_norm_mxfp8(x, residual, weight, eps, gemma, also_bf16, scale_layout, ou
         normed = torch.empty((m, hidden), dtype=torch.bfloat16, device=device) if also_bf16 else None
         residual_out = torch.empty((m, hidden), dtype=torch.bfloat16, device=device)
     else:
-        if not isinstance(out, (tuple, list)) or len(out) != n_out:
-            want = "(values, scales, normed, residual_out)" if also_bf16 else "(values, scales, residual_out)"
-            raise TypeError(f"out must be a tuple {want}")
-        values, scales = check_mxfp8_out(tuple(out[:2]), m, hidden, layout, device)
+        names = ("values", "scales", "normed", "residual_out") if also_bf16 else ("values", "scales", "residual_out")
+        out = checks.out_buffers("out", out, names)
+        values, scales = check_mxfp8_out(out[:2], m, hidden, layout, device)
         normed = _bf16_out("out[2] (normed)", out[2], m, hidden, device) if also_bf16 else None
         residual_out = _bf16_out(f"out[{n_out - 1}] (residual_out)", out[n_out - 1], m, hidden, device)
     # named as their checks above name them (only a caller's buffers can overlap)

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from seam import checks, runtime
-from seam.formats.mxfp8 import UE8M0_DTYPES, mxfp8_scale_numel
+from seam.formats.mxfp8 import UE8M0_DTYPES, check_swizzled_scales, mxfp8_scale_numel
 from seam.formats.nvfp4 import (
     HEAD_DIM,
     NKV_CHOICES,
@@ -217,10 +217,8 @@ def _check_index_ranges(positions, max_pos, slot_mapping, index_slot_mapping, kv
 
 def _scales_bytes(name: str, s: object, rows: int, k: int, device: torch.device) -> torch.Tensor:
     checks.tensor(name, s, dtype=UE8M0_DTYPES, device=device)
-    want = mxfp8_scale_numel(rows, k)
-    if s.numel() != want:
-        raise ValueError(f"{name} must hold {want} bytes (128x4-swizzled scales of [{rows}, {k}]), got {s.numel()}")
-    return s.reshape(-1).view(torch.uint8)
+    check_swizzled_scales(name, s, rows, k, None)
+    return s.view(torch.uint8)
 
 
 def qkv_index_fused_epilogue(
@@ -275,10 +273,10 @@ def qkv_index_fused_epilogue(
 
     Args:
         xq: float8_e4m3fn [M, K] contiguous activation, K a multiple of 128. Not modified.
-        xsf: xq's 128x4-swizzled UE8M0 scales, uint8 (or float8_e8m0fnu), contiguous,
-            ``mxfp8_scale_numel(M, K)`` bytes.
+        xsf: xq's 128x4-swizzled UE8M0 scales, uint8 (or float8_e8m0fnu), contiguous, flat
+            ``[mxfp8_scale_numel(M, K)]``.
         wq: float8_e4m3fn [N, K] contiguous (K-major) weight.
-        wsf: wq's swizzled scales, ``mxfp8_scale_numel(N, K)`` bytes.
+        wsf: wq's swizzled scales, flat ``[mxfp8_scale_numel(N, K)]``.
         positions: int64 [M], each in [0, max_pos) (checked only with ``SEAM_DEBUG=1``:
             reading it syncs; without it the kernel reads no cos/sin row for a position
             outside the range and rotates that token with zeros, never out of bounds).

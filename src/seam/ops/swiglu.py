@@ -12,7 +12,7 @@ import torch
 from seam import checks
 from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.swiglu_quant import launch_swiglu_oai
-from seam.ops.a_deq import resolve_a_deq
+from seam.ops.a_deq import check_a_deq, resolve_a_deq
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
 
@@ -147,6 +147,7 @@ def swiglu_oai_mxfp8(
     round_to_bf16 = checks.flag("round_to_bf16", round_to_bf16)
     m, inter, device, alpha, beta, limit, layout = _check_inputs(gate_up, alpha, beta, limit, layout)
     checks.multiple_of("I (gate_up.shape[1] // 2)", inter, 32)
+    a_deq = check_a_deq(a_deq)  # True, False or "auto" (a NumPy bool as a Python bool)
     returns_a_deq = a_deq is not False
     if a_deq is True and scale_layout is not ScaleLayout.SWIZZLED:
         raise ValueError("a_deq goes with swizzled scales (the decode GEMM's), got scale_layout 'row_major'")
