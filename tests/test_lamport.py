@@ -242,6 +242,31 @@ def test_finalize_one_call_single_rank():
         assert_armed(op)
 
 
+def test_finalize_with_nothing_routed_to_a_rank():
+    """A rank none of whose experts got a token (gemm2_permuted with 0 rows, every index -1) contributes its
+    shared output: the split publish / collect and the one-call API (built with debug on) both take it."""
+    hidden, m, top_k = 128, 3, 2
+    empty = torch.zeros(0, hidden, dtype=torch.bfloat16, device=DEV)
+    moes = [make_moe(m, hidden, top_k, rows=5, seed=400 + r) for r in range(2)]
+    moes[1] = MoEOutput(UnfinalizedMoEOutput(empty, moes[1].routed.expert_weights,
+                                             torch.full((m, top_k), -1, dtype=torch.int32, device=DEV)),
+                        moes[1].shared_output)
+    residual, weight = _rand(m, hidden, seed=11), _rand(hidden, seed=12)
+    op = FinalizeAllReduceGemmaRMSNormMxfp8(
+        hidden_size=hidden, max_num_tokens=4, top_k=top_k, fp32_weights=True, group=SimulatedGroup(2), debug=True
+    )
+    contributions = [moe_contribution(moe) for moe in moes]
+    assert bytes_equal(contributions[1], moes[1].shared_output)
+    check_mxfp8(simulate_finalize(op, moes, residual, weight), contributions, residual, weight)
+    assert_armed(op)
+    one = seam.init_fused_moe_finalize(hidden_size=hidden, max_num_tokens=4, top_k=top_k, fp32_weights=True,
+                                       group=SimulatedGroup(1), debug=True, spin_limit=1 << 20)
+    assert one.debug and one.spin_limit == 1 << 20
+    _, residual_out = seam.finalize_allreduce_gemma_rms_norm_mxfp8(moes[1], residual, weight, EPS)
+    *_, residual_ref = gemma_rms_norm_mxfp8_ref(lamport_sum_ref([contributions[1]]), residual, weight, EPS)
+    assert same_bits(residual_out, residual_ref)
+
+
 @pytest.mark.parametrize("tp,fp32_weights", [(2, True), (4, False), (8, True)])
 def test_finalize_publish(tp, fp32_weights):
     hidden, m, top_k = 128, 6, 3
@@ -643,6 +668,14 @@ def _gloo_worker(rank, world, path, capacities, results):
 
     dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"file://{path}")
     try:
+        refused = []  # DistGroup's own arguments, checked before its collective
+        for kwargs, error in ((dict(process_group="tp", device="cpu"), TypeError), (dict(device=object()), TypeError),
+                              (dict(device="cuda:7"), ValueError), (dict(device="nodevice"), ValueError)):
+            try:
+                s.DistGroup(**kwargs)
+            except error as e:
+                refused.append(str(e).split(",")[0])
+        results[rank + 3 * world] = refused
         group = s.DistGroup(device="cpu")
         try:
             s.LamportAllReduce(hidden_size=128, max_num_tokens=capacities[rank], group=group)
@@ -695,6 +728,9 @@ def test_dist_group_fallback_and_capacity_mismatch(tmp_path):
                           "rank 0 has (128, 4, False), rank 1 has (128, 8, False)")
     assert results[2] == (False, True) and results[3] == (False, True)
     assert results[4] and results[5]
+    assert len(results[6]) == 4 and results[6] == results[7]  # each bad argument refused, on every rank
+    assert results[6][0].startswith("process_group must be a torch.distributed.ProcessGroup")
+    assert results[6][1].startswith("device must be a torch.device") and results[6][2].startswith("device")
 
 
 # ---------------------------------------------------------------------------------------

@@ -177,22 +177,31 @@ class DistGroup(Group):
     access each other (``torch.cuda.can_device_access_peer``).
 
     Args:
-        process_group: the TP group (default: the default process group).
-        device: this rank's CUDA device (default: the current one).
+        process_group: the TP group, a ``torch.distributed.ProcessGroup`` (default: the default process group).
+        device: this rank's device, a torch.device, a device string or a CUDA index (default: the current CUDA
+            device; the CPU where torch has no CUDA: the interpreter's kernels, tests only).
+
+    Raises:
+        RuntimeError: torch.distributed not initialized; seam's kernels cannot run in this process.
+        TypeError: process_group not a ProcessGroup, device not a torch.device, str or int.
+        ValueError: no such device, or one seam's kernels cannot run on here.
     """
 
-    def __init__(self, process_group=None, device: torch.device | str | None = None) -> None:
+    def __init__(self, process_group=None, device: torch.device | str | int | None = None) -> None:
         import torch.distributed as dist
 
         if not dist.is_initialized():
             raise RuntimeError("DistGroup needs torch.distributed.init_process_group() first")
+        if process_group is not None and not isinstance(process_group, dist.ProcessGroup):
+            raise TypeError(f"process_group must be a torch.distributed.ProcessGroup (or None: the default group), "
+                            f"got {type(process_group).__name__}")
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+        self.device = runtime.device_arg("device", device)
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         self.tp = dist.get_world_size(self.process_group)
         self.rank = dist.get_rank(self.process_group)
         self.ranks = (self.rank,)
-        if device is None:
-            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
-        self.device = runtime.normalize_device(device)
         self._handles = []  # rendezvous handles keep the peer mappings alive
         self.peer_access = self._all_ranks_true(self._local_peer_access())
 

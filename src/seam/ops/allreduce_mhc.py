@@ -255,11 +255,11 @@ class AllReduceMHC(LamportBase):
             residual: BF16 [M, hc, hidden] residual streams (not modified).
             post: FP32 [M, hc] or [M, hc, 1] post-mix.
             comb: FP32 [M, hc, hc] residual mix, indexed [source, target].
-            pre: FP32 [M, hc] carried pre-mix of the collapse; None together with
+            pre: FP32 [M, hc] or [M, hc, 1] carried pre-mix of the collapse; None together with
                 ``norm_weight`` when built with ``residual_only``.
             norm_weight: BF16 [hidden] plain RMSNorm weight, or None with ``pre``.
             norm_eps: RMSNorm epsilon.
-            mxfp8_out: (values float8_e4m3fn [M, hidden], scales uint8
+            mxfp8_out: (values float8_e4m3fn [M, hidden], scales uint8 or float8_e8m0fnu, flat
                 [mxfp8_scale_numel(M, hidden)]) written in place; needs quantize_layer_input.
 
         Returns:

@@ -27,7 +27,7 @@ class UnfinalizedMoEOutput:
 
     Attributes:
         gemm2_permuted: BF16 [rows, hidden], the unweighted expert GEMM2 output in the
-            MoE's permuted order.
+            MoE's permuted order; rows may be 0 (nothing routed to this rank's experts: every index -1).
         expert_weights: FP32 (or BF16) [M, top_k], routed scaling already folded in.
         expanded_idx_to_permuted_idx: int32 [M, top_k], the row of gemm2_permuted for
             (token, k), in [0, rows); -1 where the expert is not on this rank (range-checked
@@ -135,8 +135,6 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             "moe_output.routed.gemm2_permuted", routed.gemm2_permuted, dtype=torch.bfloat16,
             shape=(-1, self.hidden_size), device=self.device, align=16,
         )
-        if routed.gemm2_permuted.shape[0] < 1:
-            raise ValueError("moe_output.routed.gemm2_permuted must have at least one row")
         wdtype = torch.float32 if self.fp32_weights else torch.bfloat16
         checks.tensor(
             "moe_output.routed.expert_weights", routed.expert_weights, dtype=wdtype,
@@ -284,6 +282,8 @@ def init_fused_moe_finalize(
     fp32_weights: bool,
     group: Group | None = None,
     device: torch.device | str | None = None,
+    debug: bool | None = None,
+    spin_limit: int = DEFAULT_SPIN_LIMIT,
 ) -> FinalizeAllReduceGemmaRMSNormMxfp8:
     """Build the instance every deferred MoE output is finalized with (collective over the group).
 
@@ -297,7 +297,7 @@ def init_fused_moe_finalize(
     global _fused_moe_finalize
     _fused_moe_finalize = FinalizeAllReduceGemmaRMSNormMxfp8(
         hidden_size=hidden_size, max_num_tokens=max_num_tokens, top_k=top_k,
-        fp32_weights=fp32_weights, group=group, device=device,
+        fp32_weights=fp32_weights, group=group, device=device, debug=debug, spin_limit=spin_limit,
     )
     return _fused_moe_finalize
 

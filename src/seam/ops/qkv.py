@@ -263,7 +263,8 @@ def qkv_index_fused_epilogue(
       token slot % block_size of ``slot_mapping`` / ``index_slot_mapping``; slot -1 skips.
 
     The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
-    accumulator; the accumulator is within fp32 reordering error of the dequantized GEMM.
+    accumulator for positions in [0, max_pos) (outside it the kernel rotates with zeros, the reference
+    does not: keep them in range); the accumulator is within fp32 reordering error of the dequantized GEMM.
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64 and one token at N >= 2560,
     ring M 65..128, and 129..256 where ``pick_ring_tile`` takes N and K) or its prefill path (CUDA, M >= 65
     otherwise),
