@@ -360,6 +360,9 @@ def test_row_major_checkpoint_scales_are_swizzled_on_load(device, assign):
         assert bytes_equal(layer.weight_scales, source.weight_scales) and layer.weight_scales.shape == (
             seam.mxfp8_scale_numel(n, k),)
         assert torch.equal(layer(x).view(torch.int16), want.view(torch.int16))
+    odd_k = {"weight_values": torch.zeros(n, 100, dtype=torch.uint8, device=device), "weight_scales": row_major}
+    with pytest.raises(RuntimeError, match="size mismatch for weight_values"):  # torch's own check, collected
+        _layer(device, seed=0).load_state_dict(odd_k, assign=assign)
     for bad in (row_major.t(), row_major.flatten(), row_major[:, :-1]):
         with pytest.raises(RuntimeError, match=rf"weight_scales: expected the weight scales flat 128x4-swizzled "
                            rf"\[{seam.mxfp8_scale_numel(n, k)}\] or row-major \[{n}, {k // 32}\]"):

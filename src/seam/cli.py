@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                         "the CPU cores, at most 8; under the interpreter 1)")
     bench = sub.add_parser("bench", help="GPU benchmarks, one per op", description="GPU benchmarks, one per op",
                            epilog="gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional "
-                           "package humming-kernels is installed; step also writes step.json and step.png to "
-                           "$SEAM_OUT (default ./out); results: BENCHMARKS.md")
+                           "package humming-kernels is installed; step also writes step.json (and on a GPU step.png) "
+                           "to $SEAM_OUT (default ./out); results: BENCHMARKS.md")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
     bench.add_argument("--m", type=int, nargs="+", action="extend", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run); "

@@ -110,12 +110,15 @@ class MXFP8Linear(torch.nn.Module):
     def _swizzle_row_major_scales(self, state_dict, prefix, error_msgs) -> list[str]:
         """A checkpoint's row-major weight scales [N, K/32] (the usual on-disk form) swizzled in ``state_dict``
         (:func:`seam.swizzle_scales`); scales of any other shape than those or the flat swizzled bytes are
-        refused naming both forms. Returns the refused keys."""
+        refused naming both forms. A flat tensor is always read as swizzled (where N and K are multiples of 128
+        a flattened row-major tensor has the same size: keep row-major scales 2-D). Returns the refused keys."""
         key, scales = prefix + "weight_scales", state_dict.get(prefix + "weight_scales")
         values = state_dict.get(prefix + "weight_values", self.weight_values)
         if not isinstance(scales, torch.Tensor) or not isinstance(values, torch.Tensor) or values.dim() != 2:
             return []
         n, k = values.shape
+        if k <= 0 or k % 32:
+            return []  # no MXFP8 weight: torch's size check reports the values
         row_major, numel = [n, k // 32], mxfp8_scale_numel(n, k)
         if list(scales.shape) == row_major:  # uint8 here: other dtypes were viewed or refused above
             state_dict[key] = swizzle_scales(scales)

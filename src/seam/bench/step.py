@@ -5,7 +5,7 @@ Per M, for the two boundaries below: kernel launches per layer step and rank (to
 profiler), us per layer step and rank under CUDA-graph replay, and whether the two chains'
 outputs agree. The unfused chain is timed eager and under a static per-M ``torch.compile``; the
 speed-up is seam's against the faster of the two. On CPU it runs reduced shapes under the interpreter and reports agreement only.
-Writes ``step.json`` and ``step.png`` (us per step vs M) to ``$SEAM_OUT`` (default ``out/``).
+Writes ``step.json`` and, on a GPU, ``step.png`` (us per step vs M) to ``$SEAM_OUT`` (default ``out/``).
 
 Two boundaries (``docs/spec/integration.md``, seed 004's launch-count tables):
 

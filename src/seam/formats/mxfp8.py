@@ -113,7 +113,8 @@ def check_swizzled_scales(
     order without a word (the message then says so, naming ``argument``, the layout's parameter; ``written``:
     an ``out=`` buffer, :func:`row_major_hint`).
 
-    Every check of swizzled scales (op inputs and ``out=`` buffers, :class:`seam.QuantizedActivation`) is this one.
+    The ops' inputs and ``out=`` buffers, :class:`seam.QuantizedActivation` and :func:`unswizzle_scales` check
+    swizzled scales with it (:class:`seam.MXFP8Weight` requires flat scales by its own check).
     """
     numel = mxfp8_scale_numel(num_tokens, hidden_size)
     if scales.dim() != 1 or scales.numel() != numel:
@@ -165,10 +166,8 @@ def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) ->
         TypeError: scales not a uint8 or float8_e8m0fnu tensor.
         ValueError: scales not flat with ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes.
     """
-    numel = mxfp8_scale_numel(num_tokens, hidden_size)
     checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
-    if scales.dim() != 1 or scales.numel() != numel:
-        raise ValueError(f"scales must be flat UE8M0 of {numel} bytes, got shape {list(scales.shape)}")
+    check_swizzled_scales("scales", scales, num_tokens, hidden_size, None)
     cols = scale_cols(hidden_size)
     return scales.view(torch.uint8)[swizzled_offsets(num_tokens, cols, scales.device)]
 
