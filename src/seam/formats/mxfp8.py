@@ -273,7 +273,7 @@ def mxfp8_dequantize(
     cols = scale_cols(k)
     if layout is ScaleLayout.SWIZZLED:
         check_swizzled_scales("scales", scales, m, k)
-        rows = unswizzle_scales(scales, m, k)
+        rows = scales[swizzled_offsets(m, cols, scales.device)]  # checked above: unswizzle_scales would again
     else:
         if tuple(scales.shape) != (m, cols):
             raise ValueError(f"row-major scales must be [{m}, {cols}], got {tuple(scales.shape)}")

@@ -4,7 +4,6 @@ MXFP8 rows always, never, or where the GEMM that reads it gains: "auto",
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from seam import checks, runtime
@@ -23,11 +22,10 @@ def check_a_deq(a_deq: object) -> bool | str:
         if a_deq.lower() != "auto":
             raise ValueError(f"a_deq must be True, False or 'auto', got {a_deq!r}")
         return "auto"
-    if isinstance(a_deq, np.bool_):  # a NumPy bool is a flag as checks.flag takes it
-        return bool(a_deq)
-    if not isinstance(a_deq, bool):
-        raise TypeError(f"a_deq must be a bool or 'auto', got {checks.type_name(a_deq)}")
-    return a_deq
+    try:
+        return checks.flag("a_deq", a_deq)  # a NumPy bool as the Python bool
+    except TypeError:
+        raise TypeError(f"a_deq must be a bool or 'auto', got {checks.type_name(a_deq)}") from None
 
 
 def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name: str = "hidden") -> bool:
