@@ -1,6 +1,6 @@
 """A_deq: the MXFP8 rows dequantized to BF16 in the K order of the Hopper Gluon GEMM that reads them at their
 M (seam.formats.a_deq), written by the norm, SwiGLU and Lamport + MXFP8 producers beside their MXFP8 rows and
-read by mxfp8_linear's and the fused QKV op's Gluon kernels (decode up to 64 tokens, ring above)."""
+read by mxfp8_linear's and the fused QKV op's Gluon kernels (decode up to 128 tokens, ring above)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import triton.language as tl
 import seam
 from seam.formats.a_deq import a_deq_from_mxfp8, k_permutation
 from seam.kernels.a_deq import store_a_deq
-from seam.kernels.mxfp8_gemm_config import pick_tile
+from seam.kernels.mxfp8_gemm_config import Tile, pick_tile
 from seam.ops.norm import gemma_norm_mxfp8_activation
 
 from mxfp8_rows import edge_and_random_rows
@@ -72,7 +72,7 @@ def test_store_a_deq_every_e4m3_byte_at_extreme_scales(permuted, device):
         _store_a_deq_kernel[(1,)](values.to(device), scales.contiguous().to(device), out, ROWS=8, COLS=256,
                                   PERMUTED=permuted)
     want = a_deq_from_mxfp8(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major")
-    if not permuted:  # the natural order of more than 64 rows (the reference permutes 8)
+    if not permuted:  # the natural order of more than 128 rows (the reference permutes 8)
         want = seam.mxfp8_dequantize(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major",
                                      dtype=torch.bfloat16)
     got = out.cpu()
@@ -118,19 +118,19 @@ def test_dequantization_launch_writes_a_deq_in_the_decode_order(m, device):
 
 
 def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
-    """A_deq's K order follows M: permuted up to 64 rows (the decode GEMM: seam.formats.a_deq.PERMUTED_MAX_M
-    is its largest M), natural order from 65 (the ring kernel reads the plain
+    """A_deq's K order follows M: permuted up to 128 rows (the decode GEMM: seam.formats.a_deq.PERMUTED_MAX_M
+    is its largest M), natural order from 129 (the ring kernel reads the plain
     dequantized rows); K must be whole 128-column steps either way."""
     from seam.formats.a_deq import PERMUTED_MAX_M, permuted
     from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M
 
-    assert PERMUTED_MAX_M == 64 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 65))
+    assert PERMUTED_MAX_M == 128 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 129))
     assert PERMUTED_MAX_M == WGMMA_MAX_M
-    for m in (64, 65):
+    for m in (128, 129):
         xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m).to(device))
         deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
         a = a_deq_from_mxfp8(xq, xs)
-        want = deq if m > 64 else deq[:, torch.argsort(k_permutation(256)).to(device)]
+        want = deq if m > 128 else deq[:, torch.argsort(k_permutation(256)).to(device)]
         assert torch.equal(a.view(torch.int16), want.view(torch.int16))
     xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, 96, seed=1).to(device))
     with pytest.raises(ValueError, match="multiple of 128"):
@@ -214,7 +214,6 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
     """mxfp8_linear's launcher gives the Gluon launch the activation's A_deq and whether the weight allows BF16
     multiplies (here a stand-in for the Gluon kernel records them, on the CPU)."""
     from seam.kernels import mxfp8_gemm
-    from seam.kernels.mxfp8_gemm_config import Tile
 
     xq, xs = seam.mxfp8_quantize(torch.randn(5, 256).bfloat16().to(device))
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256).bfloat16().to(device))
@@ -234,11 +233,10 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
 
 def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monkeypatch):
     """seam.kernels.mxfp8_gemm.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
-    goes to the decode kernel up to 64 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
-    kernel from 65 (in place of its dequantization launch); a tile override that runs the other kernel (the
-    ring at 64 tokens, whose A_deq is K-permuted) gets none."""
+    goes to the decode kernel up to 128 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
+    kernel from 129 (in place of its dequantization launch); a tile override that runs the other kernel (the
+    ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none."""
     from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring
-    from seam.kernels.mxfp8_gemm_config import Tile
 
     seen = []
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
@@ -247,10 +245,12 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
                         lambda xq, xs, *args, a_deq, **kw: seen.append(("ring", xq, xs, a_deq)))
     k, n = 256, 128
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
-    decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(128, 128, 128, 8, 3, split_k=2, wgmma=True)
+    decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(256, 128, 128, 8, 2, split_k=2, wgmma=True)
+    streamed = Tile(128, 128, 128, 8, 2, split_k=2, wgmma=True)
     for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
-                                   "decode", True), (65, ring, "ring", True), (128, ring, "ring", True),
-                                   (64, ring, "ring", False)]:
+                                   "decode", True), (65, streamed, "decode", True), (128, streamed, "decode", True),
+                                   (129, ring, "ring", True), (256, ring, "ring", True), (64, ring, "ring", False),
+                                   (128, ring, "ring", False)]:
         xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
         a = a_deq_from_mxfp8(xq, xs)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
@@ -267,15 +267,17 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
 
 
 _GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [
-    (m, n, k, True) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)]
+    (m, n, k, False) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)] + [
+    (m, 4992, 6144, True) for m in (129, 256)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k, ring", _GLUON_CASES)
 def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
-    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 1-64 tokens, at every decode
-    tile; natural order for the ring kernel at 65-128): the bytes each gives on the MXFP8 rows alone (its own
-    staging, or its dequantization launch); and it does read A_deq (a zeroed copy gives zeros)."""
+    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 1-128 tokens, at every decode
+    tile; natural order for the ring kernel at 129-256, asked for with a_deq=True): the bytes each gives on the
+    MXFP8 rows alone (its own staging, or its dequantization launch); and it does read A_deq (a zeroed copy gives
+    zeros)."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
     residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
@@ -300,7 +302,7 @@ def test_a_deq_of_another_k_order_is_ignored_gpu():
                                         torch.randn(m, k, generator=g).bfloat16().cuda(),
                                         torch.zeros(k, dtype=torch.bfloat16, device="cuda"), 1e-6, a_deq=True)
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
-    ring = pick_tile(65, n, k, qa.values.device)
+    ring = Tile(256, 128, 128, 8, 2, 3, wgmma=True)
     plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
     got, want = seam.mxfp8_linear(qa, w, tile=ring), seam.mxfp8_linear(plain, w, tile=ring)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
@@ -349,7 +351,6 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
     import numpy as np
 
     from seam.kernels import qkv_epilogue as qkv_epilogue_mod
-    from seam.kernels.mxfp8_gemm_config import Tile
     from seam.ref.qkv import qkv_epilogue_ref, qkv_gemm_ref
 
     p = _qkv_problem(5, device, seed=4)
@@ -380,8 +381,9 @@ def test_qkv_decode_path_hands_a_deq_to_the_gluon_gemm(device, monkeypatch):
 @pytest.mark.parametrize("m,nkv", [(1, 1), (2, 1), (16, 1), (33, 1), (64, 1), (65, 1), (128, 1), (33, 2), (64, 2)])
 def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens; at nkv 2 from 33 tokens with
-    A_deq streamed, ``wgmma_a_stream``) and the ring kernel (65, 128): the bytes it gives without, the GEMM staging
-    the MXFP8 rows itself (``wgmma_dequantize_first`` off); a zeroed A_deq changes them (the GEMM reads it)."""
+    A_deq streamed, ``wgmma_a_stream``; at 65 and 128 tokens always): the bytes it gives without, the GEMM staging
+    the MXFP8 rows itself (``wgmma_dequantize_first`` off) up to 64 tokens, its dequantization launch writing the
+    same A_deq above; a zeroed A_deq changes them (the GEMM reads it)."""
     from seam.kernels import mxfp8_gemm, mxfp8_wgmma
 
     streamed, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
@@ -393,7 +395,8 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     got, want, zeroed = p.outputs(fill=3), p.outputs(fill=3), p.outputs(fill=3)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
     with monkeypatch.context() as patch:
-        patch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args, **kw: False)
+        if m <= 64:  # the streamed 128-token tile has no staging of its own
+            patch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args, **kw: False)
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
     _assert_same_outputs(got, want)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,
@@ -401,15 +404,17 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
     if m <= 64:  # the decode kernel: streamed given A_deq exactly where the rule takes it (nkv 2 at 33-64 tokens)
         assert streamed == [nkv == 2 and m > 32, False, nkv == 2 and m > 32], streamed
+    else:  # the streamed tile, on the dequantization launch's A_deq too
+        assert streamed == [True, True, True], streamed
 
 
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
 
 
-@pytest.mark.parametrize("tp, hidden, m", [(1, 256, 7), (2, 256, 7), (4, 256, 7), (2, 6144, 7), (2, 256, 70)])
+@pytest.mark.parametrize("tp, hidden, m", [(1, 256, 7), (2, 256, 7), (4, 256, 7), (2, 6144, 7), (2, 256, 130)])
 def test_lamport_consumer_writes_a_deq(tp, hidden, m, device):
     """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
-    its own MXFP8 rows (edge inputs included; K-permuted at 7 rows, natural order at 70), and its other
+    its own MXFP8 rows (edge inputs included; K-permuted at 7 rows, natural order at 130), and its other
     outputs are those without a_deq."""
     rows = [(edge_and_random_rows(m, hidden, seed=r) * 0.25).to(device) for r in range(tp)]
     residual = (edge_and_random_rows(m, hidden, seed=99) * 0.5).to(device)
@@ -529,7 +534,8 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
     on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
     one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), the ring kernel at
-    65-128 tokens where K >= 2048 (it takes no smaller K); never off whole 128-column steps, nowhere on a
+    65-128 tokens where K >= 2048 on its streamed tile (which takes no smaller K); never off whole 128-column
+    steps, nowhere on a
     device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config as config
     from seam.ops.a_deq import resolve_a_deq
@@ -541,8 +547,8 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
     assert [m for m in range(1, 300) if config.a_deq_pays(m, 2048, cpu)] == list(range(1, 129))
     assert [m for m in range(1, 300) if config.a_deq_pays(m, 2176, cpu)] == list(range(2, 129))
-    assert all(config.pick_ring_tile(m, 2560, 6144, 132) is not None for m in range(65, 129))
-    assert config.pick_ring_tile(100, 6144, 768, 132) is None
+    assert all(config.pick_wgmma_tile(m, 2560, 6144, 132).block_m == 128 for m in range(65, 129))
+    assert config.pick_wgmma_tile(100, 6144, 768, 132) is None
     assert not any(config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
     monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", config.a_deq_pays)
     assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)
@@ -592,16 +598,16 @@ def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, devic
 
 def test_seam_debug_refuses_an_a_deq_of_other_rows(monkeypatch, device):
     """With SEAM_DEBUG the consumers compare A_deq with its reference before any launch: rows cut from a
-    larger activation (a 70-row natural-order A_deq cut to 50 rows, which the decode kernel would read as
+    larger activation (a 130-row natural-order A_deq cut to 50 rows, which the decode kernel would read as
     K-permuted) and a stale copy are refused, naming the argument, with nothing written; the right A_deq
     passes. Without SEAM_DEBUG nothing is read on the host."""
     monkeypatch.setenv("SEAM_DEBUG", "1")
     k, n = 256, 128
-    xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, k, seed=8).to(device))
-    natural = a_deq_from_mxfp8(xq, xs)  # 70 rows: natural order
-    # the first 50 rows: their E4M3 bytes, and the swizzled scales as they are (one 128-row block either way)
-    cut_q, cut_s = xq[:50].contiguous(), xs
-    assert cut_s.numel() == seam.mxfp8_scale_numel(50, k)
+    x = edge_and_random_rows(130, k, seed=8).to(device)
+    xq, xs = seam.mxfp8_quantize(x)
+    natural = a_deq_from_mxfp8(xq, xs)  # 130 rows: natural order
+    cut_q, cut_s = seam.mxfp8_quantize(x[:50])  # the first 50 rows (quantized per row: the same E4M3 bytes)
+    assert torch.equal(cut_q.view(torch.uint8), xq[:50].view(torch.uint8))
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(1)).bfloat16().to(device))
     out = torch.full((50, n), 7.0, dtype=torch.bfloat16, device=device)
     for name, wrong in (("cut rows", natural[:50].contiguous()), ("stale", a_deq_from_mxfp8(cut_q, cut_s) + 1)):

@@ -449,8 +449,8 @@ def test_dequantize_kernel_quantizes_bf16_activations_in_the_same_launch(r, r_w,
 
 @pytest.mark.parametrize("hopper", [False, True], ids=["cuda", "hopper"])
 def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
-    """From 65 tokens on a CUDA GPU, where no Gluon kernel takes the shape (on Hopper the ring kernel takes
-    65-128 tokens at K >= 2048 and some shapes up to 256): the prefill path (runs 156-157: faster than the tl
+    """From 65 tokens on a CUDA GPU, where no Gluon kernel takes the shape (on Hopper the decode kernel takes
+    65-128 tokens at K >= 2048 and the ring kernel some shapes up to 256): the prefill path (runs 156-157: faster than the tl
     kernel at all 30 points of ten shapes at 65-128 tokens). Below 65 tokens and under the interpreter it is
     never picked."""
     assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
@@ -738,9 +738,10 @@ def test_auto_hands_bf16_rows_to_the_decode_kernels_dequantization_launch(m, blo
 
 
 @pytest.mark.parametrize("tile,m,k", [(BF16_MM_TILE, 40, 2048), pytest.param("ring", 40, 2048, marks=pytest.mark.gpu),
+                                      pytest.param("decode", 100, 2048, marks=pytest.mark.gpu),
                                       pytest.param("decode", 40, 2048, marks=pytest.mark.gpu),
                                       pytest.param("decode", 24, 6144, marks=pytest.mark.gpu)],
-                         ids=["prefill", "ring-gpu", "decode64-gpu", "decode32-gpu"])
+                         ids=["prefill", "ring-gpu", "decode128-gpu", "decode64-gpu", "decode32-gpu"])
 def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, m, k, device, monkeypatch):
     """Past the carve-out, the prefill path, the ring kernel and the decode kernel where its rule dequantizes
     BF16 rows first (every 32- and 64-row tile; at K 2048 the 64-row tile does so for MXFP8 rows too): all
@@ -751,13 +752,14 @@ def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, 
 
     n = 256
     if tile == "ring":
-        tile = dataclasses.replace(pick_tile(100, n, k, torch.device(device)), split_k=2)
-        assert tile.wgmma and tile.ring, tile
+        tile = Tile(256, 128, 128, 8, 2, 2, wgmma=True)
+        assert tile.ring
     elif tile == "decode":
         tile = pick_tile(m, n, k, torch.device(device))
-        assert tile.wgmma and not tile.ring and tile.block_m == (64 if m > 32 else 32), tile
+        assert tile.wgmma and not tile.ring and tile.block_m == (128 if m > 64 else 64 if m > 32 else 32), tile
         assert dequantizes_first(tile, m, n, k, torch.device(device), bf16_rows=True)
-        # MXFP8 rows: the 64-row tile at K 2048 dequantizes first too, the 32-row tile stages them itself
+        # MXFP8 rows: the 64-row tile at K 2048 and the 128-row tile dequantize first too, the 32-row tile stages
+        # them itself
         assert dequantizes_first(tile, m, n, k, torch.device(device), bf16_rows=False) == (m > 32)
     calls = []
     real = linear.mxfp8_quantize

@@ -26,7 +26,8 @@ import torch
 import seam
 from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile,
+from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, STREAMED_MIN_K, WGMMA_MAX_M,
+                                           WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
                                            wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
                                            wgmma_launch, wgmma_smem_steps)
@@ -52,7 +53,8 @@ def _tool_available() -> bool:
 
 
 def _picked_tiles(sms: int = 132) -> set[Tile]:
-    return {t for n, k in SHAPES for m in range(1, WGMMA_MAX_M + 1) if (t := pick_wgmma_tile(m, n, k, sms))}
+    """The resident tiles (8-64 rows) picked at the benchmarked shapes."""
+    return {t for n, k in SHAPES for m in range(1, RESIDENT_MAX_M + 1) if (t := pick_wgmma_tile(m, n, k, sms))}
 
 
 def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
@@ -60,11 +62,10 @@ def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
     win at N 1536-2048), on the 2-token tile."""
     assert WGMMA_ONE_TOKEN_MIN_N == 2560
     assert pick_wgmma_tile(1, 1536, 6144, 132) is None and pick_wgmma_tile(1, 2048, 2048, 132) is None
-    assert pick_wgmma_tile(65, 2560, 6144, 132) is None
     assert pick_wgmma_tile(8, 2560, 6112, 132) is None  # K not a multiple of 128
     assert pick_wgmma_tile(1, 2560, 2048, 132) == pick_wgmma_tile(2, 2560, 2048, 132)
     for n, k in SHAPES:
-        for m in range(1 if n >= WGMMA_ONE_TOKEN_MIN_N else 2, WGMMA_MAX_M + 1):
+        for m in range(1 if n >= WGMMA_ONE_TOKEN_MIN_N else 2, RESIDENT_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
             assert t.wgmma and not t.ring and (t.block_n, t.block_k, t.num_warps) == (128, 128, 8)
             assert t.block_m in (8, 16, 32, 64) and m <= t.block_m < max(16, 2 * m)
@@ -87,6 +88,59 @@ def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
                 def cost(s):
                     return -(-(-(-n // 128) * s) // 132) * (mxfp8_wgmma.max_steps(k, s) + WGMMA_PROGRAM_COST_STEPS)
                 assert t.split_k == min(fits, key=cost)
+
+
+def test_picker_takes_65_to_128_tokens_on_the_streamed_tile_at_k_from_2048():
+    """Runs 176-177 (H200, given A_deq): one 128-token tile streaming A_deq, 0.82-0.97x the ring kernel's time
+    at 27 points of eleven shapes; its split fills one wave of programs of >= 4 K steps (the ring kernel's
+    measured splits, kept), 3 stages where the split is at most 2, else 2 (faster at 21 of 22 points)."""
+    assert (RESIDENT_MAX_M, STREAMED_BLOCK_M, WGMMA_MAX_M, STREAMED_MIN_K) == (64, 128, 128, 2048)
+    assert pick_wgmma_tile(129, 2560, 6144, 132) is None  # beyond the decode kernel
+    assert pick_wgmma_tile(100, 6144, 1920, 132) is None  # K below the measured range: the prefill path
+    assert pick_wgmma_tile(100, 2560, 6112, 132) is None  # K not a multiple of 128
+    for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096)):
+        for m in range(RESIDENT_MAX_M + 1, WGMMA_MAX_M + 1):
+            t = pick_wgmma_tile(m, n, k, 132)
+            if k < STREAMED_MIN_K:
+                assert t is None, (m, n, k)
+                continue
+            assert t == Tile(128, 128, 128, 8, streamed_stages(t.split_k), t.split_k, wgmma=True) and not t.ring
+            tiles, steps = -(-n // 128), k // 128
+            assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
+            assert (t.split_k == 1 or tiles * (t.split_k + 1) > 132 or steps // (t.split_k + 1) < 4)
+            assert mxfp8_wgmma.shared_bytes(128, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
+                mxfp8_wgmma.SHARED_BUDGET
+    # the measured splits and depths
+    got = {(n, k): (lambda t: (t.split_k, t.num_stages))(pick_wgmma_tile(100, n, k, 132))
+           for n, k in ((6144, 2048), (2560, 6144), (4992, 6144), (1536, 6144), (9856, 6144), (3072, 2048))}
+    assert got == {(6144, 2048): (2, 3), (2560, 6144): (6, 2), (4992, 6144): (3, 2), (1536, 6144): (11, 2),
+                   (9856, 6144): (1, 3), (3072, 2048): (4, 2)}
+    assert [streamed_stages(s) for s in (1, 2, 3, 11)] == [3, 3, 2, 2]
+
+
+def test_streamed_tile_streams_every_launch_and_dequantizes_first():
+    """The 128-token tile's activations never fit resident: given A_deq it always streams it (any program count),
+    and without one the dequantization launch writes it first (MXFP8 or BF16 rows); its weights are dequantized by
+    BF16 multiplies (where the weight allows) and one weight step is read before the PDL wait."""
+    for n, k in ((6144, 2048), (2560, 6144), (200, 2048)):
+        t = pick_wgmma_tile(100, n, k, 132)
+        programs = -(-n // 128) * t.split_k
+        assert wgmma_a_stream(128, k, t.split_k, t.num_stages, programs, 132)
+        for bf16_rows in (False, True):
+            assert wgmma_dequantize_first(128, k, t.split_k, t.num_stages, programs, 132, bf16_rows=bf16_rows)
+        rules = wgmma_launch(128, k, t.split_k, t.num_stages, a_deq_programs=programs, sms=132)
+        assert rules.a_stream and rules.bf16_mul and rules.early_steps == 1 and rules.smem_steps == 0
+
+
+def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
+    """128 tokens do not fit resident: the launcher refuses block_m 128 without a_stream (CPU tensors: never
+    launched)."""
+    x = torch.zeros(100, 256, dtype=torch.bfloat16)
+    w, ws = torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(128 * 8, dtype=torch.uint8)
+    out = torch.empty(100, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="block_m 128 streams its activations"):
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, 128, 1, 2, out, out, False, 1, early_steps=1,
+                                              smem_steps=0, combiners=1, a_deq=True, a_stream=False)
 
 
 def test_picker_up_to_32_tokens_takes_one_wave_where_two_leave_short_programs():
@@ -151,10 +205,11 @@ def test_bf16_mul_at_the_measured_picks():
         t = pick_wgmma_tile(m, n, k, 132)
         got[m, n, k] = wgmma_launch(t.block_m, k, t.split_k, t.num_stages).bf16_mul
     assert got == {key: key in faster for key in faster + slower}
-    rings = [(t, k) for m in (65, 128, 256) for n, k in SHAPES if (t := mxfp8_gemm_config.pick_ring_tile(m, n, k, 132))]
+    rings = [(t, k) for m in (200, 256) for n, k in SHAPES + ((9856, 6144),)
+             if (t := mxfp8_gemm_config.pick_ring_tile(m, n, k, 132))]
     assert rings and all(wgmma_launch(t.block_m, k, t.split_k, t.num_stages).bf16_mul for t, k in rings)
     for t in _picked_tiles():
-        if t.block_m <= WGMMA_MAX_M:
+        if t.block_m <= RESIDENT_MAX_M:
             for k in (768, 2048, 6144):
                 if t.split_k <= k // 128 and t.num_stages <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k):
                     rules = wgmma_launch(t.block_m, k, t.split_k, t.num_stages)
@@ -174,14 +229,15 @@ def test_bf16_mul_only_for_weights_whose_bytes_allow_it():
 
 def test_one_launch_rule_set_per_tile():
     """wgmma_launch (what launch_gluon and tools/sm90_resources.py read) is the separate rules' values; the ring
-    kernel (128 / 256 tokens) takes no weight steps before the PDL wait."""
+    kernel (256 tokens) takes no weight steps before the PDL wait."""
     for bm, k, sk, st in [(8, 2048, 4, 2), (32, 6144, 12, 2), (64, 768, 2, 2)]:
         smem = wgmma_smem_steps(bm, k, sk, st)
         assert wgmma_launch(bm, k, sk, st) == WgmmaLaunch(combine_group(bm, sk), wgmma_combiners(bm, sk), smem,
                                                           wgmma_early_steps(bm, k, sk, smem),
                                                           wgmma_bf16_mul(bm, k, sk, st, smem))
     assert wgmma_launch(64, 6144, 6, 2, partials=True).combiners == 1
-    assert wgmma_launch(128, 6144, 11, 3) == WgmmaLaunch(1, 8, 0, 0, bf16_mul=True)
+    assert wgmma_launch(256, 6144, 3, 2) == WgmmaLaunch(1, 2, 0, 0, bf16_mul=True)
+    assert wgmma_launch(128, 6144, 11, 2) == WgmmaLaunch(1, 8, 0, 1, bf16_mul=True)  # streams where given A_deq
 
 
 def _streamed(m: int, n: int, k: int, sms: int = 132) -> bool:
@@ -203,10 +259,10 @@ def test_a_stream_at_the_measured_picks():
     t = pick_wgmma_tile(64, 4992, 6144, 132)
     assert not wgmma_launch(t.block_m, 6144, t.split_k, t.num_stages).a_stream  # no A_deq
     # the ring kernel: even where its shared memory would leave one program per SM, past one wave
-    assert not wgmma_a_stream(128, 6144, 2, 3, 10 * 132, 132)
-    assert not wgmma_launch(128, 6144, 11, 3, a_deq_programs=10 * 132, sms=132).a_stream
+    assert not wgmma_a_stream(256, 6144, 2, 2, 10 * 132, 132)
+    assert not wgmma_launch(256, 6144, 3, 2, a_deq_programs=10 * 132, sms=132).a_stream
     for n, k in SHAPES + ((8192, 6144), (12288, 4096)):
-        for m in range(1, WGMMA_MAX_M + 1):
+        for m in range(1, RESIDENT_MAX_M + 1):
             if (t := pick_wgmma_tile(m, n, k, 132)) and _streamed(m, n, k):
                 assert -(-n // 128) * t.split_k > 132, (m, n, k)
                 assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
@@ -256,7 +312,7 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
     per SM (what the rule counts on)."""
     runs = set()
     for n, k in SHAPES + tuple(((19 * nkv + 1) * 128, 6144) for nkv in (2, 4)):
-        for m in range(2, WGMMA_MAX_M + 1):
+        for m in range(2, RESIDENT_MAX_M + 1):
             if _streamed(m, n, k):
                 t = pick_wgmma_tile(m, n, k, 132)
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, partials) for partials in (False, True)}
@@ -271,6 +327,28 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
     for *config, r in results:
         assert r["stack_bytes"] == 0 and r["registers"] <= 128, (config, r)
         assert r["shared_bytes"] <= SM90_SHARED_BYTES_PER_SM // 2 - 1024, (config, r)
+
+
+@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+def test_streamed_tiles_compile_for_sm90_without_spills():
+    """Every 128-token kernel the picker takes at the benchmarked shapes (the split reaches the code through its
+    steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the QKV op's
+    partials-only launches (nkv 1, 2, 4): no spills, shared memory within the limit (one program per SM)."""
+    runs = set()
+    for n, k in SHAPES + ((9856, 6144),):
+        if (t := pick_wgmma_tile(100, n, k, 132)) is not None:
+            runs |= {(t.num_stages, t.split_k, k, False, bf16_mul) for bf16_mul in (True, False)}
+    for nkv in (1, 2, 4):
+        t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)
+        runs.add((t.num_stages, t.split_k, 6144, True, False))
+    results = _with_tool(
+        f"for st, sk, k, partials, bf16_mul in {sorted(runs)!r}:\n"
+        "    r = tool.resources('wgmma', 128, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
+        "    print(json.dumps([st, sk, k, partials, bf16_mul, r]))\n"
+    )
+    assert len(results) == len(runs) >= 8
+    for *config, r in results:
+        assert r["stack_bytes"] == 0 and r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
 
 
 def test_combiners_spread_only_large_partials():
@@ -320,7 +398,8 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
     assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2560
     assert not pick_tile(1, 1536, 6144, cuda).wgmma  # one token, narrower: the GEMV
-    assert pick_tile(65, 2560, 6144, cuda).block_m == 128  # the ring kernel
+    assert pick_tile(65, 2560, 6144, cuda) == pick_wgmma_tile(65, 2560, 6144, 132)  # the streamed tile
+    assert pick_tile(65, 2560, 6144, cuda).block_m == 128 and not pick_tile(128, 2560, 6144, cuda).ring
     # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)
     for m in (2, 20, 64):
         for nkv in (1, 2, 4):
@@ -366,7 +445,7 @@ def test_wgmma_tile_sizes_checked_gpu():
     x = torch.randn(9, 256, device="cuda").to(torch.bfloat16)
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256, device="cuda"))
     bad = [
-        (Tile(8, 128, 128, 8, 2, 2, wgmma=True), "block_m in \\(8, 16, 32, 64\\) and >= M=9"),
+        (Tile(8, 128, 128, 8, 2, 2, wgmma=True), "block_m in \\(8, 16, 32, 64, 128\\) and >= M=9"),
         (Tile(16, 64, 128, 8, 2, 2, wgmma=True), "block_n=128, block_k=128, num_warps=8"),
         (Tile(16, 128, 128, 8, 2, 3, wgmma=True), "split_k in \\[1, K/128=2\\]"),
         (Tile(16, 128, 128, 8, 3, 2, wgmma=True), "num_stages in \\[1, 1\\]"),
@@ -395,6 +474,7 @@ def _with_tool(loop: str) -> list:
 
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 179)
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
     per program and shared-memory weight steps change the code; the split and K beyond that do not), E4M3
@@ -408,7 +488,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
     One process compiles them all (``tools/sm90_resources.py``'s ``resources``)."""
     configs = {}
     for n, k in SHAPES:
-        for m in range(2, WGMMA_MAX_M + 1):
+        for m in range(2, RESIDENT_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
             # the split reaches the code through the combiners and the combine group only
             key = (t.block_m, t.num_stages, mxfp8_wgmma.max_steps(k, t.split_k),
@@ -425,7 +505,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
              if wgmma_launch(bm, k, sk, st).bf16_mul]
     qkv = {}
     for nkv in (1, 2, 4):
-        for m in range(2, WGMMA_MAX_M + 1):
+        for m in range(2, RESIDENT_MAX_M + 1):
             t = pick_wgmma_tile(m, (19 * nkv + 1) * 128, 6144, 132)  # pick_qkv_tile's on Hopper (test above)
             qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
     runs += [(bm, st, sk, 6144, False, True, a_deq, None) for (bm, st, _), sk in sorted(qkv.items())
@@ -518,6 +598,69 @@ def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
     bound = ref.abs() * 2.0**-8 + 2 * k * 2.0**-24 * (a.abs() @ wd.abs().t()) + 1e-30
     assert bool(((got.float() - ref).abs() <= bound)[finite].all())
     assert got[0].eq(0).all() and got[6].eq(0).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 2048), (200, 2048)])
+@pytest.mark.parametrize("m", [65, 100, 128])
+def test_bit_exact_streamed_tile_gpu(m, n, k):
+    """Exact sums at the picked 128-token tile: on MXFP8 rows and on BF16 rows (A_deq written by its
+    dequantization launch, BF16 rows quantized there) and given the producer's A_deq, the exact bytes."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma and tile.block_m == STREAMED_BLOCK_M and not tile.ring
+    xq, xs = seam.mxfp8_quantize(x)
+    given = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    for got in linear_both_paths(x, w, tile) + [seam.mxfp8_linear(given, w, tile=tile)]:
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,tile", [
+    (77, Tile(128, 128, 128, 8, 1, 4, wgmma=True)),  # one stage: every step refills both rings
+    (100, Tile(128, 128, 128, 8, 4, 5, wgmma=True)),  # the deepest ring, uneven split (3-4 steps per program)
+    (128, Tile(128, 128, 128, 8, 3, 1, wgmma=True)),  # no split: the direct store
+], ids=str)
+def test_bit_exact_streamed_rings_and_splits_gpu(m, tile):
+    x, w, want = exact_block_inputs(m, 640, 2048, seed=m + tile.split_k)
+    for got in linear_both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(13, 200, 6144), (40, 2560, 6144), (65, 200, 2048), (100, 2560, 6144)])
+def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(m, n, k):
+    """The split-K combine reads partials only of the columns it stored (up to 64 tokens per program) or sums
+    the stale ones and drops them at the output mask (the 128-token tile): with the workspace filled with NaN
+    before the call, the exact bytes still come out, and the counters end at zero."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.wgmma and tile.split_k > 1
+    seam.mxfp8_linear(x, w, tile=tile)  # the workspace now exists at this size
+    work, counters = split_k_scratch(x.device, -(-n // 128), tile)
+    work.fill_(float("nan"))
+    got = seam.mxfp8_linear(x, w, tile=tile)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+    assert not counters.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (128, 6144, 2048), (100, 200, 2048)])
+def test_streamed_tile_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
+    """At the picked 128-token tile, BF16-multiply dequantization (what a quantized weight gets) and the fp32 path
+    (a weight that does not allow it) give the same bytes on random sums."""
+    w = _wide_scale_weight(n, k, seed=m + n)
+    x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 4).to(torch.bfloat16).cuda()
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.block_m == STREAMED_BLOCK_M and not tile.ring
+    launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
+                        lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
+    on = seam.mxfp8_linear(x, w)
+    monkeypatch.setattr(mxfp8_wgmma, "bf16_mul_exact", lambda facts: False)  # read by mxfp8_linear
+    off = seam.mxfp8_linear(x, w)
+    assert launched == [True, False]
+    assert torch.equal(on.view(torch.int16), off.view(torch.int16))
 
 
 @pytest.mark.gpu

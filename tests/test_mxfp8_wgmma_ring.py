@@ -1,9 +1,9 @@
-"""The Gluon ring GEMM behind ``seam.mxfp8_linear`` at 65 <= M <= 256 on Hopper (``seam.kernels.mxfp8_wgmma_ring``).
+"""The Gluon ring GEMM behind ``seam.mxfp8_linear`` at 129 <= M <= 256 on wide Hopper layers
+(``seam.kernels.mxfp8_wgmma_ring``; 65-128 tokens run the decode kernel's streamed tile, ``test_mxfp8_wgmma.py``).
 
 On CPU: the picker, tile validation and that every kernel the picker chooses compiles for sm_90 within
 the shared memory budget. On the GPU: bytes against the exact result on operands whose sums are exact in
-any order (picked tiles, several M tiles with a tail, uneven splits, the shallowest and deepest rings),
-and determinism inside a poisoned buffer.
+any order (picked tiles, several M tiles with a tail, uneven splits), and determinism inside a poisoned buffer.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
     RING_256_MIN_STEPS,
-    RING_STAGES,
     Tile,
     pick_qkv_tile,
     pick_ring_tile,
     pick_tile,
+    pick_wgmma_tile,
     wgmma_combiners,
 )
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
@@ -39,19 +39,10 @@ SM90_SHARED_BYTES = 227 * 1024
 SHAPES = ((1536, 6144), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144), (9856, 6144))
 
 
-def test_picker_takes_65_to_128_tokens_at_k_from_2048():
-    assert pick_ring_tile(64, 2560, 6144, 132) is None  # the decode kernel's
-    assert pick_ring_tile(129, 2560, 6144, 132) is None  # the prefill path's: 8 steps per 256-token program
-    assert pick_ring_tile(100, 6144, 768, 132) is None  # K below the measured range
-    assert pick_ring_tile(100, 2560, 6112, 132) is None  # K not a multiple of 128
-    for n, k in SHAPES:
-        for m in (65, 100, 128):
-            t = pick_ring_tile(m, n, k, 132)
-            assert t == Tile(128, 128, 128, 8, RING_STAGES, t.split_k, wgmma=True) and t.ring
-            tiles, steps = -(-n // 128), k // 128
-            assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
-    # run 54's fastest splits
-    assert [pick_ring_tile(100, n, k, 132).split_k for n, k in ((2560, 6144), (4992, 6144), (6144, 2048))] == [6, 3, 2]
+def test_picker_takes_129_to_256_tokens_only():
+    assert pick_ring_tile(128, 4992, 6144, 132) is None  # the decode kernel's streamed tile
+    assert pick_ring_tile(200, 4992, 1920, 132) is None  # K below the measured range
+    assert pick_ring_tile(200, 4992, 6112, 132) is None  # K not a multiple of 128
 
 
 def test_picker_takes_129_to_256_tokens_where_programs_keep_16_steps():
@@ -78,13 +69,15 @@ def test_default_pick_on_hopper(monkeypatch):
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
     assert pick_tile(200, 4992, 6144, cuda) == pick_ring_tile(200, 4992, 6144, 132)  # ahead of the prefill path
     assert pick_tile(200, 2560, 6144, cuda) == BF16_MM_TILE
-    for m in (65, 128):
-        assert pick_tile(m, 2560, 6144, cuda) == pick_ring_tile(m, 2560, 6144, 132)
+    for m in (65, 128):  # the decode kernel's streamed tile, ahead of the ring kernel
+        assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132) and pick_ring_tile(
+            m, 2560, 6144, 132) is None
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
-        assert not pick_tile(m, 6144, 768, cuda).wgmma  # small K keeps the tl kernel
-        for nkv in (1, 2, 4):  # the fused QKV op runs it into partials, then its epilogue kernel
+        assert pick_tile(m, 6144, 768, cuda) == BF16_MM_TILE  # small K: the prefill path
+    for m in (129, 256):
+        for nkv in (2, 4):  # the fused QKV op runs it into partials, then its epilogue kernel
             n = (19 * nkv + 1) * 128
-            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
+            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda) == pick_ring_tile(m, n, 6144, 132)
 
 
 def test_ring_tiles_checked(monkeypatch):
@@ -92,16 +85,18 @@ def test_ring_tiles_checked(monkeypatch):
 
     monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
     cuda = torch.device("cuda")
-    _check_wgmma_tile(Tile(128, 128, 128, 8, 3, 6, wgmma=True), 300, 6144, cuda)  # any M: M tiles
-    _check_wgmma_tile(Tile(256, 128, 128, 8, 2, 3, wgmma=True), 300, 6144, cuda)
+    _check_wgmma_tile(Tile(256, 128, 128, 8, 2, 3, wgmma=True), 300, 6144, cuda)  # any M: M tiles
+    _check_wgmma_tile(Tile(128, 128, 128, 8, 4, 6, wgmma=True), 128, 6144, cuda)  # the decode kernel's, streamed
     with pytest.raises(ValueError, match="num_stages in \\[2, 2\\]"):  # two 256-token stages fill shared memory
         _check_wgmma_tile(Tile(256, 128, 128, 8, 3, 3, wgmma=True), 300, 6144, cuda)
-    with pytest.raises(ValueError, match="or 128 or 256 \\(the ring kernel\\), got 96"):
-        _check_wgmma_tile(Tile(96, 128, 128, 8, 3, 1, wgmma=True), 80, 6144, cuda)
-    most = mxfp8_wgmma_ring.max_stages(128)
-    for stages in (1, most + 1):  # one stage would wait for a refill issued only after it (a hang)
-        with pytest.raises(ValueError, match=f"num_stages in \\[2, {most}\\]"):
-            _check_wgmma_tile(Tile(128, 128, 128, 8, stages, 1, wgmma=True), 80, 6144, cuda)
+    with pytest.raises(ValueError, match="num_stages in \\[1, 4\\]"):  # four streamed 128-token stages fit
+        _check_wgmma_tile(Tile(128, 128, 128, 8, 5, 6, wgmma=True), 128, 6144, cuda)
+    for tile, m in ((Tile(96, 128, 128, 8, 3, 1, wgmma=True), 80), (Tile(128, 128, 128, 8, 2, 6, wgmma=True), 129)):
+        with pytest.raises(ValueError, match=f"128\\) and >= M={m} \\(the decode kernel\\), or 256 \\(the ring kernel\\), "
+                                             f"got {tile.block_m}"):
+            _check_wgmma_tile(tile, m, 6144, cuda)
+    with pytest.raises(ValueError, match="num_stages in \\[2, 2\\]"):  # one stage would wait for a refill
+        _check_wgmma_tile(Tile(256, 128, 128, 8, 1, 3, wgmma=True), 300, 6144, cuda)  # issued only after it (a hang)
 
 
 def _tool_available() -> bool:
@@ -117,13 +112,12 @@ def test_every_picked_kernel_compiles_for_sm90():
     dequantized by BF16 multiplies and through fp32) and the QKV op's partials (fp32): no spills (a split tile's partials are combined a row slice per program, ``wgmma_combiners``:
     the single combiner's [128, 256] fp32 sum kept 152 bytes on the stack at 256 tokens), shared memory within
     the limit."""
-    picks = [pick_ring_tile(m, n, k, 132) for n, k in SHAPES for m in (100, 200)]
-    runs = sorted({(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul)
-                   for t, (n, k) in zip(picks, [s for s in SHAPES for _ in "mm"]) if t is not None
+    picks = [(pick_ring_tile(m, n, k, 132), k) for n, k in SHAPES for m in (129, 256)]
+    runs = sorted({(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul) for t, k in picks if t is not None
                    for bf16_mul in (True, False)})  # BF16 multiplies where the weight allows them, else fp32
-    qkv = [pick_ring_tile(m, (19 * nkv + 1) * 128, 6144, 132) for nkv in (1, 2, 4) for m in (100, 200)]
+    qkv = [pick_ring_tile(m, (19 * nkv + 1) * 128, 6144, 132) for nkv in (1, 2, 4) for m in (129, 256)]
     runs += sorted({(t.block_m, t.num_stages, t.split_k, 6144, True, False) for t in qkv if t is not None})
-    assert {r[0] for r in runs} == {128, 256}
+    assert {r[0] for r in runs} == {256} and len(runs) >= 4
     script = (
         "import importlib.util, json\n"
         f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
@@ -146,17 +140,6 @@ def test_every_picked_kernel_compiles_for_sm90():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 2048), (200, 2048)])
-@pytest.mark.parametrize("m", [65, 100, 128])
-def test_bit_exact_every_picked_tile_gpu(m, n, k):
-    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
-    tile = pick_tile(m, n, k, x.device)
-    assert tile.wgmma and tile.block_m == 128
-    for got in linear_both_paths(x, w, tile):
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("n", [4992, 9856])
 @pytest.mark.parametrize("m", [129, 200, 256])
 def test_bit_exact_picked_256_token_tiles_gpu(m, n):
@@ -169,9 +152,9 @@ def test_bit_exact_picked_256_token_tiles_gpu(m, n):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,tile", [
-    (300, Tile(128, 128, 128, 8, 3, 1, wgmma=True)),  # three M tiles, the last 44 rows: TMA zero-fills the rest
-    (300, Tile(128, 128, 128, 8, 2, 5, wgmma=True)),  # the shallowest ring, uneven split
-    (77, Tile(128, 128, 128, 8, 3, 2, wgmma=True)),  # the deepest ring
+    (300, Tile(256, 128, 128, 8, 2, 1, wgmma=True)),  # two M tiles, the last 44 rows: TMA zero-fills the rest
+    (300, Tile(256, 128, 128, 8, 2, 5, wgmma=True)),  # uneven split
+    (77, Tile(256, 128, 128, 8, 2, 2, wgmma=True)),  # one M tile, mostly padding
 ], ids=str)
 def test_bit_exact_m_tiles_rings_and_splits_gpu(m, tile):
     x, w, want = exact_block_inputs(m, 640, 6144, seed=m + tile.split_k)
@@ -182,10 +165,10 @@ def test_bit_exact_m_tiles_rings_and_splits_gpu(m, tile):
 @pytest.mark.gpu
 def test_deterministic_and_in_bounds_gpu():
     """Random sums: two calls give the same bytes, and nothing outside the output is written."""
-    m, n, k = 130, 200, 2048
+    m, n, k = 300, 200, 2048
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).cuda()
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(6)).cuda())
-    tile = Tile(128, 128, 128, 8, 3, 3, wgmma=True)
+    tile = Tile(256, 128, 128, 8, 2, 3, wgmma=True)
     pad = 4096
     buf = torch.full((m * n + 2 * pad,), float("nan"), dtype=torch.bfloat16, device="cuda")
     out = buf[pad:pad + m * n].view(m, n)
@@ -202,11 +185,11 @@ def test_deterministic_and_in_bounds_gpu():
 def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch):
     """Random sums, two M tiles (m0 > 0), N below two tiles: the two combiners of a split-3 tile write the
     bytes one combiner writes (same partials, same order); the counters end at zero."""
-    m, n, k = 130, 200, 2048
+    m, n, k = 300, 200, 2048
     g = torch.Generator().manual_seed(7)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
-    tile = Tile(128, 128, 128, 8, 3, 3, wgmma=True)
+    tile = Tile(256, 128, 128, 8, 2, 3, wgmma=True)
     assert wgmma_combiners(tile.block_m, tile.split_k) == 2
     spread = seam.mxfp8_linear(x, w, tile=tile)
     monkeypatch.setattr(mxfp8_gemm_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
@@ -216,7 +199,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (128, 6144, 2048), (200, 4992, 6144), (100, 200, 2048)])
+@pytest.mark.parametrize("m,n,k", [(200, 4992, 6144), (256, 9856, 6144), (300, 200, 2048)])
 def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
     """At the picked tile, BF16-multiply dequantization (what a quantized weight gets) and the fp32 path (forced)
     give the same bytes on random sums, for weights whose scale bytes span 0..134."""
@@ -228,13 +211,13 @@ def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
     weight = seam.MXFP8Weight.from_bf16(w.reshape(n, k).cuda())
     assert int(weight.scales.max()) == 134 and mxfp8_wgmma.bf16_mul_exact(weight.byte_facts())
     x = (torch.randn(m, k, generator=g) * 4).to(torch.bfloat16).cuda()
-    tile = pick_tile(m, n, k, x.device)
+    tile = pick_tile(m, n, k, x.device) if m <= 256 else Tile(256, 128, 128, 8, 2, 4, wgmma=True)
     assert tile.ring
     launched, launch = [], mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring
     monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
                         lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
-    on = seam.mxfp8_linear(x, weight)
+    on = seam.mxfp8_linear(x, weight, tile=tile)
     monkeypatch.setattr(mxfp8_wgmma, "bf16_mul_exact", lambda facts: False)  # read by mxfp8_linear
-    off = seam.mxfp8_linear(x, weight)
+    off = seam.mxfp8_linear(x, weight, tile=tile)
     assert launched == [True, False]
     assert torch.equal(on.view(torch.int16), off.view(torch.int16))

@@ -7,8 +7,9 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..64) or, with ``block_m`` 128 or 256,
-the Gluon ring kernel (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and
+``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..128; 128 streams A_deq, so ``--a-deq
+--a-stream`` are implied there) or, with ``block_m`` 256, the Gluon ring kernel (``--a-bf16`` does not apply:
+it reads BF16 activations); ``--block-k`` and
 ``--num-warps`` do not apply, the ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).
 
@@ -139,11 +140,13 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
 
-    if block_m in (128, 256):
+    if block_m == 256:
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
-    if block_m not in (8, 16, 32, 64):
+    if block_m not in (8, 16, 32, 64, 128):
         raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64, 128 or 256, got {block_m}")
+    if block_m == 128:  # the streamed tile reads A_deq only, streamed
+        a_deq = a_stream = True
     if a_stream and not a_deq:
         raise ValueError("wgmma: --a-stream streams A_deq (add --a-deq)")
     if a_stream:

@@ -6,13 +6,13 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 60 MiB L2, so every call streams them from HBM):
 
 * ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the
-  Gluon decode kernel at 2 <= M <= 64 on Hopper, and one token at N >= 2560, ``seam.kernels.mxfp8_wgmma``; the Gluon ring
-  kernel at 65 <= M <= 128 where K >= 2048, and at 129 <= M <= 256 where ``pick_ring_tile`` takes the
+  Gluon decode kernel at 2 <= M <= 64 on Hopper, one token at N >= 2560 and 65 <= M <= 128 where K >= 2048,
+  ``seam.kernels.mxfp8_wgmma``; the Gluon ring kernel at 129 <= M <= 256 where ``pick_ring_tile`` takes the
   shape, ``seam.kernels.mxfp8_wgmma_ring``; the prefill path from 65 tokens elsewhere, ``BF16_MM_TILE``);
 * ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as
   a producer writes it by default) where ``a_deq_pays`` says a producer writes one, else ``-``;
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16, in the decode
-  kernel's dequantization launch on its 32- and 64-row tiles, in the ring / prefill paths' above);
+  kernel's dequantization launch on its 32- to 128-row tiles, in the ring / prefill paths' above);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,
   a lossy stand-in for MXFP8: the scales are not per 32);

@@ -7,7 +7,8 @@ above, the ring kernel (``seam.kernels.mxfp8_wgmma_ring``) reads the activations
 order from a launch before it. A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
 carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM
 alone, ``docs/benchmarks-log.md``: run 102, the decode GEMM 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at
-16, from 0.9 us slower to 0.8 faster at 8; run 111, the ring kernel 0.95-3.24 us faster at 65-128 tokens).
+16, from 0.9 us slower to 0.8 faster at 8; run 111, 0.95-3.24 us faster at 65-128 tokens, which the ring kernel
+took then and the decode GEMM's streamed tile takes since 2026-12-04: the same dequantization launch spared).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 A_DEQ_STEP = 128
 #: Largest M whose A_deq is K-permuted (the decode GEMM's largest M,
 #: ``seam.kernels.mxfp8_gemm_config.WGMMA_MAX_M``); above it A_deq is in natural order.
-PERMUTED_MAX_M = 64
+PERMUTED_MAX_M = 128
 
 
 def permuted(m: int) -> bool:

@@ -47,7 +47,7 @@ from seam import runtime
 from seam.formats.a_deq import permuted
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_dequant import dequantized_activations, launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M, Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
+from seam.kernels.mxfp8_gemm_config import RESIDENT_MAX_M, Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -532,7 +532,7 @@ def launch_gluon(
     weight_bf16_mul: bool = False,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
-    (``block_m`` <= 64) or the ring kernel (128 or 256), into ``out`` or, with ``partials`` (``out`` unused), each
+    (``block_m`` <= 128) or the ring kernel (256), into ``out`` or, with ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
     (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
     K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
@@ -558,8 +558,8 @@ def launch_gluon(
     if not tile.ring and not mxfp8_wgmma.operands_ready(xq, xs, wq, ws):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its 64-row tile only
-    sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m == WGMMA_MAX_M else 0
+    # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its 64- and 128-row tiles only
+    sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m >= RESIDENT_MAX_M else 0
     if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:

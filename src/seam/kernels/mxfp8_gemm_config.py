@@ -1,12 +1,13 @@
 """Launch rules of the MXFP8 GEMM kernels: the :class:`Tile` record and the pickers that choose
 the kernel and its tile for a shape, each with the H200 measurement that set it.
 
-Four paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
+Five paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
 target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
-2 <= M <= 64, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization and
+2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
+ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization and
 one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
 fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
-among the first three; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers.
+among the first four; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ class Tile:
     #: :func:`seam.kernels.mxfp8_gemm.mxfp8_mainloop`), same bytes out.
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
-    #: depth, ``split_k`` any count up to K / 128: with ``block_m`` 8, 16, 32 or 64 (M padded, the MMA's N
-    #: side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 128 or 256
-    #: the ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
+    #: depth, ``split_k`` any count up to K / 128: with ``block_m`` 8, 16, 32, 64 or 128 (M padded, the MMA's N
+    #: side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring
+    #: kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
@@ -48,7 +49,7 @@ class Tile:
 
     @property
     def ring(self) -> bool:
-        """A ``wgmma`` tile of the ring kernel (``block_m`` 128 or 256), not of the decode kernel."""
+        """A ``wgmma`` tile of the ring kernel (``block_m`` 256), not of the decode kernel."""
         return self.wgmma and self.block_m > WGMMA_MAX_M
 
     def to_args(self) -> tuple:
@@ -127,8 +128,17 @@ def wgmma_supported(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] == 9
 
 
-#: Largest M of the Gluon decode kernel (the MMA's N side holds at most 64 tokens here).
-WGMMA_MAX_M = 64
+#: Largest tile of the Gluon decode kernel whose activations may stay resident in shared memory (8-64 rows);
+#: above it the kernel runs :data:`STREAMED_BLOCK_M`.
+RESIDENT_MAX_M = 64
+#: The Gluon decode kernel's largest tile (65..128 tokens), which always streams A_deq beside its weight ring
+#: (:func:`wgmma_a_stream`), at K >= :data:`STREAMED_MIN_K`.
+STREAMED_BLOCK_M = 128
+#: Largest M of the Gluon decode kernel (the MMA's N side: one 128-token tile).
+WGMMA_MAX_M = STREAMED_BLOCK_M
+#: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
+#: kernel); smaller K was not measured there and takes the prefill path.
+STREAMED_MIN_K = 2048
 #: Fewest weight rows N at which one token takes the Gluon decode kernel's 8-row tile rather than the tl
 #: GEMV (:data:`GEMV_TILE`). H200 (2026-12-02, ``docs/benchmarks-log.md`` runs 122-123, M 1, the GEMM alone,
 #: us, GEMV / 8-row tile staging the MXFP8 row / given A_deq): N 2560 x K 6144 8.67 / 8.12 / 7.48; N 4992 x
@@ -138,10 +148,9 @@ WGMMA_MAX_M = 64
 WGMMA_ONE_TOKEN_MIN_N = 2560
 WGMMA_STAGES = 2
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
-#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most for the ring kernel (above it the ring
-#: is picked for some weight shapes only).
+#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (the decode kernel's largest M).
 A_DEQ_MIN_M = 2
-A_DEQ_MAX_M = 128
+A_DEQ_MAX_M = WGMMA_MAX_M
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
 #: (N >= :data:`WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads it); at K 6144 the
 #: input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
@@ -173,11 +182,31 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     N 2560 split 6 14.50, 5 15.65, 12 17.85; N 3072 split 5 15.86, 6 24.84, 10 20.23; N 4992 split 6
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
+
+    From 65 tokens (K >= :data:`STREAMED_MIN_K`) one :data:`STREAMED_BLOCK_M`-token tile streams A_deq beside the
+    weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps each, with 3 stages
+    where the split is at most 2, else 2 (:func:`streamed_stages`). It replaced the ring kernel's 128-token tile
+    (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory) at 65-128 tokens:
+    with the weights as the register operand each step moves 128 KB less through shared memory. H200 (2026-12-04,
+    ``docs/benchmarks-log.md`` runs 176-177, the GEMM alone given A_deq, weights past L2, same split, us at M 65
+    and 128, ring kernel / this tile at 2 stages / at 3): N 6144 x K 2048 (split 2) 15.38 / 19.11 / 14.31, 16.43 /
+    18.50 / 14.23; N 8192 x 2048 (2) 16.16 / 17.35 / 15.29, 17.03 / 18.13 / 15.11; N 6144 x 4096 (2) 24.81 /
+    32.07 / 22.82, 25.72 / 29.86 / 21.89; N 9856 x 6144 (1) 59.66 / 52.93 / 48.80, 58.69 / 48.43 / 48.36; N 2560
+    x 6144 (6) 15.56 / 13.15 / 13.70, 16.21 / 14.06 / 14.36; N 4992 x 6144 (3) 25.08 / 21.48 / 22.14, 25.59 /
+    21.73 / 22.00; N 1536 x 6144 (11) 12.37 / 11.24 / 11.84, 12.74 / 11.15 / 11.63; N 3072 x 6144 (5) 17.33 /
+    15.57 / 16.15, 17.83 / 15.40 / 15.98; N 2048 x 6144 (8) 13.59 / 12.33 / 12.86, 14.47 / 12.53 / 13.04; N 4096
+    x 4096 (4) 15.60 / 15.11 / 15.47, 16.66 / 14.35 / 15.00; N 3072 x 2048 (4) 10.29 / 8.85 / 9.39, 11.11 / 9.86
+    / 9.70 (the one point where the rule's depth is not the faster; at 96 tokens the same order, run 176).
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
-    block_m = max(8, triton.next_power_of_2(m))
     tiles, steps = -(-n // 128), k // 128
+    if m > RESIDENT_MAX_M:
+        if k < STREAMED_MIN_K:
+            return None
+        split = max(1, min(sms // tiles, steps // 4))
+        return Tile(STREAMED_BLOCK_M, 128, 128, 8, streamed_stages(split), split, wgmma=True)
+    block_m = max(8, triton.next_power_of_2(m))
 
     def ring(split: int) -> int:  # no deeper than a program's steps
         return min(WGMMA_STAGES, mxfp8_wgmma.max_steps(k, split))
@@ -202,12 +231,19 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
+def streamed_stages(split_k: int) -> int:
+    """Ring depth of the decode kernel's streamed tile (:data:`STREAMED_BLOCK_M`) at a K split: 3 where the split is
+    at most 2 (there 2 stages were 1.0-1.4x slower), else 2 (3 were 0.98-1.06x slower; :func:`pick_wgmma_tile`)."""
+    return 3 if split_k <= 2 else 2
+
+
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
-    Hopper GPU: where the Gluon decode kernel reads it (M <= :data:`WGMMA_MAX_M`) from :data:`A_DEQ_MIN_M`
-    tokens (from one at K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), where the GEMM's saved staging outweighs the producer's extra BF16 store; and
-    where the ring kernel reads it (up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`RING_MIN_K`), which then
-    skips its dequantization launch.
+    Hopper GPU: where the Gluon decode kernel reads it, from :data:`A_DEQ_MIN_M` tokens (from one at K <=
+    :data:`A_DEQ_ONE_TOKEN_MAX_K`), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
+    :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
+    where its streamed tile then skips its dequantization launch (measured with the ring kernel, which had the
+    same launch and took those M until 2026-12-04).
 
     H200 (2026-12-02, ``docs/benchmarks-log.md`` run 110, producer + GEMM per step, CUDA graph of
     back-to-back pairs, us without -> with, bytes equal): norm + MXFP8 -> ``mxfp8_linear`` N 2560 x K 6144
@@ -234,7 +270,7 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
     if k % 128 or not min_m <= m <= A_DEQ_MAX_M:
         return False
-    return (m <= WGMMA_MAX_M or k >= RING_MIN_K) and wgmma_supported(device)
+    return (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K) and wgmma_supported(device)
 
 
 def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:
@@ -257,6 +293,10 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> in
     back-to-back calls, where a call's programs start during the previous one; where the previous kernel
     has already ended, the wait for the first weight stage now precedes the activation copies (norm ->
     qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
+    The streamed 128-token tile takes 1 (runs 176-177, us 0 / 1, 3 stages: N 6144 x K 2048 M 65 13.71 / 14.31,
+    M 96 14.44 / 13.64, M 128 14.96 / 14.23): 1 was faster at 9 of 12 points at K 6144 in run 176 and at all 12 at
+    128 tokens in run 177 (six shapes, 2 and 3 stages), 0 at 9 of 12 at 65 tokens there (by 0.3-1.4 us; the M at
+    which that turns was not measured).
     """
     if block_m == 32:
         return 1 if smem_steps else 0
@@ -295,10 +335,11 @@ def wgmma_smem_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
 def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: int) -> bool:
     """Whether a Gluon kernel dequantizes its weight tiles by BF16 multiplies
     (:func:`seam.kernels.numerics.e4m3_scaled_bf16`, the same bytes; only for a weight whose bytes allow it,
-    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`): the ring kernel (``block_m`` above
-    :data:`WGMMA_MAX_M`, which converts every step into shared memory) always; the decode kernel where it
-    converts steps into shared memory before its PDL wait (``smem_steps``) or where its program has an SM to
-    itself (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`).
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`): tiles above :data:`RESIDENT_MAX_M` rows always (the ring
+    kernel, which converts every step into shared memory, and the decode kernel's streamed tile, one program per
+    SM: measured so in runs 176-177); the decode kernel's other tiles where it converts steps into shared memory
+    before its PDL wait (``smem_steps``) or where its program has an SM to itself
+    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`).
 
     Fewer instructions per step (220 against 293 in the 8-token loop's sm_90 SASS; none of the fp32
     multiplies and widenings), but more of them on the integer pipe. H200 (2026-12-04, ``docs/benchmarks-log.md``
@@ -311,7 +352,7 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
     1.09-1.13 on A_deq). The ring kernel given A_deq (run 134): 1.2-4.2% faster at every picked tile measured
     (N 2560, 3072, 4992, 1536 x K 6144 and N 6144 x K 2048, 65-256 tokens; N 4992 M 256 42.41 -> 40.79).
     """
-    if block_m > WGMMA_MAX_M:
+    if block_m > RESIDENT_MAX_M:
         return True
     return smem_steps > 0 or mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, smem_steps) > \
         mxfp8_wgmma.TWO_PER_SM_BYTES
@@ -319,8 +360,8 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
 
 def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
     """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
-    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: on its 64-row tile (33-64
-    tokens) where the resident activations leave one program per SM
+    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tile
+    (:data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile (33-64 tokens) where the resident activations leave one program per SM
     (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
     them on ``sms`` SMs, while streamed ones let two share an SM.
 
@@ -335,7 +376,9 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
     programs per SM either way) N 4992 13.13 / 13.90. Smaller tiles of wider shapes (16-32 rows at N >= 8192,
     where the same two-wave count holds) were not measured and stay resident.
     """
-    if block_m != WGMMA_MAX_M or programs <= sms:
+    if block_m == STREAMED_BLOCK_M:
+        return True
+    if block_m != RESIDENT_MAX_M or programs <= sms:
         return False
     two = mxfp8_wgmma.TWO_PER_SM_BYTES
     return (mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0) > two
@@ -358,7 +401,7 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
     launch before it write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted; BF16
     rows quantized there) and reads it instead of staging them itself: where it would stream a given A_deq
     (:func:`wgmma_a_stream`: its own staging holds its whole K range resident, one program per SM, in two
-    waves), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16 rows on every tile of at least
+    waves; on the streamed tile always), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16 rows on every tile of at least
     :data:`DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M` rows. The bytes are the same (the same BF16 operands and MMAs).
 
     BF16 rows (2026-12-04, ``docs/benchmarks-log.md`` runs 159-160 and 163, us, ``quantize="auto"`` before
@@ -384,45 +427,37 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
         return True
     if wgmma_a_stream(block_m, k, split_k, stages, programs, sms):
         return True
-    return block_m == WGMMA_MAX_M and DEQUANTIZE_FIRST_K[0] <= k <= DEQUANTIZE_FIRST_K[1]
+    return block_m == RESIDENT_MAX_M and DEQUANTIZE_FIRST_K[0] <= k <= DEQUANTIZE_FIRST_K[1]
 
 
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
-#: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= RING_MIN_K (smaller K not measured): 128 tokens per program up
-#: to 128, 256 tokens per program above where each program still runs RING_256_MIN_STEPS K steps.
+#: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= STREAMED_MIN_K, 256 tokens per program, where each program still
+#: runs RING_256_MIN_STEPS K steps.
 RING_MAX_M = 256
-RING_MIN_K = 2048
-RING_STAGES = 3
 RING_256_MIN_STEPS = 16
 
 
 def pick_ring_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The ring kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`RING_MAX_M` (K a multiple of 128, at least
-    :data:`RING_MIN_K`), else None. The K split fills one wave of programs with >= 4 steps each; up to 128
-    tokens one 128-token M tile, 3 stages; from 129 one 256-token M tile, 2 stages, where each program then
-    runs >= :data:`RING_256_MIN_STEPS` steps (else None: the prefill path).
+    :data:`STREAMED_MIN_K`), else None: one 256-token M tile, as many stages as fit (2), the K split filling one
+    wave of programs with >= 4 steps each, where each program then runs >= :data:`RING_256_MIN_STEPS` steps (else
+    None: the prefill path).
 
-    H200 (2026-12-01, ``docs/benchmarks-log.md`` run 54, us, M 65 then 128; tl kernel's pick / this tile /
-    cuBLAS BF16 on BF16 weights): N 2560 K 6144 38.5 / 26.9 / 12.9, 31.4 / 28.8 / 12.9 (split 6); N 4992
-    K 6144 73.6 / 35.5 / 18.5, 75.4 / 38.1 / 19.9 (split 3); N 6144 K 2048 26.5 / 24.4 / 9.2, 26.7 / 25.1 /
-    9.0 (split 2): the fastest split of 1-6 at each, 4 stages within 4% of 3. With the weights read from
-    shared memory (run 58) the same splits are still the fastest, 10-20% faster (22.1, 23.7; 32.0, 32.2;
-    21.2, 21.2), and the kernel has room for 3 stages only.
-    From 129 tokens (run 61, prefill path / this tile at M 129, 160, 192, 256): the two shapes with 16 or
-    more steps per program win at every M, N 4992 x K 6144 (split 3, 16 steps) 56.1 / 48.1, 58.3 / 48.0,
-    58.7 / 48.4, 58.6 / 48.4 and N 9856 x 6144 (split 1) 95.4 / 88.4, 104.9 / 88.2, 104.6 / 88.2, 103.3 /
-    88.8; with 10 steps (N 3072 x 6144, split 5) it lost at 129 (34.7 / 36.7) and won above; with 4-8 steps
-    (N 1536 and 2560 x 6144, N 6144 x 2048) it lost 1.03-1.7x. 128-token tiles won by 4-8% at some of those
-    shapes from 160 tokens and lost at 129 (run 61): not picked.
+    H200 (2026-12-01, ``docs/benchmarks-log.md`` run 61, prefill path / this tile at M 129, 160, 192, 256, us): the
+    two shapes with 16 or more steps per program win at every M, N 4992 x K 6144 (split 3, 16 steps) 56.1 / 48.1,
+    58.3 / 48.0, 58.7 / 48.4, 58.6 / 48.4 and N 9856 x 6144 (split 1) 95.4 / 88.4, 104.9 / 88.2, 104.6 / 88.2,
+    103.3 / 88.8; with 10 steps (N 3072 x 6144, split 5) it lost at 129 (34.7 / 36.7) and won above; with 4-8
+    steps (N 1536 and 2560 x 6144, N 6144 x 2048) it lost 1.03-1.7x. The splits are those that were fastest for
+    the ring kernel's 128-token tile (run 54: of 1-6 at N 2560, 4992 x K 6144 and 6144 x 2048), which took 65-128
+    tokens until the decode kernel's streamed tile replaced it (:func:`pick_wgmma_tile`).
     """
-    if not WGMMA_MAX_M < m <= RING_MAX_M or k % 128 or k < RING_MIN_K:
+    if not WGMMA_MAX_M < m <= RING_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
-    block_m = 128 if m <= 128 else 256
     tiles, steps = -(-n // 128), k // 128
     split = max(1, min(sms // tiles, steps // 4))
-    if block_m == 256 and -(-steps // split) < RING_256_MIN_STEPS:
+    if -(-steps // split) < RING_256_MIN_STEPS:
         return None
-    return Tile(block_m, 128, 128, 8, min(RING_STAGES, mxfp8_wgmma_ring.max_stages(block_m)), split, wgmma=True)
+    return Tile(256, 128, 128, 8, mxfp8_wgmma_ring.max_stages(256), split, wgmma=True)
 
 
 _COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 128: 1, 256: 1}
@@ -476,7 +511,7 @@ class WgmmaLaunch:
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
                  a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M`,
-    the ring kernel above. ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU
+    the ring kernel above (its streamed tile, :data:`STREAMED_BLOCK_M`, streams A_deq wherever it reads one). ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU
     of ``sms`` SMs (:func:`wgmma_a_stream`)."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
     if block_m > WGMMA_MAX_M:
@@ -533,7 +568,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     and so was the 128-row tile (1.13x).
 
     On a Hopper GPU, M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
-    :data:`WGMMA_ONE_TOKEN_MIN_N`), 65 <= M <= 256 the
+    :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 256 the
     Gluon ring kernel where K >= 2048 and :func:`pick_ring_tile` takes the shape; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel.

@@ -6,7 +6,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 
 * **Swap AB.** The output is computed transposed, ``out^T[N, M] = W[N, K] @ A[M, K]^T``:
   weight rows sit on the 64-row side of ``wgmma`` and the tokens on its N side, padded
-  only to ``MP`` = 8, 16, 32 or 64 (the tl kernel pads M to 16 or more on the M side).
+  only to ``MP`` = 8, 16, 32, 64 or 128 (the tl kernel pads M to 16 or more on the M side).
 * **TMA ring, issued first.** Each program owns BN = 128 weight rows and a contiguous
   range of 128-wide K steps (split-K). It issues the TMA copies of its first ``STAGES``
   steps (the E4M3 tile and the tile's 512 swizzled scale bytes, one mbarrier per stage)
@@ -38,7 +38,11 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   program per SM and the launch needs more than one wave of them (wide N on the 64-row tile,
   :func:`seam.kernels.mxfp8_gemm_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
   slots beside the weight ring, each refilled once both warpgroups' MMAs of its step are done, so two
-  programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). There, and on the
+  programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). The 128-token tile
+  (65-128 tokens) always streams: its activations never fit resident. It holds the weights as the register
+  operand where the ring kernel (``seam.kernels.mxfp8_wgmma_ring``, which took those M before) converts them into
+  shared memory, and so moves 128 KB less per step through shared memory: 0.82-0.97x the ring kernel's time at
+  all 27 points measured (eleven shapes, picked depth; log runs 176-177). There, and on the
   64-row tile at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
   dequantization launch (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152:
   24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles
@@ -174,8 +178,11 @@ def shared_bytes(block_m: int, k: int, split_k: int, stages: int, smem_steps: in
     return acts + stages * (stage_bytes() + 8) + slots
 
 
-def max_stages(block_m: int, k: int, split_k: int) -> int:
-    """Deepest ring that fits :data:`SHARED_BUDGET` beside the activations (no deeper than the steps)."""
+def max_stages(block_m: int, k: int, split_k: int, *, streamed: bool = False) -> int:
+    """Deepest ring that fits :data:`SHARED_BUDGET` beside the activations (resident, or with ``streamed`` one
+    slot per stage), no deeper than the steps."""
+    if streamed:
+        return min(max_steps(k, split_k), SHARED_BUDGET // (stage_bytes() + 8 + activation_step_bytes(block_m)))
     room = SHARED_BUDGET - activation_bytes(block_m, k, split_k)
     return min(max_steps(k, split_k), room // (stage_bytes() + 8))
 
@@ -636,8 +643,8 @@ def launch_mxfp8_linear_wgmma(
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
-    kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32
-    or 64; ``stages``: the ring depth (<= :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with
+    kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32, 64
+    or (with ``a_stream``) 128; ``stages``: the ring depth (<= :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with
     ``a_stream`` fits :data:`SHARED_BUDGET`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
     ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
@@ -655,7 +662,8 @@ def launch_mxfp8_linear_wgmma(
 
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`),
-            ``a_deq`` with scales, or ``a_stream`` without ``a_deq`` or with ``smem_steps``."""
+            ``a_deq`` with scales, ``a_stream`` without ``a_deq`` or with ``smem_steps``, or ``block_m`` 128
+            without ``a_stream``."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
     if smem_steps not in (0, 1, 2) or (smem_steps and early_steps == 2):
@@ -666,6 +674,8 @@ def launch_mxfp8_linear_wgmma(
         raise ValueError("a_deq takes the dequantized BF16 activations, without scales")
     if a_stream and not (a_deq and smem_steps == 0):
         raise ValueError(f"a_stream streams A_deq and takes no smem_steps; got a_deq {a_deq}, smem_steps {smem_steps}")
+    if block_m > 64 and not a_stream:
+        raise ValueError(f"block_m {block_m} streams its activations (a_stream): they do not fit resident")
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value

@@ -1,19 +1,20 @@
 """MXFP8 x MXFP8 -> BF16 GEMM for Hopper in Gluon past decode M: weights and activations through one TMA ring.
 
-The decode kernel (``seam.kernels.mxfp8_wgmma``) keeps each program's activations resident in shared
-memory, which caps it at 64 tokens. Here every ring stage carries one K step of both operands: the
-E4M3 weight tile with its scale chunk, as there, and a [MP, 128] tile of the activations already
+The decode kernel (``seam.kernels.mxfp8_wgmma``) takes up to 128 tokens, one M tile per launch. Here, for
+129-256 tokens on wide layers (``seam.kernels.mxfp8_gemm_config.pick_ring_tile``), every ring stage carries one
+K step of both operands: the E4M3 weight tile with its scale chunk, as there, and a [MP, 128] tile of the activations already
 dequantized to BF16 (``A_deq``, by ``seam.kernels.mxfp8_dequant``'s kernel one launch before this one,
 so no N tile converts them again). The weight tile is dequantized in registers as in the decode kernel
 (:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_tile`, by BF16 multiplies where the weight allows:
 ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and stored, BF16, into one of two shared slots:
 wgmma reads both operands from shared memory, so step i + 1's conversion runs while step i's MMA does
 (with the weights as a register operand ptxas waited for the MMA before converting the next tile:
-``WARPGROUP.DEPBAR`` ahead of the conversion in the sm_90 SASS). That made the picked tiles 10-20%
+``WARPGROUP.DEPBAR`` ahead of the conversion in the sm_90 SASS). That made its tiles of the time 10-20%
 faster (log run 58, H200, us, register A -> shared A: N 2560 x K 6144 M 65 27.00 -> 22.13, M 128 29.77
 -> 23.68; N 4992 x 6144 35.56 -> 31.99, 37.66 -> 32.18; N 6144 x 2048 24.26 -> 21.17, 25.19 -> 21.19).
-Swap AB as there: weight rows on the MMA's 64-row side, MP = 128 or 256 tokens on its N side (256 holds
-twice the MMA work per weight byte), one program per (N tile, M tile, K split).
+(At 65-128 tokens the decode kernel's register-operand tile, streaming its activations, has since been faster
+still: ``docs/benchmarks-log.md`` runs 176-177.) Swap AB as there: weight rows on the MMA's 64-row side, MP = 256
+tokens on its N side, one program per (N tile, M tile, K split).
 
 The weight copies of the first ring stages are issued before the PDL wait (they do not depend on the
 previous kernel), the activation copies after it. A stage is refilled once both warpgroups' MMAs on it
@@ -119,7 +120,7 @@ def mxfp8_linear_wgmma_ring_kernel(
     stride_om,
     # constexprs
     K: gl.constexpr,
-    MP: gl.constexpr,  # tokens per program, 128 or 256
+    MP: gl.constexpr,  # tokens per program (256 as picked)
     SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr,
     USE_PDL: gl.constexpr,
@@ -191,7 +192,7 @@ def launch_mxfp8_linear_wgmma_ring(
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
     (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: tokens per program
-    (128 or 256); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
+    (256); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
     for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
     program's fp32 partial in ``work`` only; ``combiners``: programs per tile that combine its partials
     (``seam.kernels.mxfp8_gemm_config.wgmma_combiners``); ``a_deq``: the activations already dequantized

@@ -77,8 +77,8 @@ def epilogue_tile(m: int) -> Tile:
 
 def epilogue_tile_after(gemm: Tile) -> Tile:
     """The epilogue kernel's tile after the fused op's GEMM launch ``gemm`` (a ``wgmma`` or ``bf16_mm`` tile).
-    On the split-K partials of a Gluon GEMM of up to 128 rows (the decode kernel's, M <= 64, and the
-    128-token ring kernel's, M 65-128): one row, 2 warps, whose programs sum the partials and start while the
+    On the split-K partials of a Gluon GEMM of up to 128 rows (the decode kernel's, M <= 128; at 65-128 tokens
+    measured after the ring kernel's 128-token tile, which took those M until 2026-12-04): one row, 2 warps, whose programs sum the partials and start while the
     GEMM's last programs run, where :func:`epilogue_tile` (tuned without a GEMM before it) is slower. H200, us
     (``docs/benchmarks-log.md`` runs 102-104, same bytes): fused QKV minus ``mxfp8_linear``, epilogue_tile ->
     this, nkv 1 M 32 2.68 -> 1.88, M 64 2.13 -> 1.80, nkv 2 M 32 2.72 -> 1.87; fused, after the ring kernel
