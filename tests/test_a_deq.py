@@ -96,7 +96,7 @@ def test_a_deq_from_mxfp8_is_the_dequantized_rows_permuted(device):
         a_deq_from_mxfp8(xq96, xs96)
 
 
-@pytest.mark.parametrize("m", [1, 9, 64])
+@pytest.mark.parametrize("m", [1, 9, 64, 100, 128])
 def test_dequantization_launch_writes_a_deq_in_the_decode_order(m, device):
     """The GEMM's activation dequantization launch, asked for the decode kernel's K order (its A_deq where it
     dequantizes first, ``wgmma_dequantize_first``), writes a_deq_from_mxfp8's bytes, edge rows included: from
@@ -235,12 +235,14 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     """seam.kernels.mxfp8_gemm.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
     goes to the decode kernel up to 128 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
     kernel from 129 (in place of its dequantization launch); a tile override that runs the other kernel (the
-    ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none."""
+    ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none. The 128-token tile streams it always: given,
+    written by the dequantization launch where none comes or TMA cannot read the one given."""
     from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring
 
-    seen = []
+    seen, streams = [], []
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
-                        lambda xq, xs, *args, a_deq, **kw: seen.append(("decode", xq, xs, a_deq)))
+                        lambda xq, xs, *args, a_deq, a_stream, **kw: seen.append(("decode", xq, xs, a_deq))
+                        or streams.append(a_stream))
     monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
                         lambda xq, xs, *args, a_deq, **kw: seen.append(("ring", xq, xs, a_deq)))
     k, n = 256, 128
@@ -264,6 +266,18 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             assert (got_a_deq is a) == reads and got_xq is xq and got_xs is xs
         if not reads:
             assert got_a_deq is None
+    assert streams[2:4] == [True, True]  # the 128-token tile given A_deq
+    for m in (65, 128):  # without one, or with one TMA cannot read (base 2 bytes past alignment)
+        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
+        shifted = torch.empty(m * k + 1, dtype=torch.bfloat16, device=device)[1:].view(m, k)
+        shifted.copy_(a_deq_from_mxfp8(xq, xs))
+        for given in (None, shifted):
+            seen.clear(), streams.clear()
+            out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+            assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
+            (kernel, got_xq, got_xs, got_a_deq), = seen
+            assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == [True]
+            assert torch.equal(got_xq.view(torch.int16), a_deq_from_mxfp8(xq, xs).view(torch.int16))
 
 
 _GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [
@@ -411,10 +425,11 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
 
 
-@pytest.mark.parametrize("tp, hidden, m", [(1, 256, 7), (2, 256, 7), (4, 256, 7), (2, 6144, 7), (2, 256, 130)])
+@pytest.mark.parametrize("tp, hidden, m", [(1, 256, 7), (2, 256, 7), (4, 256, 7), (2, 6144, 7), (2, 256, 70),
+                                           (2, 256, 130)])
 def test_lamport_consumer_writes_a_deq(tp, hidden, m, device):
     """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
-    its own MXFP8 rows (edge inputs included; K-permuted at 7 rows, natural order at 130), and its other
+    its own MXFP8 rows (edge inputs included; K-permuted at 7 and 70 rows, natural order at 130), and its other
     outputs are those without a_deq."""
     rows = [(edge_and_random_rows(m, hidden, seed=r) * 0.25).to(device) for r in range(tp)]
     residual = (edge_and_random_rows(m, hidden, seed=99) * 0.5).to(device)

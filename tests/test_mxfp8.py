@@ -400,6 +400,12 @@ def test_quantized_activation_rows_are_the_rows_quantized_alone(device):
             assert cut.a_deq is None
         cut_rm = qa_rm.rows(start, stop)
         assert bytes_equal(cut_rm.scales, seam.mxfp8_quantize(x[start:stop].contiguous(), scale_layout="row_major")[1])
+    # a parent of 100 rows: K-permuted, as every cut of it, so A_deq is kept at each and is the cut rows' own
+    v100, s100 = seam.mxfp8_quantize(x[:100].contiguous())
+    qa100 = seam.QuantizedActivation(v100, s100, torch.bfloat16, (100, 256), a_deq=a_deq_from_mxfp8(v100, s100))
+    for start, stop in ((0, 50), (30, 100), (99, 100)):
+        want_v, want_s = seam.mxfp8_quantize(x[start:stop].contiguous())
+        assert bytes_equal(qa100.rows(start, stop).a_deq, a_deq_from_mxfp8(want_v, want_s)), (start, stop)
     w = seam.MXFP8Weight.from_bf16((torch.randn(128, 256) * 0.1).bfloat16().to(device))
     alone = seam.QuantizedActivation(*seam.mxfp8_quantize(x[2:6].contiguous()), torch.bfloat16, (4, 256))
     assert bytes_equal(seam.mxfp8_linear(qa.rows(2, 6), w), seam.mxfp8_linear(alone, w))

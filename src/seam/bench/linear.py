@@ -6,7 +6,7 @@ tile in registers, once per 128-wide N tile. The second saves a launch (~0.5 us 
 CUDA-graph replay on the H200) and the E4M3 round trip, and pays N/128 redundant
 quantizations of A, so it wins only up to some M. That M, per layer shape, is what
 this benchmark measures; it set ``seam.ops.linear.IN_GEMM_MAX_M`` (``quantize="auto"``). Past 64 tokens
-on Hopper (the ring kernel) ``in_gemm`` quantizes in the launch that dequantizes the activations, once per
+on Hopper (the decode kernel's 128-row tile, the ring kernel) ``in_gemm`` quantizes in the launch that dequantizes the activations, once per
 element (5cfa41d): those rows do not bear on ``IN_GEMM_MAX_M``.
 
 Shapes: the MiniMax-M3.1 decoder layer at TP 4 (per rank): gate_up N 1536 K 6144,

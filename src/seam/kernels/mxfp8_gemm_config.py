@@ -4,8 +4,8 @@ the kernel and its tile for a shape, each with the H200 measurement that set it.
 Five paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
 target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
 2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
-ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization and
-one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
+ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16
+dequantization and one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
 fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
 among the first four; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers.
 """
@@ -187,7 +187,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps each, with 3 stages
     where the split is at most 2, else 2 (:func:`streamed_stages`). It replaced the ring kernel's 128-token tile
     (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory) at 65-128 tokens:
-    with the weights as the register operand each step moves 128 KB less through shared memory. H200 (2026-12-04,
+    with the weights as the register operand a step moves about 128 KB through shared memory, not 193. H200 (2026-12-04,
     ``docs/benchmarks-log.md`` runs 176-177, the GEMM alone given A_deq, weights past L2, same split, us at M 65
     and 128, ring kernel / this tile at 2 stages / at 3): N 6144 x K 2048 (split 2) 15.38 / 19.11 / 14.31, 16.43 /
     18.50 / 14.23; N 8192 x 2048 (2) 16.16 / 17.35 / 15.29, 17.03 / 18.13 / 15.11; N 6144 x 4096 (2) 24.81 /
@@ -295,7 +295,7 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> in
     qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
     The streamed 128-token tile takes 1 (runs 176-177, us 0 / 1, 3 stages: N 6144 x K 2048 M 65 13.71 / 14.31,
     M 96 14.44 / 13.64, M 128 14.96 / 14.23): 1 was faster at 9 of 12 points at K 6144 in run 176 and at all 12 at
-    128 tokens in run 177 (six shapes, 2 and 3 stages), 0 at 9 of 12 at 65 tokens there (by 0.3-1.4 us; the M at
+    128 tokens in run 177 (six shapes, 2 and 3 stages), 0 at 9 of 12 at 65 tokens there (by 0.04-1.7 us; the M at
     which that turns was not measured).
     """
     if block_m == 32:
@@ -361,8 +361,8 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
 def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
     """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
     (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tile
-    (:data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile (33-64 tokens) where the resident activations leave one program per SM
-    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
+    (:data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile (33-64 tokens) where
+    the resident activations leave one program per SM (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
     them on ``sms`` SMs, while streamed ones let two share an SM.
 
     At 64 rows the picker's split (:func:`pick_wgmma_tile`) keeps the resident activations (16.9 KB a step) in
@@ -401,8 +401,8 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
     launch before it write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted; BF16
     rows quantized there) and reads it instead of staging them itself: where it would stream a given A_deq
     (:func:`wgmma_a_stream`: its own staging holds its whole K range resident, one program per SM, in two
-    waves; on the streamed tile always), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16 rows on every tile of at least
-    :data:`DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M` rows. The bytes are the same (the same BF16 operands and MMAs).
+    waves; on the streamed tile always), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16
+    rows on every tile of at least :data:`DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M` rows. The bytes are the same (the same BF16 operands and MMAs).
 
     BF16 rows (2026-12-04, ``docs/benchmarks-log.md`` runs 159-160 and 163, us, ``quantize="auto"`` before
     (a quantization launch, then the kernel staging the MXFP8 rows) / this launch first): at 17-64 tokens
@@ -510,9 +510,10 @@ class WgmmaLaunch:
 
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
                  a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
-    """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M`,
-    the ring kernel above (its streamed tile, :data:`STREAMED_BLOCK_M`, streams A_deq wherever it reads one). ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU
-    of ``sms`` SMs (:func:`wgmma_a_stream`)."""
+    """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
+    streamed tile, :data:`STREAMED_BLOCK_M`, streams A_deq wherever it reads one), the ring kernel above.
+    ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
+    (:func:`wgmma_a_stream`)."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
     if block_m > WGMMA_MAX_M:
         return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
@@ -529,7 +530,7 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
 #: qkv 2560 x 6144 at M 96 32.3 / 26.2, 192 54.7 / 32.4, 2048 295.4 / 111.3; gate_up 1536 x 6144 M 96 29.1 /
 #: 21.1, 2048 184.4 / 73.2; o_proj 6144 x 2048 M 96 26.8 / 22.6, 2048 176.5 / 106.0; down 6144 x 768 M 128
 #: 11.3 / 13.6, 192 17.7 / 15.4, 2048 69.3 / 63.4. With BF16 output and one dequantization launch (runs 81,
-#: 97) it also wins at 65-128 tokens where the ring kernel does not apply (K < 2048; runs 156-157, MXFP8 rows, us,
+#: 97) it also wins at 65-128 tokens where no Gluon kernel applies (K < 2048; runs 156-157, MXFP8 rows, us,
 #: tl / this path, M 65 / 128): down 6144 x 768 11.18 / 8.92, 11.27 / 9.72; 4096 x 1024 12.82 / 9.52, 11.66 /
 #: 9.61; 7168 x 1536 20.29 / 16.22, 20.61 / 16.27; 12288 x 1024 21.61 / 17.72, 25.14 / 18.07; 256 x 256 5.02 /
 #: 4.59, 5.05 / 4.57: faster at all 30 points of ten shapes (0.66-0.97x; BF16 rows 0.63-0.93x).

@@ -41,9 +41,10 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). The 128-token tile
   (65-128 tokens) always streams: its activations never fit resident. It holds the weights as the register
   operand where the ring kernel (``seam.kernels.mxfp8_wgmma_ring``, which took those M before) converts them into
-  shared memory, and so moves 128 KB less per step through shared memory: 0.82-0.97x the ring kernel's time at
-  all 27 points measured (eleven shapes, picked depth; log runs 176-177). There, and on the
-  64-row tile at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
+  shared memory, and so moves about 128 KB per step through shared memory where that kernel moves about 193 (no
+  BF16 weight store, no wgmma read of it): 0.82-0.97x the ring kernel's time at all 27 points measured (eleven
+  shapes, picked depth; log runs 176-177). On the 128-token tile, where the 64-row tile streams, and on that tile
+  at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
   dequantization launch (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152:
   24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles
   (quantized in that launch; runs 159-160: 0.86-1.0x a separate quantizer's time).

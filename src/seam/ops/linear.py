@@ -186,17 +186,17 @@ def mxfp8_linear(
             finite block, so a row with NaN gives finite output; a block holding +-inf gets scale byte 254 and
             E4M3 +448, whose A_deq 448 * 2^127 is inf in BF16, so that row's outputs are inf or NaN); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
-            change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-64
-            tokens and one at N >= 2560; ring, 65-256) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
-            bytes; other paths ignore it). Not modified.
+            change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-128
+            tokens and one at N >= 2560; ring, 129-256) read those BF16 rows instead of dequantizing the MXFP8
+            ones themselves (same bytes; other paths ignore it). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes
             ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
             checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper
-            only) 8..64 >= M or 128 / 256, block_n = block_k = 128, 8 warps, K a multiple of 128 (the
-            tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
-            aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
+            only) 8..128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128,
+            8 warps, K a multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row
+            stride not 16-byte aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
             ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
             Split-K launches share a per-device workspace: keep them on one stream, and make a
             first call at each M before CUDA-graph capture.

@@ -169,8 +169,9 @@ def checks(ctx: Context) -> list[Check]:
                              lambda m=m, nkv=nkv: _run_epilogue(ctx, nkv, m, k, block_size), rule=EPILOGUE_RULE))
             out.append(Check("qkv_index_fused_epilogue", m, shape,
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size), rule=FUSED_RULE))
-        # M values that make the picker choose every path on an H200 (the Gluon decode GEMM + epilogue at 1, 20
-        # and 64 tokens, the Gluon ring GEMM + epilogue at 128, the prefill GEMM + epilogue above) and, under
+        # M values that make the picker choose every path on an H200 (the Gluon decode GEMM + epilogue at 1, 20,
+        # 64 and 128 tokens (its streamed tile), the Gluon ring GEMM + epilogue at 192 for 2 and 4 KV heads, the prefill
+        # GEMM + epilogue above) and, under
         # the interpreter, the tl tiles (the one-token GEMV kernel there)
         for m in ctx.pick([1, 20, 64, 128, 192, 513, 2048], [1, 3, 20]):
             out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
