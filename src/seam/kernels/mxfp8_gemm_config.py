@@ -204,7 +204,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     if m > RESIDENT_MAX_M:
         if k < STREAMED_MIN_K:
             return None
-        split = max(1, min(sms // tiles, steps // 4))
+        split = one_wave_split(tiles, steps, sms)
         return Tile(STREAMED_BLOCK_M, 128, 128, 8, streamed_stages(split), split, wgmma=True)
     block_m = max(8, triton.next_power_of_2(m))
 
@@ -229,6 +229,13 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     if not fits(split):
         return None
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
+
+
+def one_wave_split(tiles: int, steps: int, sms: int) -> int:
+    """The K split of the tiles past :data:`RESIDENT_MAX_M` tokens (the streamed tile, the ring kernel): the most
+    programs of ``tiles`` N tiles that fit one wave on ``sms`` SMs, each keeping >= 4 of the ``steps`` K steps
+    (the ring kernel's fastest splits, log run 54)."""
+    return max(1, min(sms // tiles, steps // 4))
 
 
 def streamed_stages(split_k: int) -> int:
@@ -453,9 +460,8 @@ def pick_ring_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """
     if not WGMMA_MAX_M < m <= RING_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
-    tiles, steps = -(-n // 128), k // 128
-    split = max(1, min(sms // tiles, steps // 4))
-    if -(-steps // split) < RING_256_MIN_STEPS:
+    split = one_wave_split(-(-n // 128), k // 128, sms)
+    if mxfp8_wgmma.max_steps(k, split) < RING_256_MIN_STEPS:
         return None
     return Tile(256, 128, 128, 8, mxfp8_wgmma_ring.max_stages(256), split, wgmma=True)
 

@@ -14,7 +14,7 @@ from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import dequantizes_first, launch_mxfp8_linear
-from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile, wgmma_supported
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, STREAMED_BLOCK_M, Tile, pick_tile, wgmma_supported
 from seam.ops.a_deq import check_a_deq_bytes
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
@@ -106,7 +106,7 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
     # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
     fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(tile.block_m)) if tile.ring
-                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m == 128)))
+                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m == STREAMED_BLOCK_M)))
     if not fewest <= tile.num_stages <= most:
         raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "
                          f"K={k}, split_k={tile.split_k}, got {tile.num_stages}")
