@@ -26,8 +26,8 @@ import torch
 import seam
 from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, STREAMED_MIN_K, WGMMA_MAX_M,
-                                           WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
+from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, STREAMED_MIN_K, TAIL_MAX_M, TAIL_STAGES,
+                                           WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
                                            wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
                                            wgmma_launch, wgmma_smem_steps)
@@ -90,11 +90,14 @@ def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
                 assert t.split_k == min(fits, key=cost)
 
 
-def test_picker_takes_65_to_128_tokens_on_the_streamed_tile_at_k_from_2048():
+def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
     """Runs 176-177 (H200, given A_deq): one 128-token tile streaming A_deq, 0.82-0.97x the ring kernel's time
     at 27 points of eleven shapes; its split fills one wave of programs of >= 4 K steps (the ring kernel's
-    measured splits, kept), 3 stages where the split is at most 2, else 2 (faster at 21 of 22 points)."""
+    measured splits, kept), 3 stages where the split is at most 2, else 2 (faster at 21 of 22 points). Run 184:
+    65-96 tokens on the 64 + tail tiles (72, 80, 96) at the same split, 4 stages, one program per SM: 0.85-0.97x
+    the 128-token tile's time at all 15 points of five shapes."""
     assert (RESIDENT_MAX_M, STREAMED_BLOCK_M, WGMMA_MAX_M, STREAMED_MIN_K) == (64, 128, 128, 2048)
+    assert (TAIL_MAX_M, TAIL_STAGES, mxfp8_wgmma.TAIL_TILES) == (96, 4, (72, 80, 96))
     assert pick_wgmma_tile(129, 2560, 6144, 132) is None  # beyond the decode kernel
     assert pick_wgmma_tile(100, 6144, 1920, 132) is None  # K below the measured range: the prefill path
     assert pick_wgmma_tile(100, 2560, 6112, 132) is None  # K not a multiple of 128
@@ -104,11 +107,18 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tile_at_k_from_2048():
             if k < STREAMED_MIN_K:
                 assert t is None, (m, n, k)
                 continue
-            assert t == Tile(128, 128, 128, 8, streamed_stages(t.split_k), t.split_k, wgmma=True) and not t.ring
             tiles, steps = -(-n // 128), k // 128
+            if m <= TAIL_MAX_M:  # 64 + the tail's tokens rounded up to 8, 16 or 32
+                bm = 72 if m <= 72 else 80 if m <= 80 else 96
+                assert t == Tile(bm, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k, wgmma=True)
+                assert t.split_k == pick_wgmma_tile(100, n, k, 132).split_k  # the 128-token tile's split
+                assert mxfp8_wgmma.shared_bytes(bm, k, t.split_k, t.num_stages, 0, a_stream=True) > \
+                    mxfp8_wgmma.TWO_PER_SM_BYTES  # one program per SM
+            else:
+                assert t == Tile(128, 128, 128, 8, streamed_stages(t.split_k), t.split_k, wgmma=True) and not t.ring
             assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
             assert (t.split_k == 1 or tiles * (t.split_k + 1) > 132 or steps // (t.split_k + 1) < 4)
-            assert mxfp8_wgmma.shared_bytes(128, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
+            assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
                 mxfp8_wgmma.SHARED_BUDGET
     # the measured splits and depths
     got = {(n, k): (lambda t: (t.split_k, t.num_stages))(pick_wgmma_tile(100, n, k, 132))
@@ -118,18 +128,21 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tile_at_k_from_2048():
     assert [streamed_stages(s) for s in (1, 2, 3, 11)] == [3, 3, 2, 2]
 
 
-def test_streamed_tile_streams_every_launch_and_dequantizes_first():
-    """The 128-token tile's activations never fit resident: given A_deq it always streams it (any program count),
-    and without one the dequantization launch writes it first (MXFP8 or BF16 rows); its weights are dequantized by
-    BF16 multiplies (where the weight allows) and one weight step is read before the PDL wait."""
+def test_streamed_tiles_stream_every_launch_and_dequantize_first():
+    """The 64 + tail and 128-token tiles' activations never fit resident: given A_deq they always stream it (any
+    program count), and without one the dequantization launch writes it first (MXFP8 or BF16 rows); their weights
+    are dequantized by BF16 multiplies (where the weight allows) and one weight step is read before the PDL
+    wait."""
     for n, k in ((6144, 2048), (2560, 6144), (200, 2048)):
-        t = pick_wgmma_tile(100, n, k, 132)
-        programs = -(-n // 128) * t.split_k
-        assert wgmma_a_stream(128, k, t.split_k, t.num_stages, programs, 132)
-        for bf16_rows in (False, True):
-            assert wgmma_dequantize_first(128, k, t.split_k, t.num_stages, programs, 132, bf16_rows=bf16_rows)
-        rules = wgmma_launch(128, k, t.split_k, t.num_stages, a_deq_programs=programs, sms=132)
-        assert rules.a_stream and rules.bf16_mul and rules.early_steps == 1 and rules.smem_steps == 0
+        for m in (65, 80, 96, 100):
+            t = pick_wgmma_tile(m, n, k, 132)
+            programs = -(-n // 128) * t.split_k
+            assert wgmma_a_stream(t.block_m, k, t.split_k, t.num_stages, programs, 132)
+            for bf16_rows in (False, True):
+                assert wgmma_dequantize_first(t.block_m, k, t.split_k, t.num_stages, programs, 132,
+                                              bf16_rows=bf16_rows)
+            rules = wgmma_launch(t.block_m, k, t.split_k, t.num_stages, a_deq_programs=programs, sms=132)
+            assert rules.a_stream and rules.bf16_mul and rules.early_steps == 1 and rules.smem_steps == 0
 
 
 def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
@@ -138,9 +151,13 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
     x = torch.zeros(100, 256, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(128 * 8, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="block_m 128 streams its activations"):
-        mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, 128, 1, 2, out, out, False, 1, early_steps=1,
-                                              smem_steps=0, combiners=1, a_deq=True, a_stream=False)
+    for bm in (72, 128):
+        with pytest.raises(ValueError, match=f"block_m {bm} streams its activations"):
+            mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, bm, 1, 2, out, out, False, 1, early_steps=1,
+                                                  smem_steps=0, combiners=1, a_deq=True, a_stream=False)
+    with pytest.raises(ValueError, match="block_m 96 \\(64 \\+ tail\\) takes early_steps 0 or 1"):
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, 96, 1, 2, out, out, False, 1, early_steps=2,
+                                              smem_steps=0, combiners=1, a_deq=True, a_stream=True)
 
 
 def test_picker_up_to_32_tokens_takes_one_wave_where_two_leave_short_programs():
@@ -238,6 +255,8 @@ def test_one_launch_rule_set_per_tile():
     assert wgmma_launch(64, 6144, 6, 2, partials=True).combiners == 1
     assert wgmma_launch(256, 6144, 3, 2) == WgmmaLaunch(1, 2, 0, 0, bf16_mul=True)
     assert wgmma_launch(128, 6144, 11, 2) == WgmmaLaunch(1, 8, 0, 1, bf16_mul=True)  # streams where given A_deq
+    assert wgmma_launch(72, 6144, 6, 4) == WgmmaLaunch(1, 4, 0, 1, bf16_mul=True)
+    assert wgmma_launch(96, 2048, 2, 4) == WgmmaLaunch(1, 2, 0, 1, bf16_mul=True)
 
 
 def _streamed(m: int, n: int, k: int, sms: int = 132) -> bool:
@@ -331,24 +350,28 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
 def test_streamed_tiles_compile_for_sm90_without_spills():
-    """Every 128-token kernel the picker takes at the benchmarked shapes (the split reaches the code through its
-    steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the QKV op's
-    partials-only launches (nkv 1, 2, 4): no spills, shared memory within the limit (one program per SM)."""
+    """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes (the split reaches the code
+    through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
+    QKV op's partials-only launches (nkv 1, 2, 4; pick_qkv_tile keeps them on the 128-token tile): no spills,
+    shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144),):
-        if (t := pick_wgmma_tile(100, n, k, 132)) is not None:
-            runs |= {(t.num_stages, t.split_k, k, False, bf16_mul) for bf16_mul in (True, False)}
+        for m in (70, 80, 96, 100):
+            if (t := pick_wgmma_tile(m, n, k, 132)) is not None:
+                runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul) for bf16_mul in (True, False)}
     for nkv in (1, 2, 4):
         t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)
-        runs.add((t.num_stages, t.split_k, 6144, True, False))
+        runs.add((128, t.num_stages, t.split_k, 6144, True, False))
     results = _with_tool(
-        f"for st, sk, k, partials, bf16_mul in {sorted(runs)!r}:\n"
-        "    r = tool.resources('wgmma', 128, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
-        "    print(json.dumps([st, sk, k, partials, bf16_mul, r]))\n"
+        f"for bm, st, sk, k, partials, bf16_mul in {sorted(runs)!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
+        "    print(json.dumps([bm, st, sk, k, partials, bf16_mul, r]))\n"
     )
-    assert len(results) == len(runs) >= 8
+    assert len(results) == len(runs) >= 32
     for *config, r in results:
         assert r["stack_bytes"] == 0 and r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
+        if config[0] in mxfp8_wgmma.TAIL_TILES:
+            assert r["shared_bytes"] > mxfp8_wgmma.TWO_PER_SM_BYTES, (config, r)
 
 
 def test_combiners_spread_only_large_partials():
@@ -398,14 +421,22 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
     assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2560
     assert not pick_tile(1, 1536, 6144, cuda).wgmma  # one token, narrower: the GEMV
-    assert pick_tile(65, 2560, 6144, cuda) == pick_wgmma_tile(65, 2560, 6144, 132)  # the streamed tile
-    assert pick_tile(65, 2560, 6144, cuda).block_m == 128 and not pick_tile(128, 2560, 6144, cuda).ring
+    assert pick_tile(65, 2560, 6144, cuda) == pick_wgmma_tile(65, 2560, 6144, 132)  # a 64 + tail tile
+    assert pick_tile(65, 2560, 6144, cuda).block_m == 72 and pick_tile(97, 2560, 6144, cuda).block_m == 128
+    assert not pick_tile(128, 2560, 6144, cuda).ring
     # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)
     for m in (2, 20, 64):
         for nkv in (1, 2, 4):
             n = (19 * nkv + 1) * 128
             assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
             assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
+    # except a 64 + tail tile: the QKV epilogue's tiles are powers of two, so 65-96 tokens take the 128-token one
+    for m in (65, 80, 96):
+        for nkv in (1, 2, 4):
+            n = (19 * nkv + 1) * 128
+            t = pick_tile(m, n, 6144, cuda)
+            assert t.block_m in mxfp8_wgmma.TAIL_TILES
+            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(100, n, 6144, cuda)
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):
@@ -445,7 +476,7 @@ def test_wgmma_tile_sizes_checked_gpu():
     x = torch.randn(9, 256, device="cuda").to(torch.bfloat16)
     w = seam.MXFP8Weight.from_bf16(torch.randn(128, 256, device="cuda"))
     bad = [
-        (Tile(8, 128, 128, 8, 2, 2, wgmma=True), "block_m in \\(8, 16, 32, 64, 128\\) and >= M=9"),
+        (Tile(8, 128, 128, 8, 2, 2, wgmma=True), "block_m in \\(8, 16, 32, 64, 72, 80, 96, 128\\) and >= M=9"),
         (Tile(16, 64, 128, 8, 2, 2, wgmma=True), "block_n=128, block_k=128, num_warps=8"),
         (Tile(16, 128, 128, 8, 2, 3, wgmma=True), "split_k in \\[1, K/128=2\\]"),
         (Tile(16, 128, 128, 8, 3, 2, wgmma=True), "num_stages in \\[1, 1\\]"),
@@ -575,6 +606,9 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
     (Tile(128, 128, 128, 8, 1, 4, wgmma=True), 2048),  # the streamed tile: every step refills both rings
     (Tile(128, 128, 128, 8, 4, 5, wgmma=True), 2048),  # its deepest ring, uneven split (3-4 steps per program)
     (Tile(128, 128, 128, 8, 3, 1, wgmma=True), 2048),  # no split: the direct store
+    (Tile(72, 128, 128, 8, 1, 4, wgmma=True), 2048),  # a 64 + tail tile: every step refills both rings
+    (Tile(96, 128, 128, 8, 4, 5, wgmma=True), 2048),  # uneven split (3-4 steps per program)
+    (Tile(80, 128, 128, 8, 3, 1, wgmma=True), 2048),  # no split: both accumulators' direct stores
 ], ids=str)
 def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
     x, w, want = exact_block_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
@@ -605,13 +639,14 @@ def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 2048), (200, 2048)])
-@pytest.mark.parametrize("m", [65, 100, 128])
+@pytest.mark.parametrize("m", [65, 72, 73, 80, 81, 96, 100, 128])
 def test_bit_exact_streamed_tile_gpu(m, n, k):
-    """Exact sums at the picked 128-token tile: on MXFP8 rows and on BF16 rows (A_deq written by its
-    dequantization launch, BF16 rows quantized there) and given the producer's A_deq, the exact bytes."""
+    """Exact sums at the picked 64 + tail and 128-token tiles: on MXFP8 rows and on BF16 rows (A_deq written by
+    its dequantization launch, BF16 rows quantized there) and given the producer's A_deq, the exact bytes."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
-    assert tile.wgmma and tile.block_m == STREAMED_BLOCK_M and not tile.ring
+    assert tile.wgmma and tile.block_m == (STREAMED_BLOCK_M if m > 96 else 72 if m <= 72 else 80 if m <= 80 else 96)
+    assert not tile.ring
     xq, xs = seam.mxfp8_quantize(x)
     given = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
     for got in linear_both_paths(x, w, tile) + [seam.mxfp8_linear(given, w, tile=tile)]:
@@ -619,10 +654,11 @@ def test_bit_exact_streamed_tile_gpu(m, n, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(13, 200, 6144), (40, 2560, 6144), (65, 200, 2048), (100, 2560, 6144)])
+@pytest.mark.parametrize("m,n,k", [(13, 200, 6144), (40, 2560, 6144), (65, 200, 2048), (90, 2560, 6144),
+                                   (100, 2560, 6144)])
 def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(m, n, k):
     """The split-K combine reads partials only of the columns it stored (up to 64 tokens per program) or sums
-    the stale ones and drops them at the output mask (the 128-token tile): with the workspace filled with NaN
+    the stale ones and drops them at the output mask (the 64 + tail and 128-token tiles): with the workspace filled with NaN
     before the call, the exact bytes still come out, and the counters end at zero."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
@@ -636,14 +672,14 @@ def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(m, n, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (128, 6144, 2048), (100, 200, 2048)])
+@pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (90, 6144, 2048), (128, 6144, 2048), (100, 200, 2048)])
 def test_streamed_tile_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
-    """At the picked 128-token tile, BF16-multiply dequantization (what a quantized weight gets) and the fp32 path
-    (a weight that does not allow it) give the same bytes on random sums."""
+    """At the picked 64 + tail and 128-token tiles, BF16-multiply dequantization (what a quantized weight gets)
+    and the fp32 path (a weight that does not allow it) give the same bytes on random sums."""
     w = _wide_scale_weight(n, k, seed=m + n)
     x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 4).to(torch.bfloat16).cuda()
     tile = pick_tile(m, n, k, x.device)
-    assert tile.block_m == STREAMED_BLOCK_M and not tile.ring
+    assert tile.block_m > RESIDENT_MAX_M and not tile.ring
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))

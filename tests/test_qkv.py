@@ -499,7 +499,8 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 
 
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
-    """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64, and 65..128 at K >= 2048), its Gluon
+    """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64, and 97..128 at K >= 2048; at 65..96 the
+    128-token tile at pick_tile's split, not its 64 + tail tile: the epilogue's tiles are powers of two), its Gluon
     ring tile (M 129..256 where pick_ring_tile takes the shape: nkv 2) and its prefill tile (M >= 129
     otherwise); one token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only
     keeps the one-kernel tl path, refit."""
@@ -509,13 +510,16 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
         n = (19 * nkv + 1) * 128
-        for m in (1, 2, 8, 33, 64, 65, 128, 129, 256, 257, 2048):
+        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 256, 257, 2048):
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
             if m <= 64:
                 assert t == linear and t.wgmma and t.block_m <= 64, m
-            elif 65 <= m <= 128:
+            elif 65 <= m <= 96:
+                assert linear.block_m in (72, 80, 96) and t == pick_tile(97, n, 6144, sm90), m
+                assert t.wgmma and t.block_m == 128 and t.split_k == linear.split_k and not t.ring, m
+            elif 97 <= m <= 128:
                 assert t == linear and t.wgmma and t.block_m == 128 and not t.ring, m
             elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
                 assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
@@ -543,6 +547,19 @@ def test_gluon_tile_over_one_m_tile_is_rejected(device, monkeypatch):
     with pytest.raises(ValueError, match="tile.wgmma needs M <= block_m here, got M=300 and block_m=256"):
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
                                       tile=Tile(256, 128, 128, 8, 2, 1, wgmma=True), **out)
+    _assert_outputs_equal(out, p.outputs(fill=7))
+
+
+def test_gluon_64_plus_tail_tile_is_rejected(device, monkeypatch):
+    """mxfp8_linear's 64 + tail tiles (72, 80, 96 tokens) are no tiles of the QKV epilogue (powers of two): such an
+    override is refused before any launch, every output as it was."""
+    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    p = make_problem(nkv=1, m=70, k=256, block_size=4, seed=64, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    out = p.outputs(fill=7)
+    with pytest.raises(ValueError, match="tile.block_m 72 \\(a 64 \\+ tail tile\\) runs mxfp8_linear only"):
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
+                                      tile=Tile(72, 128, 128, 8, 2, 1, wgmma=True), **out)
     _assert_outputs_equal(out, p.outputs(fill=7))
 
 

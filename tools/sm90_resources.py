@@ -143,9 +143,9 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     if block_m == 256:
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
-    if block_m not in (8, 16, 32, 64, 128):
-        raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64, 128 or 256, got {block_m}")
-    if block_m == 128:  # the streamed tile reads A_deq only, streamed
+    if block_m not in mxfp8_wgmma.BLOCK_MS:
+        raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64, 72, 80, 96, 128 or 256, got {block_m}")
+    if block_m > 64:  # the streamed tiles read A_deq only, streamed
         a_deq = a_stream = True
     if a_stream and not a_deq:
         raise ValueError("wgmma: --a-stream streams A_deq (add --a-deq)")
@@ -162,17 +162,21 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     bf16_x = a_bf16 or a_deq
     x_dtype = gl.bfloat16 if bf16_x else gl.uint8
     w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
-    x_layout = gl.NVMMASharedLayout.get_default_for([block_m, 128], x_dtype)
+    tail = mxfp8_wgmma.tail_tokens(block_m)
+    x_rows, xt_rows = block_m - tail, tail or block_m - tail  # as the launcher builds them
+    x_layout = gl.NVMMASharedLayout.get_default_for([x_rows, 128], x_dtype)
+    xt_layout = gl.NVMMASharedLayout.get_default_for([xt_rows, 128], x_dtype)
     s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
-             "x_desc": f"tensordesc<{'bf16' if bf16_x else 'u8'}[{block_m}, 128],{x_layout!r}>",
+             "x_desc": f"tensordesc<{'bf16' if bf16_x else 'u8'}[{x_rows}, 128],{x_layout!r}>",
+             "xt_desc": f"tensordesc<{'bf16' if bf16_x else 'u8'}[{xt_rows}, 128],{xt_layout!r}>",
              "out_ptr": "*fp32" if partials else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq,
                   USE_PDL=True,
                   COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
                   EARLY_STEPS=rules.early_steps, SMEM_STEPS=0 if a_stream else rules.smem_steps,
-                  BF16_MUL=_as_launched(rules, partials, bf16_mul), A_STREAM=a_stream,
+                  BF16_MUL=_as_launched(rules, partials, bf16_mul), A_STREAM=a_stream, TAIL=tail,
                   num_warps=mxfp8_wgmma.NUM_WARPS)
     options = dict(num_warps=mxfp8_wgmma.NUM_WARPS)
     if max_registers is not None:

@@ -131,9 +131,15 @@ def wgmma_supported(device: torch.device) -> bool:
 #: Largest tile of the Gluon decode kernel whose activations may stay resident in shared memory (8-64 rows);
 #: above it the kernel runs :data:`STREAMED_BLOCK_M`.
 RESIDENT_MAX_M = 64
-#: The Gluon decode kernel's largest tile (65..128 tokens), which always streams A_deq beside its weight ring
+#: The Gluon decode kernel's largest tile (97..128 tokens), which always streams A_deq beside its weight ring
 #: (:func:`wgmma_a_stream`), at K >= :data:`STREAMED_MIN_K`.
 STREAMED_BLOCK_M = 128
+#: Most tokens of the decode kernel's 64 + tail tiles (``seam.kernels.mxfp8_wgmma.TAIL_TILES``: 65..96 tokens), which
+#: stream A_deq like :data:`STREAMED_BLOCK_M`.
+TAIL_MAX_M = 96
+#: Ring depth of the 64 + tail tiles: it also holds more shared memory than two programs of an SM may
+#: (``seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES``), so one program per SM (:func:`pick_wgmma_tile`).
+TAIL_STAGES = 4
 #: Largest M of the Gluon decode kernel (the MMA's N side: one 128-token tile).
 WGMMA_MAX_M = STREAMED_BLOCK_M
 #: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
@@ -183,8 +189,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
 
-    From 65 tokens (K >= :data:`STREAMED_MIN_K`) one :data:`STREAMED_BLOCK_M`-token tile streams A_deq beside the
-    weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps each, with 3 stages
+    From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile
+    streams A_deq beside the weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps each, with 3 stages
     where the split is at most 2, else 2 (:func:`streamed_stages`). It replaced the ring kernel's 128-token tile
     (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory) at 65-128 tokens:
     with the weights as the register operand a step moves about 128 KB through shared memory, not 193. H200 (2026-12-04,
@@ -197,6 +203,21 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     15.57 / 16.15, 17.83 / 15.40 / 15.98; N 2048 x 6144 (8) 13.59 / 12.33 / 12.86, 14.47 / 12.53 / 13.04; N 4096
     x 4096 (4) 15.60 / 15.11 / 15.47, 16.66 / 14.35 / 15.00; N 3072 x 2048 (4) 10.29 / 8.85 / 9.39, 11.11 / 9.86
     / 9.70 (the one point where the rule's depth is not the faster; at 96 tokens the same order, run 176).
+
+    65-96 tokens take a 64 + tail tile instead (``seam.kernels.mxfp8_wgmma.TAIL_TILES``: 72, 80 or 96, the tail
+    rounded up to 8, 16 or 32 tokens): the same split, 4 stages (:data:`TAIL_STAGES`), the MMA work of 64 + tail
+    tokens rather than 128. Where two programs fit on an SM (2-3 stages, run 184's probe at 128 registers), under
+    PDL the next launch's early programs double up on SMs while others idle; 4 stages hold more shared memory
+    than two programs may, so one per SM whatever the registers (117-144 as landed). H200 (2026-12-04,
+    ``docs/benchmarks-log.md`` run 184, the GEMM alone given A_deq, weights past L2, us at M 65 / 80 / 96, 128-token
+    tile / 64 + tail at 2 stages / at 2 without PDL / at 4): N 6144 x K 2048 (split 2) 14.09 / 16.77 / 13.42 /
+    11.92, 13.53 / 16.29 / 13.72 / 11.82, 13.59 / 16.86 / 14.24 / 12.38; N 4992 x 6144 (3) 21.28 / 28.73 / 22.17 /
+    20.03, 21.29 / 28.07 / 21.50 / 20.01, 21.40 / 28.61 / 21.98 / 20.04; N 2560 x 6144 (6) 13.57 / 16.93 / 14.07 /
+    12.83, 13.40 / 16.70 / 13.93 / 12.54, 13.64 / 17.31 / 14.77 / 13.23; N 1536 x 6144 (11) 11.32 / 9.74 / 11.51 /
+    10.25, 11.17 / 9.90 / 11.71 / 10.34, 10.98 / 9.88 / 11.86 / 10.43; N 3072 x 6144 (5) 15.79 / 19.25 / 15.32 /
+    14.03, 14.99 / 18.99 / 15.29 / 13.85, 15.13 / 19.68 / 15.74 / 14.38: 4 stages are 0.85-0.97x the 128-token
+    tile's time at all 15 points; 1.5-2x the split with two programs per SM was slower at N 2560 and 3072 (run 184).
+    97-128 tokens keep the 128-token tile (a 64-token tail saves no MMA work).
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
@@ -205,6 +226,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
         if k < STREAMED_MIN_K:
             return None
         split = one_wave_split(tiles, steps, sms)
+        if m <= TAIL_MAX_M:
+            block_m = 64 + max(8, triton.next_power_of_2(m - 64))
+            return Tile(block_m, 128, 128, 8, min(TAIL_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True)
         return Tile(STREAMED_BLOCK_M, 128, 128, 8, streamed_stages(split), split, wgmma=True)
     block_m = max(8, triton.next_power_of_2(m))
 
@@ -367,8 +391,8 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
 
 def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
     """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
-    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tile
-    (:data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile (33-64 tokens) where
+    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tiles
+    (the 64 + tail tiles and :data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile (33-64 tokens) where
     the resident activations leave one program per SM (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
     them on ``sms`` SMs, while streamed ones let two share an SM.
 
@@ -383,7 +407,7 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
     programs per SM either way) N 4992 13.13 / 13.90. Smaller tiles of wider shapes (16-32 rows at N >= 8192,
     where the same two-wave count holds) were not measured and stay resident.
     """
-    if block_m == STREAMED_BLOCK_M:
+    if RESIDENT_MAX_M < block_m <= WGMMA_MAX_M:
         return True
     if block_m != RESIDENT_MAX_M or programs <= sms:
         return False
@@ -466,7 +490,7 @@ def pick_ring_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(256, 128, 128, 8, mxfp8_wgmma_ring.max_stages(256), split, wgmma=True)
 
 
-_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 128: 1, 256: 1}
+_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 72: 1, 80: 1, 96: 1, 128: 1, 256: 1}
 
 
 def combine_group(block_m: int, split_k: int) -> int:
@@ -646,6 +670,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """
     if not tl_only:
         tile = pick_tile(m, n, k, device)
+        if tile.block_m in mxfp8_wgmma.TAIL_TILES:  # the epilogue kernel's tiles are powers of two
+            return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M, num_stages=streamed_stages(tile.split_k))
         if tile.wgmma or tile.bf16_mm:
             return tile
     tile = pick_tile(m, n, k, device, tl_only=True)  # the fused epilogue runs on the tl kernel

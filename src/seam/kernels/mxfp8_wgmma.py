@@ -6,7 +6,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 
 * **Swap AB.** The output is computed transposed, ``out^T[N, M] = W[N, K] @ A[M, K]^T``:
   weight rows sit on the 64-row side of ``wgmma`` and the tokens on its N side, padded
-  only to ``MP`` = 8, 16, 32, 64 or 128 (the tl kernel pads M to 16 or more on the M side).
+  only to ``MP`` = 8, 16, 32, 64, 72, 80, 96 (64 + tail) or 128 (the tl kernel pads M to 16 or more on the M side).
 * **TMA ring, issued first.** Each program owns BN = 128 weight rows and a contiguous
   range of 128-wide K steps (split-K). It issues the TMA copies of its first ``STAGES``
   steps (the E4M3 tile and the tile's 512 swizzled scale bytes, one mbarrier per stage)
@@ -39,11 +39,14 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   :func:`seam.kernels.mxfp8_gemm_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
   slots beside the weight ring, each refilled once both warpgroups' MMAs of its step are done, so two
   programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). The 128-token tile
-  (65-128 tokens) always streams: its activations never fit resident. It holds the weights as the register
+  (97-128 tokens) always streams: its activations never fit resident. It holds the weights as the register
   operand where the ring kernel (``seam.kernels.mxfp8_wgmma_ring``, which took those M before) converts them into
   shared memory, and so moves about 128 KB per step through shared memory where that kernel moves about 193 (no
   BF16 weight store, no wgmma read of it): 0.82-0.97x the ring kernel's time at all 27 points measured (eleven
-  shapes, picked depth; log runs 176-177). On the 128-token tile, where the 64-row tile streams, and on that tile
+  shapes, picked depth; log runs 176-177). At 65-96 tokens the 64 + tail tiles (:data:`TAIL_TILES`, ``TAIL``)
+  run the same weight operand through two MMAs, tokens 0-63 and the 8-32 after them, each with its own
+  accumulator and activation slots (one barrier per stage for both copies): the MMA work of 64 + tail tokens,
+  0.85-0.97x the 128-token tile's time (log run 184). On the 128-token tile, where the 64-row tile streams, and on that tile
   at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
   dequantization launch (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152:
   24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles
@@ -149,6 +152,19 @@ A_DEQ_WAIT_ALL_MAX_M = gl.constexpr(8)
 #: (the ring kernel's 128) 17.19 / 16.58 / 16.47, 19.22 / 18.72 / 19.18, 13.80 / 13.51 / 14.66 (split 11), where
 #: the masked loads lost at 96 tokens too (N 1536: 13.76 / 13.74 / 14.94).
 TOKENS_ONLY_MAX_MP = gl.constexpr(64)
+
+
+#: The 64 + tail tiles (65-96 tokens): tokens 0-63 on one accumulator, the rest on a second of ``block_m - 64``
+#: (8, 16 or 32) columns, with one register-A weight operand for both MMAs: the MMA work of 64 + tail tokens, not
+#: 128 (``TAIL``).
+TAIL_TILES = (72, 80, 96)
+#: Every tile (``block_m``) of the decode kernel.
+BLOCK_MS = (8, 16, 32, 64, *TAIL_TILES, 128)
+
+
+def tail_tokens(block_m: int) -> int:
+    """Tokens on a 64 + tail tile's second accumulator (:data:`TAIL_TILES`); 0 for other tiles."""
+    return block_m - 64 if block_m in TAIL_TILES else 0
 
 
 def max_steps(k: int, split_k: int) -> int:
@@ -294,19 +310,26 @@ def _activation_step(x_smem, x_bars, i, MP: gl.constexpr, A_DEQ: gl.constexpr, A
 
 
 @gluon.jit
-def _issue_activation(x_desc, x_smem, x_bars, slot, step, pred):
-    """TMA copy of one K step of A_deq into activation slot ``slot``, completing on its barrier."""
+def _issue_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, slot, step, pred, TAIL: gl.constexpr):
+    """TMA copy of one K step of A_deq into activation slot ``slot`` (with ``TAIL``, its rows from
+    ``x_desc``'s block on into ``xt_smem``), completing on its barrier."""
     bar = x_bars.index(slot)
-    mbarrier.expect(bar, x_desc.block_type.nbytes, pred=pred)
+    if TAIL > 0:
+        mbarrier.expect(bar, x_desc.block_type.nbytes + xt_desc.block_type.nbytes, pred=pred)
+        tma.async_copy_global_to_shared(xt_desc, [x_desc.block_type.shape[0], step * 128], bar, xt_smem.index(slot),
+                                        pred=pred)
+    else:
+        mbarrier.expect(bar, x_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(x_desc, [0, step * 128], bar, x_smem.index(slot), pred=pred)
 
 
 @gluon.jit
-def _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, A_STREAM: gl.constexpr, STAGES: gl.constexpr):
+def _refill_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, i, lo, n_steps, A_STREAM: gl.constexpr,
+                       STAGES: gl.constexpr, TAIL: gl.constexpr):
     """With ``A_STREAM``, once step i's MMAs are done in both warpgroups, its slot takes step i + STAGES."""
     if A_STREAM and i + STAGES < n_steps:
         gl.thread_barrier()  # both warpgroups' MMAs of step i have read the slot
-        _issue_activation(x_desc, x_smem, x_bars, i % STAGES, lo + i + STAGES, True)
+        _issue_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, i % STAGES, lo + i + STAGES, True, TAIL)
 
 
 @gluon.jit
@@ -378,7 +401,8 @@ def mxfp8_linear_wgmma_kernel(
     # TMA descriptors
     w_desc,  # E4M3 weights as uint8 [N, K], block [BLOCK_N, BLOCK_K]
     s_desc,  # swizzled weight scales as uint8 [N_pad * K / 4096, 16], block [32, 16] (one 128x4 chunk)
-    x_desc,  # activations [M, K] in [MP, BLOCK_K] tiles: E4M3 as uint8, or BF16 (A_BF16, A_DEQ)
+    x_desc,  # activations [M, K] in [MP - TAIL, BLOCK_K] tiles: E4M3 as uint8, or BF16 (A_BF16, A_DEQ)
+    xt_desc,  # with TAIL: A_deq's rows from MP - TAIL on, in [TAIL, BLOCK_K] tiles (else unused)
     xs_desc,  # swizzled activation scales like s_desc (unused when A_BF16)
     # pointers
     out_ptr,  # bf16 [M, N], row stride stride_om (unused with PARTIALS)
@@ -390,7 +414,7 @@ def mxfp8_linear_wgmma_kernel(
     stride_om,
     # constexprs
     K: gl.constexpr,
-    MP: gl.constexpr,  # tokens padded to the MMA's N side
+    MP: gl.constexpr,  # tokens padded to the MMA's N side (with TAIL: to its two MMAs', MP - TAIL + TAIL)
     SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr,
     A_BF16: gl.constexpr,
@@ -403,8 +427,10 @@ def mxfp8_linear_wgmma_kernel(
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
     A_STREAM: gl.constexpr,  # with A_DEQ: activations stream through STAGES slots beside the weight ring
+    TAIL: gl.constexpr,  # 64 + TAIL tiles (A_STREAM): tokens 64.. on a second, TAIL-wide accumulator; else 0
     num_warps: gl.constexpr,
 ):
+    gl.static_assert(TAIL == 0 or (A_STREAM and EARLY_STEPS < 2), "64 + tail tiles stream A_deq, <= 1 early step")
     gl.static_assert(not A_STREAM or (A_DEQ and SMEM_STEPS == 0), "streamed activations are A_deq, no smem steps")
     gl.static_assert(SMEM_STEPS == 0 or EARLY_STEPS <= 1, "shared-memory steps take at most one register step")
     gl.static_assert(not (A_BF16 and A_DEQ), "BF16 activations are either quantized here or already A_deq")
@@ -421,9 +447,14 @@ def mxfp8_linear_wgmma_kernel(
     w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, BLOCK_K], w_desc.layout)
     s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    x_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([MP, BLOCK_K], gl.bfloat16)
+    MA: gl.constexpr = MP - TAIL  # the first accumulator's tokens
+    x_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([MA, BLOCK_K], gl.bfloat16)
     X_SLOTS: gl.constexpr = STAGES if A_STREAM else MAX_STEPS
-    x_smem = gl.allocate_shared_memory(gl.bfloat16, [X_SLOTS, MP, BLOCK_K], x_layout)
+    x_smem = gl.allocate_shared_memory(gl.bfloat16, [X_SLOTS, MA, BLOCK_K], x_layout)
+    if TAIL > 0:
+        xt_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TAIL, BLOCK_K], xt_desc.layout)
+    else:
+        xt_smem = x_smem  # unused
     xs_smem = gl.allocate_shared_memory(gl.uint8, [X_SLOTS, 32, 16], s_desc.layout)
     x_bars = gl.allocate_shared_memory(gl.int64, [X_SLOTS, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
@@ -439,8 +470,13 @@ def mxfp8_linear_wgmma_kernel(
         # all of this one. Measured on the H200 (docs/benchmarks-log.md run 34): 0.04-0.8 us faster per call.
         tl.extra.cuda.gdc_launch_dependents()
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, MP, 16])
+                                                  instr_shape=[16, MA, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    TW: gl.constexpr = TAIL if TAIL > 0 else 8  # the tail accumulator's width (TAIL 0: unused)
+    # the tail's MMA takes the same registers as its A operand (a relabelling, checked by assert_trivial)
+    mma_t: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                    instr_shape=[16, TW, 16])
+    at_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma_t, k_width=2)
     # Steps read before the wait (nothing there depends on the previous kernel); ptxas converts those held in
     # registers after it, the shared-memory stores keep the SMEM_STEPS conversions before it.
     if SMEM_STEPS > 0:
@@ -464,14 +500,15 @@ def mxfp8_linear_wgmma_kernel(
             tl.extra.cuda.gdc_launch_dependents()
     if A_STREAM:
         for j in gl.static_range(STAGES):
-            _issue_activation(x_desc, x_smem, x_bars, j, lo + j, j < n_steps)
+            _issue_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, j, lo + j, j < n_steps, TAIL)
     else:
         _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ,
                            num_warps)
     fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
     gl.thread_barrier()
 
-    acc = gl.zeros([BN, MP], gl.float32, mma)
+    acc = gl.zeros([BN, MA], gl.float32, mma)
+    acc_t = gl.zeros([BN, TW], gl.float32, mma_t)  # the tail's sums (TAIL 0: unused)
     for j in gl.static_range(SMEM_STEPS):  # both operands K-permuted, as in the register steps
         if j < n_steps:
             acc = warpgroup_mma(w_bf16.index(j), _activation_step(x_smem, x_bars, j, MP, A_DEQ, A_STREAM, STAGES),
@@ -486,10 +523,16 @@ def mxfp8_linear_wgmma_kernel(
         for i in range(SMEM_STEPS, n_steps):
             acc = warpgroup_mma(a, _activation_step(x_smem, x_bars, i, MP, A_DEQ, A_STREAM, STAGES), acc,
                                 is_async=True)
+            if TAIL > 0:  # the same weights against the tail's tokens (its copy landed on the same barrier)
+                acc_t = warpgroup_mma(gl.convert_layout(a, at_layout, assert_trivial=True),
+                                      xt_smem.index(i % STAGES).permute((1, 0)), acc_t, is_async=True)
             a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 1, lo, n_steps, n0, K_STEPS,
                                      STAGES, a_layout, BF16_MUL)
-            acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
-            _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, A_STREAM, STAGES)
+            if TAIL > 0:
+                acc, acc_t, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc_t, a))
+            else:
+                acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a: kept until its MMA is done
+            _refill_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, i, lo, n_steps, A_STREAM, STAGES, TAIL)
             a = a_next
     else:
         for i in range(n_steps):
@@ -498,79 +541,112 @@ def mxfp8_linear_wgmma_kernel(
             a_after_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, i + 2, lo, n_steps, n0, K_STEPS,
                                            STAGES, a_layout, BF16_MUL)
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
-            _refill_activation(x_desc, x_smem, x_bars, i, lo, n_steps, A_STREAM, STAGES)
+            _refill_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, i, lo, n_steps, A_STREAM, STAGES, TAIL)
             a = a_next
             a_next = a_after_next
 
-    store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
-               PARTIALS, COMBINERS, num_warps)
+    store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, TAIL, SPLIT_K,
+               COMBINE, PARTIALS, COMBINERS, num_warps)
 
 
 @gluon.jit
-def store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN: gl.constexpr,
-               MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, PARTIALS: gl.constexpr,
-               COMBINERS: gl.constexpr, num_warps: gl.constexpr):
-    """Store a program's [BN, MP] fp32 sums, out^T rows n0.. and columns m0..: as BF16 (no split), as its
-    split-K partial (``PARTIALS``, every column), or as a partial of the columns < M that the tile's last
+def store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN: gl.constexpr,
+               MP: gl.constexpr, TAIL: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr,
+               PARTIALS: gl.constexpr, COMBINERS: gl.constexpr, num_warps: gl.constexpr):
+    """Store a program's fp32 sums, out^T rows n0.. and columns m0.. (``acc`` [BN, MP - TAIL]; with ``TAIL`` > 0
+    ``acc_t`` [BN, TAIL] holds the columns after it, else it is unused): as BF16 (no split), as its split-K partial
+    ([MP, BN] per program; ``PARTIALS``, every column), or as a partial of the columns < M that the tile's last
     program to arrive combines (``COMBINERS`` 1) or that the last ``COMBINERS`` programs of the tile combine, a
     slice of rows each (:data:`TOKENS_ONLY_MAX_MP`)."""
     # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
+    MA: gl.constexpr = MP - TAIL
     acc = gl.convert_layout(acc, EPI)
     r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, EPI))
-    m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, EPI))
+    m_idx = gl.arange(0, MA, layout=gl.SliceLayout(0, EPI))
     tokens = m0 + m_idx[None, :] < M  # the split-K partials' columns the output keeps (the rest are padding)
     out_mask = (n0 + r_idx[:, None] < N) & tokens
     out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
     base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
+    if TAIL > 0:  # the same for the tail's columns MA..MP
+        acc_t = gl.convert_layout(acc_t, EPI)
+        t_idx = MA + gl.arange(0, TAIL, layout=gl.SliceLayout(0, EPI))
+        t_tokens = m0 + t_idx[None, :] < M
+        t_mask = (n0 + r_idx[:, None] < N) & t_tokens
+        t_ptrs = out_ptr + (m0 + t_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
+        t_base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + t_idx[None, :] * BN + r_idx[:, None]
     if PARTIALS:
         gl.store(base + kid * (BN * MP), acc)
+        if TAIL > 0:
+            gl.store(t_base + kid * (BN * MP), acc_t)
     elif SPLIT_K == 1:
         gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
+        if TAIL > 0:
+            gl.store(t_ptrs, to_bf16_rne(acc_t), mask=t_mask)
     elif COMBINERS == 1:
         gl.store(base + kid * (BN * MP), acc, mask=tokens)
+        if TAIL > 0:
+            gl.store(t_base + kid * (BN * MP), acc_t, mask=t_tokens)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
         if count == SPLIT_K - 1:
-            total = _sum_partials(base, BN * MP, gl.zeros([BN, MP], gl.float32, EPI), tokens, SPLIT_K, COMBINE,
+            total = _sum_partials(base, BN * MP, gl.zeros([BN, MA], gl.float32, EPI), tokens, SPLIT_K, COMBINE,
                                   MP <= TOKENS_ONLY_MAX_MP)
+            if TAIL > 0:
+                total_t = _sum_partials(t_base, BN * MP, gl.zeros([BN, TAIL], gl.float32, EPI), t_tokens, SPLIT_K,
+                                        COMBINE, MP <= TOKENS_ONLY_MAX_MP)
             gl.store(counter_ptr + tile, 0)
             gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+            if TAIL > 0:
+                gl.store(t_ptrs, to_bf16_rne(total_t), mask=t_mask)
     else:
         gl.store(base + kid * (BN * MP), acc, mask=tokens)
+        if TAIL > 0:
+            gl.store(t_base + kid * (BN * MP), acc_t, mask=t_tokens)
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         gl.atomic_add(counter_ptr + tile, 1, sem="release")
         # the tile's last programs: the others started before them (launch order) and never wait
         if kid >= SPLIT_K - COMBINERS:
             _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid - (SPLIT_K - COMBINERS), n0, m0, M, N, stride_om,
-                          BN, MP, SPLIT_K, COMBINE, COMBINERS, num_warps)
+                          BN, MP, TAIL, SPLIT_K, COMBINE, COMBINERS, num_warps)
 
 
 @gluon.jit
 def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, part, n0, m0, M, N, stride_om, BN: gl.constexpr,
-                  MP: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr,
-                  num_warps: gl.constexpr):
+                  MP: gl.constexpr, TAIL: gl.constexpr, SPLIT_K: gl.constexpr, COMBINE: gl.constexpr,
+                  COMBINERS: gl.constexpr, num_warps: gl.constexpr):
     """Rows [part * R, part * R + R) of the tile (R = BN / COMBINERS), once every split's partial has arrived:
-    their sum in split order, stored as BF16. The counter counts SPLIT_K arrivals, then COMBINERS departures;
-    the last to leave zeroes it for the next launch (every combiner has seen the arrivals by then)."""
+    their sum in split order, stored as BF16 (the tail's columns, ``TAIL`` > 0, after the first MP - TAIL). The
+    counter counts SPLIT_K arrivals, then COMBINERS departures; the last to leave zeroes it for the next launch
+    (every combiner has seen the arrivals by then)."""
     R: gl.constexpr = BN // COMBINERS
     TR: gl.constexpr = 32 if R >= 32 else R
     SL: gl.constexpr = gl.BlockedLayout([1, 1], [TR, 32 // TR], [1, num_warps], [0, 1])
     r_idx = part * R + gl.arange(0, R, layout=gl.SliceLayout(1, SL))
-    m_idx = gl.arange(0, MP, layout=gl.SliceLayout(0, SL))
+    MA: gl.constexpr = MP - TAIL
+    m_idx = gl.arange(0, MA, layout=gl.SliceLayout(0, SL))
     base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
     seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
     while seen < SPLIT_K:
         seen = gl.atomic_add(counter_ptr + tile, 0, sem="acquire")
     tokens = m0 + m_idx[None, :] < M
-    total = _sum_partials(base, BN * MP, gl.zeros([R, MP], gl.float32, SL), tokens, SPLIT_K, COMBINE,
+    total = _sum_partials(base, BN * MP, gl.zeros([R, MA], gl.float32, SL), tokens, SPLIT_K, COMBINE,
                           MP <= TOKENS_ONLY_MAX_MP)
+    if TAIL > 0:
+        t_idx = MA + gl.arange(0, TAIL, layout=gl.SliceLayout(0, SL))
+        t_tokens = m0 + t_idx[None, :] < M
+        total_t = _sum_partials(ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + t_idx[None, :] * BN + r_idx[:, None],
+                                BN * MP, gl.zeros([R, TAIL], gl.float32, SL), t_tokens, SPLIT_K, COMBINE,
+                                MP <= TOKENS_ONLY_MAX_MP)
     left = gl.atomic_add(counter_ptr + tile, 1, sem="relaxed")
     if left == SPLIT_K + COMBINERS - 1:
         gl.store(counter_ptr + tile, 0)
     out_mask = (n0 + r_idx[:, None] < N) & tokens
     out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
     gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+    if TAIL > 0:
+        t_ptrs = out_ptr + (m0 + t_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
+        gl.store(t_ptrs, to_bf16_rne(total_t), mask=(n0 + r_idx[:, None] < N) & t_tokens)
 
 
 @gluon.jit
@@ -645,7 +721,7 @@ def launch_mxfp8_linear_wgmma(
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
     kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32, 64
-    or (with ``a_stream``) 128; ``stages``: the ring depth (<= :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with
+    or (with ``a_stream``) 72, 80, 96 (64 + tail, :data:`TAIL_TILES`, ``early_steps`` <= 1) or 128; ``stages``: the ring depth (<= :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with
     ``a_stream`` fits :data:`SHARED_BUDGET`); ``work`` / ``counters``: the split-K
     scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
     ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
@@ -663,8 +739,8 @@ def launch_mxfp8_linear_wgmma(
 
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`),
-            ``a_deq`` with scales, ``a_stream`` without ``a_deq`` or with ``smem_steps``, or ``block_m`` 128
-            without ``a_stream``."""
+            ``a_deq`` with scales, ``a_stream`` without ``a_deq`` or with ``smem_steps``, ``block_m`` above 64
+            without ``a_stream``, or a 64 + tail ``block_m`` with ``early_steps`` 2."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
     if smem_steps not in (0, 1, 2) or (smem_steps and early_steps == 2):
@@ -677,22 +753,27 @@ def launch_mxfp8_linear_wgmma(
         raise ValueError(f"a_stream streams A_deq and takes no smem_steps; got a_deq {a_deq}, smem_steps {smem_steps}")
     if block_m > 64 and not a_stream:
         raise ValueError(f"block_m {block_m} streams its activations (a_stream): they do not fit resident")
+    if block_m in TAIL_TILES and early_steps == 2:
+        raise ValueError(f"block_m {block_m} (64 + tail) takes early_steps 0 or 1, got 2")
     m, k = xq.shape
     n = wq.shape[0]
     bk = BLOCK_K.value
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
     s_desc = scale_descriptor(ws)
     a_bf16 = xs is None
+    tail = tail_tokens(block_m)
     if a_bf16:
-        x_desc = TensorDescriptor.from_tensor(xq, [block_m, bk], tile_layout(block_m, True))
+        x_desc = TensorDescriptor.from_tensor(xq, [block_m - tail, bk], tile_layout(block_m - tail, True))
         xs_desc = s_desc  # unused
     else:
         x_desc = TensorDescriptor.from_tensor(xq.view(torch.uint8), [block_m, bk], tile_layout(block_m, False))
         xs_desc = scale_descriptor(xs)
+    xt_desc = TensorDescriptor.from_tensor(xq, [tail, bk], tile_layout(tail, True)) if tail else x_desc
     grid = (triton.cdiv(n, BLOCK_N.value) * split_k,)
     mxfp8_linear_wgmma_kernel[grid](
-        w_desc, s_desc, x_desc, xs_desc, out, work, counters, m, n, out.stride(0),
+        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, SPLIT_K=split_k, STAGES=stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq, USE_PDL=use_pdl,
         COMBINE=combine, PARTIALS=partials, EARLY_STEPS=early_steps, SMEM_STEPS=smem_steps,
-        COMBINERS=combiners, BF16_MUL=bf16_mul, A_STREAM=a_stream, num_warps=NUM_WARPS, launch_pdl=use_pdl,
+        COMBINERS=combiners, BF16_MUL=bf16_mul, A_STREAM=a_stream, TAIL=tail, num_warps=NUM_WARPS,
+        launch_pdl=use_pdl,
     )

@@ -180,8 +180,8 @@ def mxfp8_linear_wgmma_ring_kernel(
         if i + STAGES < n_steps:
             _issue_weights(w_desc, s_desc, a_desc, w_ring, s_ring, bars, stage, lo + i + STAGES, n0, K_STEPS, True)
             _issue_activations(a_desc, a_ring, bars, stage, lo + i + STAGES, m0, True)
-    store_tile(acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, SPLIT_K, COMBINE,
-               PARTIALS, COMBINERS, num_warps)
+    store_tile(acc, acc, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N, stride_om, BN, MP, 0, SPLIT_K,
+               COMBINE, PARTIALS, COMBINERS, num_warps)
 
 
 def launch_mxfp8_linear_wgmma_ring(

@@ -14,7 +14,7 @@ from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 from seam.kernels.mxfp8_gemm import dequantizes_first, launch_mxfp8_linear
-from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, STREAMED_BLOCK_M, Tile, pick_tile, wgmma_supported
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, RESIDENT_MAX_M, Tile, pick_tile, wgmma_supported
 from seam.ops.a_deq import check_a_deq_bytes
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
@@ -94,8 +94,8 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
     if not wgmma_supported(device):
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
-    if not (tile.block_m in (8, 16, 32, 64, 128) and m <= tile.block_m or tile.block_m == 256):
-        raise ValueError(f"tile.wgmma needs block_m in (8, 16, 32, 64, 128) and >= M={m} (the decode kernel), or "
+    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m or tile.block_m == 256):
+        raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel), or "
                          f"256 (the ring kernel), got {tile.block_m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
         raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
@@ -106,7 +106,7 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
     # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
     fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(tile.block_m)) if tile.ring
-                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m == STREAMED_BLOCK_M)))
+                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m > RESIDENT_MAX_M)))
     if not fewest <= tile.num_stages <= most:
         raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "
                          f"K={k}, split_k={tile.split_k}, got {tile.num_stages}")
@@ -236,8 +236,8 @@ def mxfp8_linear(
         weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16
         multiplies for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and
         multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128), and at 65 <= M <= 128 where K >= 2048,
-        by the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; on its
-        128-row tile always, on its 64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x
+        by the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; 65-96
+        tokens on its 64 + tail tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; on those tiles always, on its 64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x
         on its 32- and 64-row tiles, activations without ``a_deq`` are dequantized by a launch before it: 2*M*K
         bytes of temporary BF16, ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 256
         on wide layers (``pick_ring_tile``) by the Gluon ring kernel
