@@ -670,7 +670,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """
     if not tl_only:
         tile = pick_tile(m, n, k, device)
-        if tile.block_m in mxfp8_wgmma.TAIL_TILES:  # the epilogue kernel's tiles are powers of two
+        if tile.block_m in mxfp8_wgmma.TAIL_TILES:  # not yet run under the epilogue on a GPU: the measured tile
             return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M, num_stages=streamed_stages(tile.split_k))
         if tile.wgmma or tile.bf16_mm:
             return tile

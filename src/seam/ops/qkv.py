@@ -267,8 +267,8 @@ def qkv_index_fused_epilogue(
     accumulator for positions in [0, max_pos) (outside it the kernel rotates with zeros, the reference
     does not: keep them in range); the accumulator is within fp32 reordering error of the dequantized GEMM.
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and
-    M 65..128 at K >= 2048, here always on the 128-token tile: the epilogue's tiles are powers of two, so not
-    ``mxfp8_linear``'s 64 + tail tiles at 65..96; ring M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill path (CUDA, M >= 65
+    M 65..128 at K >= 2048, here always on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 have not
+    yet been run under this op's epilogue on a GPU; ring M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill path (CUDA, M >= 65
     otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
@@ -350,8 +350,8 @@ def qkv_index_fused_epilogue(
     if tile.wgmma and m > tile.block_m:  # the epilogue sums the partials of one M tile
         raise ValueError(f"tile.wgmma needs M <= block_m here, got M={m} and block_m={tile.block_m}")
     if tile.block_m in TAIL_TILES:
-        raise ValueError(f"tile.block_m {tile.block_m} (a 64 + tail tile) runs mxfp8_linear only: the QKV epilogue's "
-                         f"tiles are powers of two")
+        raise ValueError(f"tile.block_m {tile.block_m} (a 64 + tail tile) runs mxfp8_linear only; this op takes "
+                         f"block_m 128 at 65-96 tokens (its partials path with these tiles is not yet GPU-tested)")
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
