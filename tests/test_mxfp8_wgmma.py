@@ -151,6 +151,9 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
     x = torch.zeros(100, 256, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(128 * 8, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="block_m must be one of \\(8, 16, 32, 64, 72, 80, 96, 128\\), got 48"):
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, 48, 1, 2, out, out, False, 1, early_steps=1,
+                                              smem_steps=0, combiners=1, a_deq=True, a_stream=True)
     for bm in (72, 128):
         with pytest.raises(ValueError, match=f"block_m {bm} streams its activations"):
             mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, bm, 1, 2, out, out, False, 1, early_steps=1,
@@ -612,6 +615,18 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
 ], ids=str)
 def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
     x, w, want = exact_block_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
+    for got in linear_both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,m", [
+    (Tile(72, 128, 128, 8, 2, 2, wgmma=True), 40),  # the tail's rows wholly past M: copied as zeros, none stored
+    (Tile(80, 128, 128, 8, 1, 1, wgmma=True), 70),  # one stage, no split
+], ids=str)
+def test_bit_exact_tail_tiles_at_any_m_gpu(tile, m):
+    """A 64 + tail tile override at any M up to its rows (the picker takes them at 65-96 tokens only)."""
+    x, w, want = exact_block_inputs(m, 640, 2048, seed=m)
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 

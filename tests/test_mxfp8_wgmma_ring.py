@@ -91,6 +91,10 @@ def test_ring_tiles_checked(monkeypatch):
         _check_wgmma_tile(Tile(256, 128, 128, 8, 3, 3, wgmma=True), 300, 6144, cuda)
     with pytest.raises(ValueError, match="num_stages in \\[1, 4\\]"):  # four streamed 128-token stages fit
         _check_wgmma_tile(Tile(128, 128, 128, 8, 5, 6, wgmma=True), 128, 6144, cuda)
+    for bm, most in ((72, 6), (80, 5), (96, 5)):  # the 64 + tail tiles' streamed stages
+        _check_wgmma_tile(Tile(bm, 128, 128, 8, most, 1, wgmma=True), bm, 6144, cuda)
+        with pytest.raises(ValueError, match=f"num_stages in \\[1, {most}\\]"):
+            _check_wgmma_tile(Tile(bm, 128, 128, 8, most + 1, 1, wgmma=True), bm, 6144, cuda)
     for tile, m in ((Tile(72, 128, 128, 8, 3, 1, wgmma=True), 80), (Tile(128, 128, 128, 8, 2, 6, wgmma=True), 129)):
         with pytest.raises(ValueError, match=f"128\\) and >= M={m} \\(the decode kernel\\), or 256 \\(the ring kernel\\), "
                                              f"got {tile.block_m}"):

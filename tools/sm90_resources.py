@@ -7,8 +7,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8..128; 128 streams A_deq, so ``--a-deq
---a-stream`` are implied there) or, with ``block_m`` 256, the Gluon ring kernel (``--a-bf16`` does not apply:
+``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
+streams A_deq, so ``--a-deq --a-stream`` are implied there) or, with ``block_m`` 256, the Gluon ring kernel (``--a-bf16`` does not apply:
 it reads BF16 activations); ``--block-k`` and
 ``--num-warps`` do not apply, the ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).

@@ -558,7 +558,7 @@ def launch_gluon(
     if not tile.ring and not mxfp8_wgmma.operands_ready(xq, xs, wq, ws):
         return None
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
-    # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its 64- and 128-row tiles only
+    # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its tiles of 64 rows and more only
     sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m >= RESIDENT_MAX_M else 0
     if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)

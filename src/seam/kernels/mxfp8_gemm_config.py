@@ -39,8 +39,8 @@ class Tile:
     #: :func:`seam.kernels.mxfp8_gemm.mxfp8_mainloop`), same bytes out.
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
-    #: depth, ``split_k`` any count up to K / 128: with ``block_m`` 8, 16, 32, 64 or 128 (M padded, the MMA's N
-    #: side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring
+    #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
+    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring
     #: kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
@@ -208,7 +208,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     rounded up to 8, 16 or 32 tokens): the same split, 4 stages (:data:`TAIL_STAGES`), the MMA work of 64 + tail
     tokens rather than 128. Where two programs fit on an SM (2-3 stages, run 184's probe at 128 registers), under
     PDL the next launch's early programs double up on SMs while others idle; 4 stages hold more shared memory
-    than two programs may, so one per SM whatever the registers (117-144 as landed). H200 (2026-12-04,
+    than two programs may, so one per SM whatever the registers (110-144 as landed). H200 (2026-12-04,
     ``docs/benchmarks-log.md`` run 184, the GEMM alone given A_deq, weights past L2, us at M 65 / 80 / 96, 128-token
     tile / 64 + tail at 2 stages / at 2 without PDL / at 4): N 6144 x K 2048 (split 2) 14.09 / 16.77 / 13.42 /
     11.92, 13.53 / 16.29 / 13.72 / 11.82, 13.59 / 16.86 / 14.24 / 12.38; N 4992 x 6144 (3) 21.28 / 28.73 / 22.17 /
@@ -324,10 +324,10 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> in
     back-to-back calls, where a call's programs start during the previous one; where the previous kernel
     has already ended, the wait for the first weight stage now precedes the activation copies (norm ->
     qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
-    The streamed 128-token tile takes 1 (runs 176-177, us 0 / 1, 3 stages: N 6144 x K 2048 M 65 13.71 / 14.31,
-    M 96 14.44 / 13.64, M 128 14.96 / 14.23): 1 was faster at 9 of 12 points at K 6144 in run 176 and at all 12 at
-    128 tokens in run 177 (six shapes, 2 and 3 stages), 0 at 9 of 12 at 65 tokens there (by 0.04-1.7 us; the M at
-    which that turns was not measured).
+    The 64 + tail tiles take 1 (never 2: the launcher refuses it), as measured on the 128-token tile, which takes 1
+    (runs 176-177, us 0 / 1, 3 stages: N 6144 x K 2048 M 65 13.71 / 14.31, M 96 14.44 / 13.64, M 128 14.96 / 14.23):
+    1 was faster at 9 of 12 points at K 6144 in run 176 and at all 12 at 128 tokens in run 177 (six shapes, 2 and 3
+    stages), 0 at 9 of 12 at 65 tokens there (by 0.04-1.7 us; the M at which that turns was not measured).
     """
     if block_m == 32:
         return 1 if smem_steps else 0
@@ -541,7 +541,8 @@ class WgmmaLaunch:
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
                  a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
-    streamed tile, :data:`STREAMED_BLOCK_M`, streams A_deq wherever it reads one), the ring kernel above.
+    streamed tiles, the 64 + tail ones and :data:`STREAMED_BLOCK_M`, stream A_deq wherever they read one), the ring
+    kernel above.
     ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
     (:func:`wgmma_a_stream`)."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)

@@ -739,7 +739,8 @@ def launch_mxfp8_linear_wgmma(
 
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range (:func:`check_combiners`),
-            ``a_deq`` with scales, ``a_stream`` without ``a_deq`` or with ``smem_steps``, ``block_m`` above 64
+            ``a_deq`` with scales, ``block_m`` not in :data:`BLOCK_MS`, ``a_stream`` without ``a_deq`` or with
+            ``smem_steps``, ``block_m`` above 64
             without ``a_stream``, or a 64 + tail ``block_m`` with ``early_steps`` 2."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
@@ -751,6 +752,8 @@ def launch_mxfp8_linear_wgmma(
         raise ValueError("a_deq takes the dequantized BF16 activations, without scales")
     if a_stream and not (a_deq and smem_steps == 0):
         raise ValueError(f"a_stream streams A_deq and takes no smem_steps; got a_deq {a_deq}, smem_steps {smem_steps}")
+    if block_m not in BLOCK_MS:
+        raise ValueError(f"block_m must be one of {BLOCK_MS}, got {block_m}")
     if block_m > 64 and not a_stream:
         raise ValueError(f"block_m {block_m} streams its activations (a_stream): they do not fit resident")
     if block_m in TAIL_TILES and early_steps == 2:

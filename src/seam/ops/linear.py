@@ -194,7 +194,7 @@ def mxfp8_linear(
         tile: launch tile override, for tests and tuning; None (default) takes
             ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
             checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper
-            only) 8..128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128,
+            only) 8, 16, 32, 64, 72, 80, 96 or 128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128,
             8 warps, K a multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row
             stride not 16-byte aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
             ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.

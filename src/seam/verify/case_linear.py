@@ -119,6 +119,6 @@ def checks(ctx: Context) -> list[Check]:
     out += [
         Check("norm+MXFP8[+A_deq] -> mxfp8_linear", m, f"N={n} K={k}", lambda m=m: _run_a_deq(ctx, m, n, k),
               rule=A_DEQ_RULE)
-        for m in ctx.pick([1, 8, 16, 64, 100], [3, 70])
+        for m in ctx.pick([1, 8, 16, 64, 80, 100], [3, 70])
     ]
     return out
