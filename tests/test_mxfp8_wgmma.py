@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma
+from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma, wgmma_combine
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, STREAMED_MIN_K, TAIL_MAX_M, TAIL_STAGES,
                                            WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
@@ -388,11 +388,11 @@ def test_combiners_spread_only_large_partials():
 def test_combiners_out_of_range_rejected():
     """More combiners than splits would leave the counter above zero (the next launch would read partials
     before they arrive): the launchers refuse them, and counts that are not powers of two, before any launch."""
-    mxfp8_wgmma.check_combiners(4, 6)
-    mxfp8_wgmma.check_combiners(16, 48)
+    wgmma_combine.check_combiners(4, 6)
+    wgmma_combine.check_combiners(16, 48)
     for combiners, split in [(0, 4), (3, 12), (8, 4), (32, 48)]:
         with pytest.raises(ValueError, match="combiners"):
-            mxfp8_wgmma.check_combiners(combiners, split)
+            wgmma_combine.check_combiners(combiners, split)
 
 
 def test_launcher_refuses_bad_early_steps_and_combiners_before_launch():

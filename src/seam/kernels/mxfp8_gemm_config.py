@@ -504,7 +504,7 @@ SPREAD_COMBINE_MIN = 160
 
 
 def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> int:
-    """Programs of a Gluon kernel's output tile that combine its split-K partials (``store_tile``): 1, the last
+    """Programs of a Gluon kernel's output tile that combine its split-K partials (``wgmma_combine.store_tile``): 1, the last
     to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's last 2^j programs for the
     largest 2^j <= min(split_k, 16), each waiting for every arrival and then summing its row slice in split
     order (same bytes). 1 where nothing is combined (split 1, or ``partials``: the QKV op's partials-only

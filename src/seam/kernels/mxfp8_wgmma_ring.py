@@ -19,7 +19,7 @@ tokens on its N side, one program per (N tile, M tile, K split).
 The weight copies of the first ring stages are issued before the PDL wait (they do not depend on the
 previous kernel), the activation copies after it. A stage is refilled once both warpgroups' MMAs on it
 have completed. Split-K partials are stored and combined as in the decode kernel
-(:func:`seam.kernels.mxfp8_wgmma.store_tile`), so every run gives the same bytes.
+(:func:`seam.kernels.wgmma_combine.store_tile`), so every run gives the same bytes.
 
 The products are exact (E4M3 x E4M3 with power-of-two scales, in BF16) and accumulate in fp32, so the
 output equals the other paths' up to fp32 summation order. Gluon: compiles for sm_90 anywhere, runs
@@ -49,12 +49,11 @@ from seam.kernels.mxfp8_wgmma import (
     NUM_WARPS,
     WEIGHT_LAYOUT,
     WEIGHT_SCALE_LAYOUT,
-    check_combiners,
     dequantize_weight_tile,
     scale_descriptor,
-    store_tile,
     tile_layout,
 )
+from seam.kernels.wgmma_combine import check_combiners, store_tile
 
 
 def stage_bytes(block_m: int) -> int:
@@ -201,7 +200,7 @@ def launch_mxfp8_linear_wgmma_ring(
     BF16 multiplies, for a weight ``seam.kernels.mxfp8_wgmma.bf16_mul_exact`` accepts.
 
     Raises:
-        ValueError: ``combiners`` out of range (``seam.kernels.mxfp8_wgmma.check_combiners``)."""
+        ValueError: ``combiners`` out of range (``seam.kernels.wgmma_combine.check_combiners``)."""
     check_combiners(combiners, split_k)
     m, k = xq.shape
     n = wq.shape[0]
