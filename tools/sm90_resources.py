@@ -8,9 +8,9 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
 ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
-streams A_deq, so ``--a-deq --a-stream`` are implied there) or, with ``block_m`` 256, the Gluon ring kernel (``--a-bf16`` does not apply:
-it reads BF16 activations); ``--block-k`` and
-``--num-warps`` do not apply, the ring depth must fit its shared memory. Their compile also
+streams A_deq, so ``--a-deq --a-stream`` are implied there) or, with ``block_m`` 256, the Gluon ring kernel
+(``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
+ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).
 
 Arguments are specialized as a launch specializes them: pointers and integer sizes
@@ -144,7 +144,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
     if block_m not in mxfp8_wgmma.BLOCK_MS:
-        raise ValueError(f"wgmma: block_m must be 8, 16, 32, 64, 72, 80, 96, 128 or 256, got {block_m}")
+        raise ValueError(f"wgmma: block_m must be one of {mxfp8_wgmma.BLOCK_MS} or 256, got {block_m}")
     if block_m > 64:  # the streamed tiles read A_deq only, streamed
         a_deq = a_stream = True
     if a_stream and not a_deq:

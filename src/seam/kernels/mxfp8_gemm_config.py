@@ -40,8 +40,9 @@ class Tile:
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
     #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
-    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side) the decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring
-    #: kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
+    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side) the decode kernel
+    #: (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
+    #: (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
@@ -189,20 +190,20 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
 
-    From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile
-    streams A_deq beside the weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps each, with 3 stages
-    where the split is at most 2, else 2 (:func:`streamed_stages`). It replaced the ring kernel's 128-token tile
-    (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory) at 65-128 tokens:
-    with the weights as the register operand a step moves about 128 KB through shared memory, not 193. H200 (2026-12-04,
-    ``docs/benchmarks-log.md`` runs 176-177, the GEMM alone given A_deq, weights past L2, same split, us at M 65
-    and 128, ring kernel / this tile at 2 stages / at 3): N 6144 x K 2048 (split 2) 15.38 / 19.11 / 14.31, 16.43 /
-    18.50 / 14.23; N 8192 x 2048 (2) 16.16 / 17.35 / 15.29, 17.03 / 18.13 / 15.11; N 6144 x 4096 (2) 24.81 /
-    32.07 / 22.82, 25.72 / 29.86 / 21.89; N 9856 x 6144 (1) 59.66 / 52.93 / 48.80, 58.69 / 48.43 / 48.36; N 2560
-    x 6144 (6) 15.56 / 13.15 / 13.70, 16.21 / 14.06 / 14.36; N 4992 x 6144 (3) 25.08 / 21.48 / 22.14, 25.59 /
-    21.73 / 22.00; N 1536 x 6144 (11) 12.37 / 11.24 / 11.84, 12.74 / 11.15 / 11.63; N 3072 x 6144 (5) 17.33 /
-    15.57 / 16.15, 17.83 / 15.40 / 15.98; N 2048 x 6144 (8) 13.59 / 12.33 / 12.86, 14.47 / 12.53 / 13.04; N 4096
-    x 4096 (4) 15.60 / 15.11 / 15.47, 16.66 / 14.35 / 15.00; N 3072 x 2048 (4) 10.29 / 8.85 / 9.39, 11.11 / 9.86
-    / 9.70 (the one point where the rule's depth is not the faster; at 96 tokens the same order, run 176).
+    From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile streams
+    A_deq beside the weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps
+    each, with 3 stages where the split is at most 2, else 2 (:func:`streamed_stages`). It replaced the ring
+    kernel's 128-token tile (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory)
+    at 65-128 tokens: with the weights as the register operand a step moves about 128 KB through shared memory, not
+    193. H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 176-177, the GEMM alone given A_deq, weights past L2,
+    same split, us at M 65 and 128, ring kernel / this tile at 2 stages / at 3): N 6144 x K 2048 (split 2) 15.38 /
+    19.11 / 14.31, 16.43 / 18.50 / 14.23; N 8192 x 2048 (2) 16.16 / 17.35 / 15.29, 17.03 / 18.13 / 15.11; N 6144 x
+    4096 (2) 24.81 / 32.07 / 22.82, 25.72 / 29.86 / 21.89; N 9856 x 6144 (1) 59.66 / 52.93 / 48.80, 58.69 / 48.43 /
+    48.36; N 2560 x 6144 (6) 15.56 / 13.15 / 13.70, 16.21 / 14.06 / 14.36; N 4992 x 6144 (3) 25.08 / 21.48 / 22.14,
+    25.59 / 21.73 / 22.00; N 1536 x 6144 (11) 12.37 / 11.24 / 11.84, 12.74 / 11.15 / 11.63; N 3072 x 6144 (5) 17.33
+    / 15.57 / 16.15, 17.83 / 15.40 / 15.98; N 2048 x 6144 (8) 13.59 / 12.33 / 12.86, 14.47 / 12.53 / 13.04; N 4096 x
+    4096 (4) 15.60 / 15.11 / 15.47, 16.66 / 14.35 / 15.00; N 3072 x 2048 (4) 10.29 / 8.85 / 9.39, 11.11 / 9.86 /
+    9.70 (the one point where the rule's depth is not the faster; at 96 tokens the same order, run 176).
 
     65-96 tokens take a 64 + tail tile instead (``seam.kernels.mxfp8_wgmma.TAIL_TILES``: 72, 80 or 96, the tail
     rounded up to 8, 16 or 32 tokens): the same split, 4 stages (:data:`TAIL_STAGES`), the MMA work of 64 + tail
@@ -391,9 +392,10 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
 
 def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
     """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
-    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tiles
-    (the 64 + tail tiles and :data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile (33-64 tokens) where
-    the resident activations leave one program per SM (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
+    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tiles (the
+    64 + tail tiles and :data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile
+    (33-64 tokens) where the resident activations leave one program per SM
+    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
     them on ``sms`` SMs, while streamed ones let two share an SM.
 
     At 64 rows the picker's split (:func:`pick_wgmma_tile`) keeps the resident activations (16.9 KB a step) in
@@ -504,11 +506,11 @@ SPREAD_COMBINE_MIN = 160
 
 
 def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> int:
-    """Programs of a Gluon kernel's output tile that combine its split-K partials (``wgmma_combine.store_tile``): 1, the last
-    to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's last 2^j programs for the
-    largest 2^j <= min(split_k, 16), each waiting for every arrival and then summing its row slice in split
-    order (same bytes). 1 where nothing is combined (split 1, or ``partials``: the QKV op's partials-only
-    launch), so those launches compile one kernel.
+    """Programs of a Gluon kernel's output tile that combine its split-K partials (``wgmma_combine.store_tile``): 1,
+    the last to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's last 2^j programs for the
+    largest 2^j <= min(split_k, 16), each waiting for every arrival and then summing its row slice in split order
+    (same bytes). 1 where nothing is combined (split 1, or ``partials``: the QKV op's partials-only launch), so
+    those launches compile one kernel.
 
     One program loading every partial takes split_k x block_m x 512 bytes through its SM (N 2560 x K 6144
     at 64 tokens, split 6: 192 KB). H200 (2026-12-01, ``docs/benchmarks-log.md`` run 68, us, 1 / spread):

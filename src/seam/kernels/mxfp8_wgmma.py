@@ -43,14 +43,14 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   operand where the ring kernel (``seam.kernels.mxfp8_wgmma_ring``, which took those M before) converts them into
   shared memory, and so moves about 128 KB per step through shared memory where that kernel moves about 193 (no
   BF16 weight store, no wgmma read of it): 0.82-0.97x the ring kernel's time at all 27 points measured (eleven
-  shapes, picked depth; log runs 176-177). At 65-96 tokens the 64 + tail tiles (:data:`TAIL_TILES`, ``TAIL``)
-  run the same weight operand through two MMAs, tokens 0-63 and the 8-32 after them, each with its own
-  accumulator and activation slots (one barrier per stage for both copies): the MMA work of 64 + tail tokens,
-  0.85-0.97x the 128-token tile's time (log run 184). On the 128-token tile, where the 64-row tile streams, and on that tile
-  at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's
-  dequantization launch (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152:
-  24.6 -> 18.5 us at N 4992, 11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles
-  (quantized in that launch; runs 159-160: 0.86-1.0x a separate quantizer's time).
+  shapes, picked depth; log runs 176-177). At 65-96 tokens the 64 + tail tiles (:data:`TAIL_TILES`, ``TAIL``) run
+  the same weight operand through two MMAs, tokens 0-63 and the 8-32 after them, each with its own accumulator and
+  activation slots (one barrier per stage for both copies): the MMA work of 64 + tail tokens, 0.85-0.97x the
+  128-token tile's time (log run 184). On those streamed tiles, where the 64-row tile streams, and on that tile at K
+  1536-2048, activations that arrive without A_deq have it written first by the GEMM's dequantization launch
+  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152: 24.6 -> 18.5 us at N 4992,
+  11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles (quantized in that launch; runs
+  159-160: 0.86-1.0x a separate quantizer's time).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8` (through fp32, or, where the
@@ -589,15 +589,15 @@ def launch_mxfp8_linear_wgmma(
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that :func:`tma_ready`
     accepts (``xs`` None: ``xq`` is BF16, quantized in the kernel; with ``a_deq`` it is A_deq already in this
-    kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32, 64
-    or (with ``a_stream``) 72, 80, 96 (64 + tail, :data:`TAIL_TILES`, ``early_steps`` <= 1) or 128; ``stages``: the ring depth (<= :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with
-    ``a_stream`` fits :data:`SHARED_BUDGET`); ``work`` / ``counters``: the split-K
-    scratch (unused at ``split_k`` 1); ``combine``: partials the combining program loads per round trip;
-    ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
-    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``smem_steps``: weight steps converted
-    into shared memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
-    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`); ``combiners``: programs per tile that
-    combine its partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
+    kernel's K order, ``seam.formats.a_deq``). ``block_m``: M padded to 8, 16, 32, 64 or (with ``a_stream``) 72, 80,
+    96 (64 + tail, :data:`TAIL_TILES`, ``early_steps`` <= 1) or 128; ``stages``: the ring depth (<=
+    :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with ``a_stream`` fits :data:`SHARED_BUDGET`);
+    ``work`` / ``counters``: the split-K scratch (unused at ``split_k`` 1); ``combine``: partials the combining
+    program loads per round trip; ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
+    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``smem_steps``: weight steps converted into shared
+    memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
+    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`); ``combiners``: programs per tile that combine its
+    partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
@@ -608,10 +608,9 @@ def launch_mxfp8_linear_wgmma(
 
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range
-            (:func:`seam.kernels.wgmma_combine.check_combiners`),
-            ``a_deq`` with scales, ``block_m`` not in :data:`BLOCK_MS`, ``a_stream`` without ``a_deq`` or with
-            ``smem_steps``, ``block_m`` above 64
-            without ``a_stream``, or a 64 + tail ``block_m`` with ``early_steps`` 2."""
+            (:func:`seam.kernels.wgmma_combine.check_combiners`), ``a_deq`` with scales, ``block_m`` not in
+            :data:`BLOCK_MS`, ``a_stream`` without ``a_deq`` or with ``smem_steps``, ``block_m`` above 64 without
+            ``a_stream``, or a 64 + tail ``block_m`` with ``early_steps`` 2."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
     if smem_steps not in (0, 1, 2) or (smem_steps and early_steps == 2):

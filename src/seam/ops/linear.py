@@ -105,8 +105,9 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not 1 <= tile.split_k <= k // 128:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
     # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
+    streamed = tile.block_m > RESIDENT_MAX_M  # the decode kernel's 64 + tail and 128-token tiles
     fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(tile.block_m)) if tile.ring
-                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m > RESIDENT_MAX_M)))
+                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=streamed)))
     if not fewest <= tile.num_stages <= most:
         raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "
                          f"K={k}, split_k={tile.split_k}, got {tile.num_stages}")
@@ -192,11 +193,11 @@ def mxfp8_linear(
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes
-            ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
-            checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper
-            only) 8, 16, 32, 64, 72, 80, 96 or 128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128,
-            8 warps, K a multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row
-            stride not 16-byte aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
+            ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is checked first:
+            ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32, 64, 72, 80, 96
+            or 128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
+            multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
+            aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
             ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
             Split-K launches share a per-device workspace: keep them on one stream, and make a
             first call at each M before CUDA-graph capture.
@@ -235,19 +236,19 @@ def mxfp8_linear(
         On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
         weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16
         multiplies for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and
-        multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128), and at 65 <= M <= 128 where K >= 2048,
-        by the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; 65-96
-        tokens on its 64 + tail tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; on those tiles always, on its 64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x
-        on its 32- and 64-row tiles, activations without ``a_deq`` are dequantized by a launch before it: 2*M*K
-        bytes of temporary BF16, ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 256
-        on wide layers (``pick_ring_tile``) by the Gluon ring kernel
-        (``seam.kernels.mxfp8_wgmma_ring``: weights and the activations, dequantized by a launch before it, through
-        one TMA ring; 2*M*K bytes of temporary BF16); one token (M = 1) takes the Gluon decode kernel where N >=
-        2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on fp32-dequantized tiles
-        (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 65 (``PREFILL_MM_MIN_M``) on any CUDA GPU, where no
-        Gluon kernel takes the shape, the prefill path dequantizes both operands to BF16 and multiplies them with
-        cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies of A and W). The tl kernel runs the rest
-        (and everything under the interpreter).
+        multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128), and at 65 <= M <= 128 where K >= 2048, by
+        the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; 65-96 tokens
+        on its 64 + tail tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; on those tiles always, on its
+        64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles,
+        activations without ``a_deq`` are dequantized by a launch before it: 2*M*K bytes of temporary BF16,
+        ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 256 on wide layers
+        (``pick_ring_tile``) by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and the
+        activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of temporary BF16); one
+        token (M = 1) takes the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core
+        GEMV on fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 65
+        (``PREFILL_MM_MIN_M``) on any CUDA GPU, where no Gluon kernel takes the shape, the prefill path dequantizes
+        both operands to BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16
+        copies of A and W). The tl kernel runs the rest (and everything under the interpreter).
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):

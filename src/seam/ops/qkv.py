@@ -266,10 +266,10 @@ def qkv_index_fused_epilogue(
     The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
     accumulator for positions in [0, max_pos) (outside it the kernel rotates with zeros, the reference
     does not: keep them in range); the accumulator is within fp32 reordering error of the dequantized GEMM.
-    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and
-    M 65..128 at K >= 2048, here always on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 have not
-    yet been run under this op's epilogue on a GPU; ring M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill path (CUDA, M >= 65
-    otherwise),
+    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and M 65..128
+    at K >= 2048, here always on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 have not yet been
+    run under this op's epilogue on a GPU; ring M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill
+    path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
     epilogue on ``acc`` in registers.
