@@ -236,19 +236,22 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     goes to the decode kernel up to 128 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
     kernel from 129 (in place of its dequantization launch); a tile override that runs the other kernel (the
     ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none. The 128-token tile streams it always: given,
-    written by the dequantization launch where none comes or TMA cannot read the one given."""
-    from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring
+    written by the dequantization launch where none comes or TMA cannot read the one given; at this split it runs
+    warp-specialized (mxfp8_wgmma_ws, which reads A_deq only)."""
+    from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 
     seen, streams = [], []
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda xq, xs, *args, a_deq, a_stream, **kw: seen.append(("decode", xq, xs, a_deq))
                         or streams.append(a_stream))
+    monkeypatch.setattr(mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws",
+                        lambda a_deq, *args, **kw: seen.append(("decode", a_deq, None, True)) or streams.append("ws"))
     monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
                         lambda xq, xs, *args, a_deq, **kw: seen.append(("ring", xq, xs, a_deq)))
     k, n = 256, 128
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
     decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(256, 128, 128, 8, 2, split_k=2, wgmma=True)
-    streamed = Tile(128, 128, 128, 8, 2, split_k=2, wgmma=True)
+    streamed = Tile(128, 128, 128, 8, 1, split_k=2, wgmma=True)
     for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
                                    "decode", True), (65, streamed, "decode", True), (128, streamed, "decode", True),
                                    (129, ring, "ring", True), (256, ring, "ring", True), (64, ring, "ring", False),
@@ -266,7 +269,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             assert (got_a_deq is a) == reads and got_xq is xq and got_xs is xs
         if not reads:
             assert got_a_deq is None
-    assert streams[2:4] == [True, True]  # the 128-token tile given A_deq
+    assert streams[2:4] == ["ws", "ws"]  # the 128-token tile given A_deq
     for m in (65, 128):  # without one, or with one TMA cannot read (base 2 bytes past alignment)
         xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
         shifted = torch.empty(m * k + 1, dtype=torch.bfloat16, device=device)[1:].view(m, k)
@@ -276,7 +279,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
             assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
             (kernel, got_xq, got_xs, got_a_deq), = seen
-            assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == [True]
+            assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == ["ws"]
             assert torch.equal(got_xq.view(torch.int16), a_deq_from_mxfp8(xq, xs).view(torch.int16))
 
 

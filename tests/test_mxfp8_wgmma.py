@@ -24,13 +24,13 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma, wgmma_combine
+from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, STREAMED_MIN_K, TAIL_MAX_M, TAIL_STAGES,
                                            WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
                                            wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
-                                           wgmma_launch, wgmma_smem_steps)
+                                           wgmma_launch, wgmma_smem_steps, WS_MAX_SPLIT, WS_STAGES)
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
 from seam.ops.linear import check_tile
@@ -95,7 +95,8 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
     at 27 points of eleven shapes; its split fills one wave of programs of >= 4 K steps (the ring kernel's
     measured splits, kept), 3 stages where the split is at most 2, else 2 (faster at 21 of 22 points). Run 184:
     65-96 tokens on the 64 + tail tiles (72, 80, 96) at the same split, 4 stages, one program per SM: 0.85-0.97x
-    the 128-token tile's time at all 15 points of five shapes."""
+    the 128-token tile's time at all 15 points of five shapes. Runs 190-191: both warp-specialized at splits up to
+    6, 4 stages (wgmma_warp_specialized)."""
     assert (RESIDENT_MAX_M, STREAMED_BLOCK_M, WGMMA_MAX_M, STREAMED_MIN_K) == (64, 128, 128, 2048)
     assert (TAIL_MAX_M, TAIL_STAGES, mxfp8_wgmma.TAIL_TILES) == (96, 4, (72, 80, 96))
     assert pick_wgmma_tile(129, 2560, 6144, 132) is None  # beyond the decode kernel
@@ -108,14 +109,20 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
                 assert t is None, (m, n, k)
                 continue
             tiles, steps = -(-n // 128), k // 128
+            ws = t.split_k <= WS_MAX_SPLIT  # warp-specialized: 4 stages
             if m <= TAIL_MAX_M:  # 64 + the tail's tokens rounded up to 8, 16 or 32
                 bm = 72 if m <= 72 else 80 if m <= 80 else 96
                 assert t == Tile(bm, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k, wgmma=True)
                 assert t.split_k == pick_wgmma_tile(100, n, k, 132).split_k  # the 128-token tile's split
-                assert mxfp8_wgmma.shared_bytes(bm, k, t.split_k, t.num_stages, 0, a_stream=True) > \
-                    mxfp8_wgmma.TWO_PER_SM_BYTES  # one program per SM
+                smem = (t.num_stages * mxfp8_wgmma_ws.stage_bytes(bm) if ws else
+                        mxfp8_wgmma.shared_bytes(bm, k, t.split_k, t.num_stages, 0, a_stream=True))
+                assert smem > mxfp8_wgmma.TWO_PER_SM_BYTES  # one program per SM
             else:
-                assert t == Tile(128, 128, 128, 8, streamed_stages(t.split_k), t.split_k, wgmma=True) and not t.ring
+                stages = min(4, mxfp8_wgmma.max_steps(k, t.split_k)) if ws else streamed_stages(t.split_k)
+                assert t == Tile(128, 128, 128, 8, stages, t.split_k, wgmma=True) and not t.ring
+            assert wgmma_launch(t.block_m, k, t.split_k, t.num_stages, a_deq_programs=tiles * t.split_k,
+                                sms=132).warp_specialized == ws
+            assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k)
             assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
             assert (t.split_k == 1 or tiles * (t.split_k + 1) > 132 or steps // (t.split_k + 1) < 4)
             assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
@@ -123,8 +130,9 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
     # the measured splits and depths
     got = {(n, k): (lambda t: (t.split_k, t.num_stages))(pick_wgmma_tile(100, n, k, 132))
            for n, k in ((6144, 2048), (2560, 6144), (4992, 6144), (1536, 6144), (9856, 6144), (3072, 2048))}
-    assert got == {(6144, 2048): (2, 3), (2560, 6144): (6, 2), (4992, 6144): (3, 2), (1536, 6144): (11, 2),
-                   (9856, 6144): (1, 3), (3072, 2048): (4, 2)}
+    assert got == {(6144, 2048): (2, 4), (2560, 6144): (6, 4), (4992, 6144): (3, 4), (1536, 6144): (11, 2),
+                   (9856, 6144): (1, 4), (3072, 2048): (4, 4)}
+    assert (WS_STAGES, WS_MAX_SPLIT) == (4, 6)
     assert [streamed_stages(s) for s in (1, 2, 3, 11)] == [3, 3, 2, 2]
 
 
@@ -161,6 +169,25 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
     with pytest.raises(ValueError, match="block_m 96 \\(64 \\+ tail\\) takes early_steps 0 or 1"):
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, w, ws, out, 96, 1, 2, out, out, False, 1, early_steps=2,
                                               smem_steps=0, combiners=1, a_deq=True, a_stream=True)
+
+
+def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
+    """The warp-specialized kernel runs the streamed tiles only, at ring depths that fit (CPU tensors: never
+    launched)."""
+    x = torch.zeros(100, 2048, dtype=torch.bfloat16)
+    w, ws = torch.zeros(128, 2048, dtype=torch.uint8), torch.zeros(128 * 64, dtype=torch.uint8)
+    out = torch.empty(100, 128, dtype=torch.bfloat16)
+    assert mxfp8_wgmma_ws.BLOCK_MS == (72, 80, 96, 128)
+    for bm in (8, 64, 256):
+        with pytest.raises(ValueError, match=f"block_m must be one of \\(72, 80, 96, 128\\), got {bm}"):
+            mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
+    assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
+    for stages in (0, 5):
+        with pytest.raises(ValueError, match=f"stages must be in \\[1, 4\\] at block_m 128, K 2048, split_k 1; got {stages}"):
+            mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 128, 1, stages, out, out, False, 1,
+                                                        combiners=1)
+    with pytest.raises(ValueError, match="combiners must be a power of two"):
+        mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 96, 2, 2, out, out, False, 1, combiners=4)
 
 
 def test_picker_up_to_32_tokens_takes_one_wave_where_two_leave_short_programs():
@@ -352,6 +379,7 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
 
 
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 193)
 def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes (the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
@@ -433,13 +461,17 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
             n = (19 * nkv + 1) * 128
             assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
             assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
-    # except a 64 + tail tile (not yet GPU-tested under the QKV epilogue): 65-96 tokens take the 128-token one
-    for m in (65, 80, 96):
+    # except past 64 tokens: the QKV op's partials run the landed kernel's 128-token tile at its measured depth
+    # (the 64 + tail tiles are not yet GPU-tested under the QKV epilogue; the warp-specialized kernel stores
+    # half-tile partials, and the partials-only launch never takes it)
+    for m in (65, 80, 96, 100, 128):
         for nkv in (1, 2, 4):
             n = (19 * nkv + 1) * 128
-            t = pick_tile(m, n, 6144, cuda)
-            assert t.block_m in mxfp8_wgmma.TAIL_TILES
-            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(100, n, 6144, cuda)
+            t, q = pick_tile(m, n, 6144, cuda), pick_qkv_tile(m, n, 6144, cuda)
+            assert t.block_m in mxfp8_wgmma.TAIL_TILES or m > 96
+            assert q == dataclasses.replace(t, block_m=128, num_stages=streamed_stages(t.split_k))
+            assert not wgmma_launch(128, 6144, q.split_k, q.num_stages, partials=True, a_deq_programs=1,
+                                    sms=132).warp_specialized
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):
@@ -613,10 +645,54 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
     (Tile(96, 128, 128, 8, 4, 5, wgmma=True), 2048),  # uneven split (3-4 steps per program)
     (Tile(80, 128, 128, 8, 3, 1, wgmma=True), 2048),  # no split: both accumulators' direct stores
 ], ids=str)
-def test_bit_exact_ring_refills_and_uneven_splits_gpu(tile, k):
+@pytest.mark.parametrize("warp_specialized", [True, False], ids=["ws", "landed"])
+def test_bit_exact_ring_refills_and_uneven_splits_gpu(monkeypatch, tile, k, warp_specialized):
+    """Exact sums at ring depths, splits and stores the picker may not take; the streamed tiles (72-128) on both
+    decode kernels: warp-specialized (as picked at these splits) and the landed one (as at splits above 6)."""
+    if not warp_specialized:
+        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_warp_specialized", lambda *args, **kw: False)
+    elif tile.block_m <= RESIDENT_MAX_M:
+        pytest.skip("the resident tiles have one kernel")
+    launched = _spy_decode_kernels(monkeypatch)
     x, w, want = exact_block_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+    assert set(launched) == {"ws" if warp_specialized and tile.block_m > RESIDENT_MAX_M else "landed"}
+
+
+def _spy_decode_kernels(monkeypatch) -> list[str]:
+    """Record which decode kernel each launch runs: "ws" (mxfp8_wgmma_ws) or "landed" (mxfp8_wgmma)."""
+    launched = []
+    for module, name, label in ((mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws", "ws"),
+                                (mxfp8_wgmma, "launch_mxfp8_linear_wgmma", "landed")):
+        launch = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, _l=launch, _n=label, **kw: launched.append(_n) or _l(*args, **kw))
+    return launched
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,split", [(65, 2560, 6144, None), (90, 6144, 2048, None), (128, 4992, 6144, None),
+                                         (100, 200, 2048, None), (96, 9856, 6144, None), (72, 2560, 6144, 5),
+                                         (128, 1536, 6144, 6)])
+def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n, k, split):
+    """At the same tile the warp-specialized kernel gives the landed decode kernel's bytes on random (inexact)
+    sums: the same products in the same k16 order per split, each 64-row half-tile combined in split order (4
+    combiners per half-tile at split 6, a half-tile wholly past N at N 200, an uneven split); twice in a row (its
+    arrival counters return to zero)."""
+    g = torch.Generator().manual_seed(m + n)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
+    xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())
+    a = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    tile = pick_tile(m, n, k, xq.device)
+    if split is not None:
+        tile = dataclasses.replace(tile, split_k=split, num_stages=4)
+    launched = _spy_decode_kernels(monkeypatch)
+    ws = [seam.mxfp8_linear(a, w, tile=tile) for _ in range(2)]
+    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_warp_specialized", lambda *args, **kw: False)
+    landed = seam.mxfp8_linear(a, w, tile=tile)
+    assert launched == ["ws", "ws", "landed"], tile
+    for got in ws:
+        assert torch.equal(got.view(torch.int16), landed.view(torch.int16)), tile
 
 
 @pytest.mark.gpu
@@ -689,15 +765,17 @@ def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(m, n, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (90, 6144, 2048), (128, 6144, 2048), (100, 200, 2048)])
 def test_streamed_tile_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
-    """At the picked 64 + tail and 128-token tiles, BF16-multiply dequantization (what a quantized weight gets)
-    and the fp32 path (a weight that does not allow it) give the same bytes on random sums."""
+    """At the picked 64 + tail and 128-token tiles (warp-specialized at these splits), BF16-multiply dequantization
+    (what a quantized weight gets) and the fp32 path (a weight that does not allow it) give the same bytes on
+    random sums."""
     w = _wide_scale_weight(n, k, seed=m + n)
     x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 4).to(torch.bfloat16).cuda()
     tile = pick_tile(m, n, k, x.device)
     assert tile.block_m > RESIDENT_MAX_M and not tile.ring
-    launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
-    monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
-                        lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
+    launched = []
+    for module, name in ((mxfp8_wgmma, "launch_mxfp8_linear_wgmma"), (mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws")):
+        monkeypatch.setattr(module, name, lambda *args, _l=getattr(module, name), **kw:
+                            launched.append(kw["bf16_mul"]) or _l(*args, **kw))
     on = seam.mxfp8_linear(x, w)
     monkeypatch.setattr(mxfp8_wgmma, "bf16_mul_exact", lambda facts: False)  # read by mxfp8_linear
     off = seam.mxfp8_linear(x, w)

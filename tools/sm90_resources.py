@@ -43,7 +43,9 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
               a_stream: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
-    the Gluon decode kernel, with ``partials`` its partials-only store for the QKV op and with ``a_deq`` its
+    the Gluon decode kernel (its warp-specialized variant where the launcher runs it,
+    ``seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized``), with ``partials`` its partials-only store for the
+    QKV op and with ``a_deq`` its
     variant that reads A_deq, ``seam.formats.a_deq``, with ``a_stream`` (and ``a_deq``) its variant that streams
     A_deq through ``num_stages`` slots, and with ``bf16_mul`` True / False its weight dequantization
     by BF16 multiplies / through fp32, None: as its launch rule says for a weight that allows both) for one
@@ -147,6 +149,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
         raise ValueError(f"wgmma: block_m must be one of {mxfp8_wgmma.BLOCK_MS} or 256, got {block_m}")
     if block_m > 64:  # the streamed tiles read A_deq only, streamed
         a_deq = a_stream = True
+        if mxfp8_gemm_config.wgmma_warp_specialized(block_m, split_k, partials=partials):  # as the launcher runs them
+            return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul)
     if a_stream and not a_deq:
         raise ValueError("wgmma: --a-stream streams A_deq (add --a-deq)")
     if a_stream:
@@ -182,6 +186,34 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     if max_registers is not None:
         options["maxnreg"] = max_registers
     return _compile(fn, types, consts, {"M"}, options, GluonASTSource, ptx)
+
+
+def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_mul: bool | None) -> dict:
+    """Resources of the warp-specialized decode kernel (``seam.kernels.mxfp8_wgmma_ws``) at one launch shape."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws
+
+    most = mxfp8_wgmma_ws.max_stages(block_m, k, split_k)
+    if not 1 <= num_stages <= most:
+        raise ValueError(f"wgmma: num_stages {num_stages} warp-specialized at block_m {block_m}: 1 to {most} fit")
+    tail = mxfp8_wgmma.tail_tokens(block_m)
+    x_rows, xt_rows = block_m - tail, tail or block_m - tail  # as the launcher builds them
+    w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
+    x_layout = gl.NVMMASharedLayout.get_default_for([x_rows, 128], gl.bfloat16)
+    xt_layout = gl.NVMMASharedLayout.get_default_for([xt_rows, 128], gl.bfloat16)
+    s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
+    types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc,
+             "x_desc": f"tensordesc<bf16[{x_rows}, 128],{x_layout!r}>",
+             "xt_desc": f"tensordesc<bf16[{xt_rows}, 128],{xt_layout!r}>",
+             "out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
+    rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
+    consts = dict(K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=num_stages, COMBINE=rules.combine,
+                  COMBINERS=rules.combiners, BF16_MUL=_as_launched(rules, False, bf16_mul), USE_PDL=True,
+                  num_warps=mxfp8_wgmma_ws.CONSUMER_WARPS.value)
+    options = dict(num_warps=mxfp8_wgmma_ws.CONSUMER_WARPS.value, maxnreg=mxfp8_wgmma_ws.MAX_REGISTERS)
+    return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource)
 
 
 def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, partials: bool,

@@ -45,7 +45,7 @@ import triton.language as tl
 
 from seam import runtime
 from seam.formats.a_deq import permuted
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 from seam.kernels.mxfp8_dequant import dequantized_activations, launch_mxfp8_linear_bf16_mm
 from seam.kernels.mxfp8_gemm_config import RESIDENT_MAX_M, Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
 from seam.kernels.numerics import (
@@ -560,18 +560,23 @@ def launch_gluon(
     tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
     # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its tiles of 64 rows and more only
     sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m >= RESIDENT_MAX_M else 0
-    if partials or tile.split_k > 1:
-        work, counters = split_k_scratch(wq.device, tiles, tile)
-    else:
-        work, counters = out, out  # unused
     streams = a_deq is not None and sms > 0  # the decode kernel given A_deq may stream it (wgmma_a_stream)
     rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
                          a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0)
+    if partials or tile.split_k > 1:
+        # the warp-specialized kernel combines each 64-row half of a tile on its own counter
+        work, counters = gemm_scratch(wq.device, tiles * tile.split_k * tile.block_m * tile.block_n,
+                                      tiles * (2 if rules.warp_specialized else 1))
+    else:
+        work, counters = out, out  # unused
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
             use_pdl, rules.combine)
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
                                                         a_deq=a_deq, bf16_mul=rules.bf16_mul and weight_bf16_mul)
+    elif rules.warp_specialized:  # A_deq streamed (xq here, xs None), never partials
+        mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(xq, wq, ws, out, *args[5:], combiners=rules.combiners,
+                                                    bf16_mul=rules.bf16_mul and weight_bf16_mul)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,

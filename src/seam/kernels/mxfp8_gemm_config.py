@@ -3,7 +3,8 @@ the kernel and its tile for a shape, each with the H200 measurement that set it.
 
 Five paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
 target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
-2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
+2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`; its streamed tiles at most K splits warp-specialized,
+``seam.kernels.mxfp8_wgmma_ws``, :func:`wgmma_warp_specialized`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
 ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16
 dequantization and one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
 fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
@@ -18,7 +19,7 @@ import torch
 import triton
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +142,11 @@ TAIL_MAX_M = 96
 #: Ring depth of the 64 + tail tiles: it also holds more shared memory than two programs of an SM may
 #: (``seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES``), so one program per SM (:func:`pick_wgmma_tile`).
 TAIL_STAGES = 4
+#: Ring depth of the warp-specialized streamed tiles (``seam.kernels.mxfp8_wgmma_ws``): more shared memory than two
+#: programs of an SM may hold, one program per SM, as the 64 + tail tiles (measured at this depth, runs 190-191).
+WS_STAGES = 4
+#: Largest K split at which the streamed tiles run warp-specialized (:func:`wgmma_warp_specialized`).
+WS_MAX_SPLIT = 6
 #: Largest M of the Gluon decode kernel (the MMA's N side: one 128-token tile).
 WGMMA_MAX_M = STREAMED_BLOCK_M
 #: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
@@ -219,6 +225,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     14.03, 14.99 / 18.99 / 15.29 / 13.85, 15.13 / 19.68 / 15.74 / 14.38: 4 stages are 0.85-0.97x the 128-token
     tile's time at all 15 points; 1.5-2x the split with two programs per SM was slower at N 2560 and 3072 (run 184).
     97-128 tokens keep the 128-token tile (a 64-token tail saves no MMA work).
+
+    Where the split is at most :data:`WS_MAX_SPLIT`, these tiles run warp-specialized (``seam.kernels.mxfp8_wgmma_ws``,
+    :func:`wgmma_warp_specialized`) at :data:`WS_STAGES` stages.
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
@@ -227,10 +236,12 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
         if k < STREAMED_MIN_K:
             return None
         split = one_wave_split(tiles, steps, sms)
-        if m <= TAIL_MAX_M:
-            block_m = 64 + max(8, triton.next_power_of_2(m - 64))
-            return Tile(block_m, 128, 128, 8, min(TAIL_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True)
-        return Tile(STREAMED_BLOCK_M, 128, 128, 8, streamed_stages(split), split, wgmma=True)
+        block_m = 64 + max(8, triton.next_power_of_2(m - 64)) if m <= TAIL_MAX_M else STREAMED_BLOCK_M
+        if wgmma_warp_specialized(block_m, split, partials=False):
+            stages = WS_STAGES
+        else:
+            stages = TAIL_STAGES if block_m < STREAMED_BLOCK_M else streamed_stages(split)
+        return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True)
     block_m = max(8, triton.next_power_of_2(m))
 
     def ring(split: int) -> int:  # no deeper than a program's steps
@@ -254,6 +265,26 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     if not fits(split):
         return None
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
+
+
+def wgmma_warp_specialized(block_m: int, split_k: int, *, partials: bool) -> bool:
+    """Whether a decode-kernel tile runs warp-specialized (``seam.kernels.mxfp8_wgmma_ws``: a TMA producer warp, two
+    consumer warpgroups that never wait for each other): the streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at
+    K splits up to :data:`WS_MAX_SPLIT`, except the fused QKV op's partials-only launch (whose epilogue reads the
+    decode kernel's partials layout).
+
+    H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
+    65 / 96 / 128, the landed streamed tiles / warp-specialized at 4 stages, the same split and bytes): faster at
+    every point of eight shapes split 1-6 ways, 0.70-0.99x (N 9856 x 6144 split 1 43.43 / 45.92 / 48.27 -> 33.83 /
+    34.64 / 35.79; N 6144 x 4096 (2) 19.66 / 19.45 / 21.74 -> 14.88 / 16.24 / 18.25; N 8192 x 2048 (2) 12.78 / 13.62 /
+    15.04 -> 10.62 / 11.97 / 13.85; N 6144 x 2048 (2) 12.17 / 12.24 / 14.20 -> 10.03 / 10.97 / 12.57; N 4992 x 6144
+    (3) 19.15 / 19.46 / 21.52 -> 15.61 / 17.16 / 18.73; N 4096 x 4096 (4) 12.56 / 13.17 / 14.10 -> 11.14 / 12.25 /
+    13.73; N 2560 x 6144 (6) 11.85 / 12.58 / 13.92 -> 10.97 / 12.27 / 13.74; N 3072 x 6144 (5) at 65 / 96 / 128 13.58
+    / 14.54 / 15.25 -> 11.95 / 12.81 / 14.63), but N 3072 x 2048 (4) 7.68 / 8.46 / 9.84 -> 7.59 / 8.64 / 9.72 and N
+    2560 x 2048 (4) 7.31 / 8.09 / 9.69 -> 7.17 / 7.99 / 9.09. At more, shorter programs it loses or ties: N 1536 x
+    6144 (split 11, 4-5 steps each) 9.58 / 10.17 / 11.15 -> 9.93 / 10.95 / 12.59, N 2048 x 6144 (8) 11.05 / 12.03 /
+    12.41 -> 10.71 / 11.68 / 13.37."""
+    return RESIDENT_MAX_M < block_m <= WGMMA_MAX_M and split_k <= WS_MAX_SPLIT and not partials
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:
@@ -538,6 +569,7 @@ class WgmmaLaunch:
     early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
     bf16_mul: bool = False  #: :func:`wgmma_bf16_mul`
     a_stream: bool = False  #: :func:`wgmma_a_stream` (the decode kernel given A_deq)
+    warp_specialized: bool = False  #: :func:`wgmma_warp_specialized` (``seam.kernels.mxfp8_wgmma_ws``)
 
 
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
@@ -553,7 +585,8 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
     smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
     a_stream = a_deq_programs > 0 and wgmma_a_stream(block_m, k, split_k, stages, a_deq_programs, sms)
     return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps),
-                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream)
+                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream,
+                       a_stream and wgmma_warp_specialized(block_m, split_k, partials=partials))
 
 
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`, where no
@@ -673,7 +706,9 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """
     if not tl_only:
         tile = pick_tile(m, n, k, device)
-        if tile.block_m in mxfp8_wgmma.TAIL_TILES:  # not yet run under the epilogue on a GPU: the measured tile
+        if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
+            # the decode kernel's partials run the 128-token tile at its measured depth (the 64 + tail tiles are not
+            # yet run under the epilogue on a GPU; the warp-specialized kernel stores half-tile partials)
             return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M, num_stages=streamed_stages(tile.split_k))
         if tile.wgmma or tile.bf16_mm:
             return tile

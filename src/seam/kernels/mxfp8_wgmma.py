@@ -370,23 +370,25 @@ def _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, i, lo, n_ste
 
 @gluon.jit
 def dequantize_weight_tile(w, sc, BF16_MUL: gl.constexpr):
-    """A [BLOCK_N, BLOCK_K] E4M3 tile in :data:`WEIGHT_LAYOUT` and its scale chunk in
-    :data:`WEIGHT_SCALE_LAYOUT` as BF16 ``e4m3 * 2^(s - 127)``, [BLOCK_N, BLOCK_K] in the same registers.
-    ``BF16_MUL``: by one BF16 multiply per pair (:func:`seam.kernels.numerics.e4m3_scaled_bf16`, the same
-    bytes for weights :func:`bf16_mul_exact` accepts), else through fp32."""
-    w3 = gl.reshape(w, [BLOCK_N, 4, 32])
-    sc = gl.convert_layout(_chunk_rows(sc, 32, 4), gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
+    """An [R, BLOCK_K] E4M3 tile (R = :data:`BLOCK_N` in :data:`WEIGHT_LAYOUT`, or one warpgroup's 64 of its rows)
+    and its rows' scales as TMA lands the chunk (:data:`WEIGHT_SCALE_LAYOUT`, or the rows' [32, R // 8] columns) as
+    BF16 ``e4m3 * 2^(s - 127)``, [R, BLOCK_K] in the same registers. ``BF16_MUL``: by one BF16 multiply per pair
+    (:func:`seam.kernels.numerics.e4m3_scaled_bf16`, the same bytes for weights :func:`bf16_mul_exact` accepts),
+    else through fp32."""
+    R: gl.constexpr = w.shape[0]
+    w3 = gl.reshape(w, [R, 4, 32])
+    sc = gl.convert_layout(_chunk_rows(sc, 32, R // 32), gl.SliceLayout(2, w3.type.layout), assert_trivial=True)
     if BF16_MUL:
         deq = e4m3_scaled_bf16(w3, sc[:, :, None])
     else:
         deq = to_bf16_rne(e4m3_to_f32(w3) * ue8m0_to_f32(sc)[:, :, None])
-    return gl.reshape(deq, [BLOCK_N, BLOCK_K])
+    return gl.reshape(deq, [R, BLOCK_K])
 
 
 @gluon.jit
 def dequantize_weight_operand(w, sc, a_layout: gl.constexpr, BF16_MUL: gl.constexpr):
     """:func:`dequantize_weight_tile` as wgmma's register A operand, K-permuted (:func:`k_permute`)."""
-    return gl.convert_layout(k_permute(dequantize_weight_tile(w, sc, BF16_MUL), BLOCK_N), a_layout,
+    return gl.convert_layout(k_permute(dequantize_weight_tile(w, sc, BF16_MUL), w.shape[0]), a_layout,
                              assert_trivial=True)
 
 

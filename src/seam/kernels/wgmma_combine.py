@@ -30,7 +30,8 @@ def store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N
     program to arrive combines (``COMBINERS`` 1) or that the last ``COMBINERS`` programs of the tile combine, a
     slice of rows each (:data:`TOKENS_ONLY_MAX_MP`)."""
     # Stores along N (contiguous in out and in the workspace): the MMA layout spreads a column over 8 lanes.
-    EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [2, num_warps // 2], [0, 1])
+    WR: gl.constexpr = BN // 64  # warps along N: 64 rows each
+    EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [WR, num_warps // WR], [0, 1])
     MA: gl.constexpr = MP - TAIL
     acc = gl.convert_layout(acc, EPI)
     r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, EPI))

@@ -1,0 +1,260 @@
+"""MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens) of
+:mod:`seam.kernels.mxfp8_wgmma` with the copies and the math in separate warps.
+
+Same operands, products and sums as that kernel's streamed tiles (``A_STREAM``: register-A weights, K-permuted
+A_deq as the shared B operand, the 64 + tail split of :data:`seam.kernels.mxfp8_wgmma.TAIL_TILES`), so the same
+bytes at the same split. What differs is who waits for what:
+
+* **A one-warp producer** (``gl.warp_specialize`` worker) issues every TMA copy: the weight tile and its scale
+  chunk of each ring stage first, before the PDL wait (they do not depend on the previous kernel), then the
+  A_deq rows (after the wait) into the same stage, each stage completing on one ``ready`` barrier. It refills a
+  stage once both consumers have released it (``empty``, two arrivals), and never waits for an MMA.
+* **Two 4-warp consumers** (the default partition and a worker) each own 64 of the program's 128 weight rows: wait
+  for a stage, convert their half of the E4M3 tile to BF16 in registers, run ``wgmma`` (one warpgroup each) and
+  release the stage. Neither waits for the other: in the landed kernel both warpgroups meet at a thread barrier
+  every step before the refill, so the slower one sets the pace of both and of the copy engine.
+* **Each consumer stores its half as a 64-row tile of its own**: split-K partial, arrival counter and fixed-order
+  combine per half-tile (``seam.kernels.wgmma_combine.store_tile`` with 64 rows: twice the counters, the same
+  workspace floats), so no consumer waits for the other at the end either.
+
+H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us,
+the landed streamed tile / this kernel at 4 stages, the same split and bytes, at M 65 / 96 / 128): N 2560 x K 6144
+(split 6) 11.85 / 12.58 / 13.92 -> 10.97 / 12.27 / 13.74; N 4992 x 6144 (3) 19.15 / 19.46 / 21.52 -> 15.61 / 17.16 /
+18.73; N 6144 x 2048 (2) 12.17 / 12.24 / 14.20 -> 10.03 / 10.97 / 12.57; N 9856 x 6144 (1) 43.43 / 45.92 / 48.27
+-> 33.83 / 34.64 / 35.79; N 6144 x 4096 (2) 19.66 / 19.45 / 21.74 -> 14.88 / 16.24 / 18.25. Where programs are
+short and many (N 1536 x 6144, split 11, 4-5 K steps each) it was 4-13% slower, and at N 2048 x 6144 (split 8)
+mixed: the picker keeps those splits on the landed kernel
+(:func:`seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized`).
+
+Registers: the launch caps every thread at :data:`MAX_REGISTERS` (Triton runs the three partitions on 12 warps'
+worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the consumers :data:`CONSUMER_REGISTERS`
+and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``).
+The fused QKV op's partials-only launch keeps the landed kernel: its epilogue reads that kernel's partials layout.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from seam.kernels.mxfp8_wgmma import (
+    BLOCK_K,
+    BLOCK_N,
+    SHARED_BUDGET,
+    TAIL_TILES,
+    dequantize_weight_operand,
+    max_steps,
+    scale_descriptor,
+    tail_tokens,
+    tile_layout,
+)
+from seam.kernels.wgmma_combine import check_combiners, store_tile
+
+#: The tiles (``block_m``) this kernel runs: the 64 + tail tiles and the 128-token tile.
+BLOCK_MS = (*TAIL_TILES, 128)
+#: Registers per thread at launch (12 warps: 384 x 168 <= 65536).
+MAX_REGISTERS = 168
+#: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
+CONSUMER_REGISTERS = gl.constexpr(232)
+PRODUCER_REGISTERS = gl.constexpr(40)
+#: Warps of each consumer partition (one warpgroup: 64 weight rows on the MMA's M side).
+CONSUMER_WARPS = gl.constexpr(4)
+
+#: Registers of one consumer's 64 rows of a [BLOCK_N, BLOCK_K] E4M3 tile: the decode kernel's
+#: ``WEIGHT_LAYOUT`` on one warpgroup (thread (warp w, lane 4q + j): rows 16w + q and 16w + q + 8, bytes
+#: [32j, 32j + 32), one MXFP8 block per row).
+HALF_WEIGHT_LAYOUT = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [8, 0]],
+    lane_bases=[[0, 32], [0, 64], [1, 0], [2, 0], [4, 0]],
+    warp_bases=[[16, 0], [32, 0]],
+    block_bases=[],
+    shape=[64, 128],
+))
+#: Registers of those rows' scales in the landed [32, 16] chunk: its columns 8h..8h + 7 hold rows 64h.. (the chunk
+#: keeps row r's block c at (r % 32, (r // 32) * 4 + c)), as [32, 8].
+HALF_SCALE_LAYOUT = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[8, 0]],
+    lane_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0]],
+    warp_bases=[[16, 0], [0, 4]],
+    block_bases=[],
+    shape=[32, 8],
+))
+
+
+def stage_bytes(block_m: int) -> int:
+    """Shared bytes of one ring stage: the E4M3 tile, its scale chunk, the A_deq rows and two barriers."""
+    return BLOCK_N.value * BLOCK_K.value + 512 + block_m * BLOCK_K.value * 2 + 16
+
+
+def max_stages(block_m: int, k: int, split_k: int) -> int:
+    """Deepest ring that fits :data:`seam.kernels.mxfp8_wgmma.SHARED_BUDGET`, no deeper than the steps."""
+    return min(max_steps(k, split_k), SHARED_BUDGET // stage_bytes(block_m))
+
+
+@gluon.jit
+def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, n_steps,
+              M, N, stride_om, HALF: gl.constexpr, MP: gl.constexpr, TAIL: gl.constexpr, STAGES: gl.constexpr,
+              SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr, BF16_MUL: gl.constexpr):
+    """Weight rows 64 * HALF.. of the program's tile: every step's MMA, then their store (a 64-row tile of its
+    own: index 2 * tile + HALF)."""
+    MA: gl.constexpr = MP - TAIL
+    TW: gl.constexpr = TAIL if TAIL > 0 else 8  # the tail accumulator's width (TAIL 0: unused)
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
+                                                  instr_shape=[16, MA, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    mma_t: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
+                                                    instr_shape=[16, TW, 16])
+    at_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma_t, k_width=2)
+    acc = gl.zeros([64, MA], gl.float32, mma)
+    acc_t = gl.zeros([64, TW], gl.float32, mma_t)
+    for i in range(n_steps):
+        stage = i % STAGES
+        mbarrier.wait(ready.index(stage), (i // STAGES) & 1)
+        w = w_ring.index(stage).slice(64 * HALF, 64, dim=0).load(HALF_WEIGHT_LAYOUT)
+        sc = s_ring.index(stage).slice(8 * HALF, 8, dim=1).load(HALF_SCALE_LAYOUT)
+        a = dequantize_weight_operand(w, sc, a_layout, BF16_MUL)
+        acc = warpgroup_mma(a, x_ring.index(stage).permute((1, 0)), acc, is_async=True)
+        if TAIL > 0:  # the same weights against the tail's tokens (a relabelling, checked by assert_trivial)
+            acc_t = warpgroup_mma(gl.convert_layout(a, at_layout, assert_trivial=True),
+                                  xt_ring.index(stage).permute((1, 0)), acc_t, is_async=True)
+            acc, acc_t, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc_t, a))
+        else:
+            acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
+        # this warpgroup's reads of the stage are done: its tile's registers fed the MMA, which has read the rows
+        mbarrier.arrive(empty.index(stage), count=1)
+    store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, 2 * tile + HALF, kid, n0 + 64 * HALF, 0, M, N, stride_om,
+               64, MP, TAIL, SPLIT_K, COMBINE, False, COMBINERS, CONSUMER_WARPS)
+
+
+@gluon.jit
+def _issue_rows(x_desc, xt_desc, x_ring, xt_ring, bar, stage, step, pred, TAIL: gl.constexpr):
+    """TMA copies of one K step of A_deq (and its tail rows) into ``stage``, completing on ``bar``."""
+    tma.async_copy_global_to_shared(x_desc, [0, step * 128], bar, x_ring.index(stage), pred=pred)
+    if TAIL > 0:
+        tma.async_copy_global_to_shared(xt_desc, [x_desc.block_type.shape[0], step * 128], bar, xt_ring.index(stage),
+                                        pred=pred)
+
+
+@gluon.jit
+def _producer(w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
+              K_STEPS: gl.constexpr, STAGES: gl.constexpr, TAIL: gl.constexpr, USE_PDL: gl.constexpr):
+    """Every TMA copy of the program: the first STAGES steps' weights before the PDL wait, their A_deq after it,
+    then each later step once both consumers have released its stage."""
+    nbytes: gl.constexpr = (w_desc.block_type.nbytes + s_desc.block_type.nbytes + x_desc.block_type.nbytes
+                            + (xt_desc.block_type.nbytes if TAIL > 0 else 0))
+    for s in gl.static_range(STAGES):
+        pred = s < n_steps
+        bar = ready.index(s)
+        mbarrier.expect(bar, nbytes, pred=pred)  # the A_deq rows below land on the same barrier
+        tma.async_copy_global_to_shared(w_desc, [n0, (lo + s) * 128], bar, w_ring.index(s), pred=pred)
+        tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + lo + s) * 32, 0], bar, s_ring.index(s),
+                                        pred=pred)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # A_deq is the previous kernel's output
+    for s in gl.static_range(STAGES):
+        _issue_rows(x_desc, xt_desc, x_ring, xt_ring, ready.index(s), s, lo + s, s < n_steps, TAIL)
+    for i in range(STAGES, n_steps):
+        stage = i % STAGES
+        mbarrier.wait(empty.index(stage), ((i // STAGES) & 1) ^ 1)  # both consumers released step i - STAGES
+        bar = ready.index(stage)
+        mbarrier.expect(bar, nbytes)
+        tma.async_copy_global_to_shared(w_desc, [n0, (lo + i) * 128], bar, w_ring.index(stage))
+        tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + lo + i) * 32, 0], bar, s_ring.index(stage))
+        _issue_rows(x_desc, xt_desc, x_ring, xt_ring, bar, stage, lo + i, True, TAIL)
+
+
+@gluon.jit(do_not_specialize=["M"])
+def mxfp8_linear_wgmma_ws_kernel(
+    w_desc,  # E4M3 weights as uint8 [N, K], block [BLOCK_N, BLOCK_K]
+    s_desc,  # swizzled weight scales as uint8 [N_pad * K / 4096, 16], block [32, 16] (one 128x4 chunk)
+    x_desc,  # A_deq [M, K] BF16, K-permuted (seam.formats.a_deq), block [MP - TAIL, BLOCK_K]
+    xt_desc,  # with TAIL: A_deq's rows from MP - TAIL on, block [TAIL, BLOCK_K] (else unused)
+    out_ptr,  # bf16 [M, N], row stride stride_om
+    ws_ptr,  # fp32 split-K workspace [2 * tiles, SPLIT_K, MP, 64]
+    counter_ptr,  # int32 [2 * tiles] arrival counters (one per half-tile), zero between launches
+    M,
+    N,
+    stride_om,
+    K: gl.constexpr,
+    MP: gl.constexpr,  # tokens padded to the MMAs' N sides, MP - TAIL + TAIL
+    TAIL: gl.constexpr,  # 64 + TAIL tiles: tokens 64.. on a second, TAIL-wide accumulator; else 0
+    SPLIT_K: gl.constexpr,
+    STAGES: gl.constexpr,
+    COMBINE: gl.constexpr,  # split-K partials loaded per round trip by a combining program
+    COMBINERS: gl.constexpr,  # programs of a half-tile that combine its partials (store_tile)
+    BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
+    USE_PDL: gl.constexpr,
+    num_warps: gl.constexpr,  # the default partition's: one consumer's
+):
+    K_STEPS: gl.constexpr = K // BLOCK_K
+    MA: gl.constexpr = MP - TAIL
+    TW: gl.constexpr = TAIL if TAIL > 0 else 8
+    pid = gl.program_id(0)
+    tile = pid // SPLIT_K
+    kid = pid % SPLIT_K
+    n0 = tile * BLOCK_N
+    lo = kid * K_STEPS // SPLIT_K
+    n_steps = (kid + 1) * K_STEPS // SPLIT_K - lo
+    w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
+    s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
+    x_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, MA, BLOCK_K], x_desc.layout)
+    xt_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES if TAIL > 0 else 1, TW, BLOCK_K], xt_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)  # one arrival per consumer
+    if USE_PDL:
+        # The next kernel may start now and stream its own weights: its gdc_wait still waits for all of this one.
+        tl.extra.cuda.gdc_launch_dependents()
+    # (Worker partitions take their constexprs only as literal tuple items, not through tuple arithmetic.)
+    gl.warp_specialize([
+        (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0,
+                     n_steps, M, N, stride_om, 0, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL)),
+        (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0,
+                     n_steps, M, N, stride_om, 1, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL)),
+        (_producer, (w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
+                     K_STEPS, STAGES, TAIL, USE_PDL)),
+    ], [CONSUMER_WARPS, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])
+
+
+def launch_mxfp8_linear_wgmma_ws(
+    a_deq: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, block_m: int, split_k: int,
+    stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool, combine: int, *, combiners: int,
+    bf16_mul: bool = False,
+) -> None:
+    """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that
+    :func:`seam.kernels.mxfp8_wgmma.operands_ready` accepts: ``a_deq`` BF16 [M, K] in the decode kernel's K order
+    (``seam.formats.a_deq``), ``wq`` / ``ws`` the MXFP8 weight and its swizzled scales. ``block_m``: one of
+    :data:`BLOCK_MS` (>= M); ``stages``: the ring depth, 1 to :func:`max_stages`; ``work``: fp32 split-K scratch of
+    at least ``tiles * split_k * block_m * 128`` floats, ``counters``: int32, at least ``2 * tiles``, zero (both
+    unused at ``split_k`` 1; tiles = ceil(N / 128)); ``combine`` / ``combiners``: as the decode kernel's launcher
+    (combiners per 64-row half-tile); ``bf16_mul``: dequantize by BF16 multiplies, for a weight
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts.
+
+    Raises:
+        ValueError: ``block_m`` not in :data:`BLOCK_MS`, ``stages`` out of range, or ``combiners`` out of range
+            (:func:`seam.kernels.wgmma_combine.check_combiners`)."""
+    if block_m not in BLOCK_MS:
+        raise ValueError(f"block_m must be one of {BLOCK_MS}, got {block_m}")
+    m, k = a_deq.shape
+    n = wq.shape[0]
+    most = max_stages(block_m, k, split_k)
+    if not 1 <= stages <= most:
+        raise ValueError(f"stages must be in [1, {most}] at block_m {block_m}, K {k}, split_k {split_k}; got {stages}")
+    check_combiners(combiners, split_k)
+    bk = BLOCK_K.value
+    tail = tail_tokens(block_m)
+    w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
+    x_desc = TensorDescriptor.from_tensor(a_deq, [block_m - tail, bk], tile_layout(block_m - tail, True))
+    xt_desc = TensorDescriptor.from_tensor(a_deq, [tail, bk], tile_layout(tail, True)) if tail else x_desc
+    mxfp8_linear_wgmma_ws_kernel[(triton.cdiv(n, BLOCK_N.value) * split_k,)](
+        w_desc, scale_descriptor(ws), x_desc, xt_desc, out, work, counters, m, n, out.stride(0),
+        K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=stages, COMBINE=combine, COMBINERS=combiners,
+        BF16_MUL=bf16_mul, USE_PDL=use_pdl, num_warps=CONSUMER_WARPS.value, maxnreg=MAX_REGISTERS, launch_pdl=use_pdl,
+    )
