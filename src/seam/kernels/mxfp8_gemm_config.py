@@ -275,15 +275,16 @@ def wgmma_warp_specialized(block_m: int, split_k: int, *, partials: bool) -> boo
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
     65 / 96 / 128, the landed streamed tiles / warp-specialized at 4 stages, the same split and bytes): faster at
-    every point of eight shapes split 1-6 ways, 0.70-0.99x (N 9856 x 6144 split 1 43.43 / 45.92 / 48.27 -> 33.83 /
+    37 of 38 points of ten shapes split 1-6 ways, 0.74-1.0x (N 9856 x 6144 split 1 43.43 / 45.92 / 48.27 -> 33.83 /
     34.64 / 35.79; N 6144 x 4096 (2) 19.66 / 19.45 / 21.74 -> 14.88 / 16.24 / 18.25; N 8192 x 2048 (2) 12.78 / 13.62 /
     15.04 -> 10.62 / 11.97 / 13.85; N 6144 x 2048 (2) 12.17 / 12.24 / 14.20 -> 10.03 / 10.97 / 12.57; N 4992 x 6144
     (3) 19.15 / 19.46 / 21.52 -> 15.61 / 17.16 / 18.73; N 4096 x 4096 (4) 12.56 / 13.17 / 14.10 -> 11.14 / 12.25 /
     13.73; N 2560 x 6144 (6) 11.85 / 12.58 / 13.92 -> 10.97 / 12.27 / 13.74; N 3072 x 6144 (5) at 65 / 96 / 128 13.58
-    / 14.54 / 15.25 -> 11.95 / 12.81 / 14.63), but N 3072 x 2048 (4) 7.68 / 8.46 / 9.84 -> 7.59 / 8.64 / 9.72 and N
-    2560 x 2048 (4) 7.31 / 8.09 / 9.69 -> 7.17 / 7.99 / 9.09. At more, shorter programs it loses or ties: N 1536 x
-    6144 (split 11, 4-5 steps each) 9.58 / 10.17 / 11.15 -> 9.93 / 10.95 / 12.59, N 2048 x 6144 (8) 11.05 / 12.03 /
-    12.41 -> 10.71 / 11.68 / 13.37."""
+    / 14.54 / 15.25 -> 11.95 / 12.81 / 14.63; N 2560 x 2048 (4) 7.31 / 8.09 / 9.69 -> 7.17 / 7.99 / 9.09; also at 80
+    and 100 tokens at N 6144 x 2048, 4992 x 6144, 2560 x 6144 and 3072 x 6144), the one loss N 3072 x 2048 (4) 7.68 /
+    8.46 / 9.84 -> 7.59 / 8.64 / 9.72. At more, shorter programs it loses or ties: N 1536 x 6144 (split 11, 4-5 steps
+    each) 9.58 / 10.17 / 11.15 -> 9.93 / 10.95 / 12.59, N 2048 x 6144 (8) 11.05 / 12.03 / 12.41 -> 10.71 / 11.68 /
+    13.37."""
     return RESIDENT_MAX_M < block_m <= WGMMA_MAX_M and split_k <= WS_MAX_SPLIT and not partials
 
 
