@@ -670,6 +670,14 @@ def _spy_decode_kernels(monkeypatch) -> list[str]:
     return launched
 
 
+def _random_operands_with_a_deq(m: int, n: int, k: int) -> tuple[seam.MXFP8Weight, seam.QuantizedActivation]:
+    """A random MXFP8 weight [n, k] and MXFP8 rows [m, k] carrying their A_deq, on the GPU (inexact sums)."""
+    g = torch.Generator().manual_seed(m + n)
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
+    xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())
+    return w, seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,split", [(65, 2560, 6144, None), (90, 6144, 2048, None), (128, 4992, 6144, None),
                                          (100, 200, 2048, None), (96, 9856, 6144, None), (72, 2560, 6144, 5),
@@ -679,11 +687,8 @@ def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n,
     sums: the same products in the same k16 order per split, each 64-row half-tile combined in split order (4
     combiners per half-tile at split 6, a half-tile wholly past N at N 200, an uneven split); twice in a row (its
     arrival counters return to zero)."""
-    g = torch.Generator().manual_seed(m + n)
-    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
-    xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())
-    a = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
-    tile = pick_tile(m, n, k, xq.device)
+    w, a = _random_operands_with_a_deq(m, n, k)
+    tile = pick_tile(m, n, k, w.values.device)
     if split is not None:
         tile = dataclasses.replace(tile, split_k=split, num_stages=4)
     launched = _spy_decode_kernels(monkeypatch)
@@ -885,11 +890,8 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
     64-row tile, the only one the rule streams: ring depths 1-4, early steps 1 and 2, uneven splits: 2-3 and
     4-5 steps per program, M not a multiple of 64) gives the resident kernel's bytes: the same operands and
     MMAs; and the launch did stream."""
-    g = torch.Generator().manual_seed(m + n)
-    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())
-    xq, xs = seam.mxfp8_quantize((torch.randn(m, k, generator=g) * 3).to(torch.bfloat16).cuda())
-    a = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
-    tile = pick_tile(m, n, k, xq.device)
+    w, a = _random_operands_with_a_deq(m, n, k)
+    tile = pick_tile(m, n, k, w.values.device)
     if stages is not None:
         tile = dataclasses.replace(tile, num_stages=min(stages, mxfp8_wgmma.max_steps(k, tile.split_k)))
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
@@ -905,7 +907,7 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
     resident = seam.mxfp8_linear(a, w, tile=tile)
     assert launched == [True, False]
     assert torch.equal(streamed.view(torch.int16), resident.view(torch.int16)), tile
-    assert not split_k_scratch(xq.device, -(-n // 128), tile)[1].any()
+    assert not split_k_scratch(w.values.device, -(-n // 128), tile)[1].any()
 
 
 @pytest.mark.gpu

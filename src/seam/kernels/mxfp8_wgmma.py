@@ -392,6 +392,16 @@ def dequantize_weight_operand(w, sc, a_layout: gl.constexpr, BF16_MUL: gl.conste
                              assert_trivial=True)
 
 
+@gluon.jit
+def program_steps(K_STEPS: gl.constexpr, SPLIT_K: gl.constexpr):
+    """This program's output tile, its split index and its K range (first step, step count): tile-major launch
+    order, the split's ranges as even as K_STEPS allows."""
+    pid = gl.program_id(0)
+    kid = pid % SPLIT_K
+    lo = kid * K_STEPS // SPLIT_K
+    return pid // SPLIT_K, kid, lo, (kid + 1) * K_STEPS // SPLIT_K - lo
+
+
 @gluon.jit(do_not_specialize=["M"])
 def mxfp8_linear_wgmma_kernel(
     # TMA descriptors
@@ -433,12 +443,8 @@ def mxfp8_linear_wgmma_kernel(
     BN: gl.constexpr = 16 * num_warps
     K_STEPS: gl.constexpr = K // BLOCK_K
     MAX_STEPS: gl.constexpr = (K_STEPS + SPLIT_K - 1) // SPLIT_K
-    pid = gl.program_id(0)
-    tile = pid // SPLIT_K
-    kid = pid % SPLIT_K
+    tile, kid, lo, n_steps = program_steps(K_STEPS, SPLIT_K)
     n0 = tile * BN
-    lo = kid * K_STEPS // SPLIT_K
-    n_steps = (kid + 1) * K_STEPS // SPLIT_K - lo
 
     w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, BLOCK_K], w_desc.layout)
     s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)

@@ -49,6 +49,7 @@ from seam.kernels.mxfp8_wgmma import (
     TAIL_TILES,
     dequantize_weight_operand,
     max_steps,
+    program_steps,
     scale_descriptor,
     tail_tokens,
     tile_layout,
@@ -194,12 +195,8 @@ def mxfp8_linear_wgmma_ws_kernel(
     K_STEPS: gl.constexpr = K // BLOCK_K
     MA: gl.constexpr = MP - TAIL
     TW: gl.constexpr = TAIL if TAIL > 0 else 8
-    pid = gl.program_id(0)
-    tile = pid // SPLIT_K
-    kid = pid % SPLIT_K
+    tile, kid, lo, n_steps = program_steps(K_STEPS, SPLIT_K)
     n0 = tile * BLOCK_N
-    lo = kid * K_STEPS // SPLIT_K
-    n_steps = (kid + 1) * K_STEPS // SPLIT_K - lo
     w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
     s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
     x_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, MA, BLOCK_K], x_desc.layout)
