@@ -244,6 +244,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda xq, xs, *args, a_deq, a_stream, **kw: seen.append(("decode", xq, xs, a_deq))
                         or streams.append(a_stream))
+    # the warp-specialized launcher takes A_deq alone (no scales, no flag): only its rows are checked there
     monkeypatch.setattr(mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws",
                         lambda a_deq, *args, **kw: seen.append(("decode", a_deq, None, True)) or streams.append("ws"))
     monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",

@@ -188,6 +188,8 @@ def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
                                                         combiners=1)
     with pytest.raises(ValueError, match="combiners must be a power of two"):
         mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 96, 2, 2, out, out, False, 1, combiners=4)
+    with pytest.raises(ValueError, match="split_k must be in \\[1, K / 128 = 16\\], got 17"):
+        mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 96, 17, 1, out, out, False, 1, combiners=1)
 
 
 def test_picker_up_to_32_tokens_takes_one_wave_where_two_leave_short_programs():
@@ -392,7 +394,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul) for bf16_mul in (True, False)}
     for nkv in (1, 2, 4):
         t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)
-        runs.add((128, t.num_stages, t.split_k, 6144, True, False))
+        runs.add((128, streamed_stages(t.split_k), t.split_k, 6144, True, False))  # as pick_qkv_tile launches it
     results = _with_tool(
         f"for bm, st, sk, k, partials, bf16_mul in {sorted(runs)!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
@@ -680,12 +682,12 @@ def _random_operands_with_a_deq(m: int, n: int, k: int) -> tuple[seam.MXFP8Weigh
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,split", [(65, 2560, 6144, None), (90, 6144, 2048, None), (128, 4992, 6144, None),
-                                         (100, 200, 2048, None), (96, 9856, 6144, None), (72, 2560, 6144, 5),
+                                         (100, 136, 2048, None), (96, 9856, 6144, None), (72, 2560, 6144, 5),
                                          (128, 1536, 6144, 6)])
 def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n, k, split):
     """At the same tile the warp-specialized kernel gives the landed decode kernel's bytes on random (inexact)
     sums: the same products in the same k16 order per split, each 64-row half-tile combined in split order (4
-    combiners per half-tile at split 6, a half-tile wholly past N at N 200, an uneven split); twice in a row (its
+    combiners per half-tile at split 6, a half-tile wholly past N at N 136, an uneven split); twice in a row (its
     arrival counters return to zero)."""
     w, a = _random_operands_with_a_deq(m, n, k)
     tile = pick_tile(m, n, k, w.values.device)

@@ -150,7 +150,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     if block_m > 64:  # the streamed tiles read A_deq only, streamed
         a_deq = a_stream = True
         if mxfp8_gemm_config.wgmma_warp_specialized(block_m, split_k, partials=partials):  # as the launcher runs them
-            return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul)
+            return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul, ptx=ptx)
     if a_stream and not a_deq:
         raise ValueError("wgmma: --a-stream streams A_deq (add --a-deq)")
     if a_stream:
@@ -188,7 +188,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     return _compile(fn, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
-def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_mul: bool | None) -> dict:
+def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_mul: bool | None,
+                  ptx: bool = False) -> dict:
     """Resources of the warp-specialized decode kernel (``seam.kernels.mxfp8_wgmma_ws``) at one launch shape."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -213,7 +214,7 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
                   COMBINERS=rules.combiners, BF16_MUL=_as_launched(rules, False, bf16_mul), USE_PDL=True,
                   num_warps=mxfp8_wgmma_ws.CONSUMER_WARPS.value)
     options = dict(num_warps=mxfp8_wgmma_ws.CONSUMER_WARPS.value, maxnreg=mxfp8_wgmma_ws.MAX_REGISTERS)
-    return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource)
+    return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
 def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, partials: bool,

@@ -198,7 +198,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
 
     From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile streams
     A_deq beside the weight ring (:func:`wgmma_a_stream`); its split fills one wave of programs of >= 4 K steps
-    each, with 3 stages where the split is at most 2, else 2 (:func:`streamed_stages`). It replaced the ring
+    each, with 3 stages where the split is at most 2, else 2 (:func:`streamed_stages`; warp-specialized at splits up
+    to :data:`WS_MAX_SPLIT`, below, 4 stages). It replaced the ring
     kernel's 128-token tile (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory)
     at 65-128 tokens: with the weights as the register operand a step moves about 128 KB through shared memory, not
     193. H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 176-177, the GEMM alone given A_deq, weights past L2,
@@ -296,8 +297,9 @@ def one_wave_split(tiles: int, steps: int, sms: int) -> int:
 
 
 def streamed_stages(split_k: int) -> int:
-    """Ring depth of the decode kernel's streamed tile (:data:`STREAMED_BLOCK_M`) at a K split: 3 where the split is
-    at most 2 (there 2 stages were 1.0-1.4x slower), else 2 (3 were 0.98-1.06x slower; :func:`pick_wgmma_tile`)."""
+    """Ring depth of the landed decode kernel's streamed tile (:data:`STREAMED_BLOCK_M`) at a K split, where it runs it
+    (splits above :data:`WS_MAX_SPLIT`, and the QKV op's partials): 3 where the split is at most 2 (there 2 stages
+    were 1.0-1.4x slower), else 2 (3 were 0.98-1.06x slower; :func:`pick_wgmma_tile`)."""
     return 3 if split_k <= 2 else 2
 
 

@@ -42,13 +42,12 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from seam.kernels import mxfp8_wgmma
 from seam.kernels.mxfp8_wgmma import (
     BLOCK_K,
     BLOCK_N,
-    SHARED_BUDGET,
     TAIL_TILES,
     dequantize_weight_operand,
-    max_steps,
     program_steps,
     scale_descriptor,
     tail_tokens,
@@ -93,8 +92,12 @@ def stage_bytes(block_m: int) -> int:
 
 
 def max_stages(block_m: int, k: int, split_k: int) -> int:
-    """Deepest ring that fits :data:`seam.kernels.mxfp8_wgmma.SHARED_BUDGET`, no deeper than the steps."""
-    return min(max_steps(k, split_k), SHARED_BUDGET // stage_bytes(block_m))
+    """Deepest ring a launch takes: the landed kernel's streamed depth limit
+    (:func:`seam.kernels.mxfp8_wgmma.max_stages`), no deeper than the steps. A stage here is smaller
+    (:func:`stage_bytes`), but the two consumers' epilogue scratch (their layout conversions through shared memory,
+    14-16 KB) comes on top: 72 columns at 6 stages compile to 228 KB, 80 at 6 to 241 KB (sm_90, over the 227 KiB
+    a block may take)."""
+    return mxfp8_wgmma.max_stages(block_m, k, split_k, streamed=True)
 
 
 @gluon.jit
@@ -235,12 +238,15 @@ def launch_mxfp8_linear_wgmma_ws(
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts.
 
     Raises:
-        ValueError: ``block_m`` not in :data:`BLOCK_MS`, ``stages`` out of range, or ``combiners`` out of range
+        ValueError: ``block_m`` not in :data:`BLOCK_MS`, ``split_k`` not in [1, K / 128] (a program without steps
+            would store before the PDL wait), ``stages`` out of range, or ``combiners`` out of range
             (:func:`seam.kernels.wgmma_combine.check_combiners`)."""
     if block_m not in BLOCK_MS:
         raise ValueError(f"block_m must be one of {BLOCK_MS}, got {block_m}")
     m, k = a_deq.shape
     n = wq.shape[0]
+    if not 1 <= split_k <= k // BLOCK_K.value:
+        raise ValueError(f"split_k must be in [1, K / 128 = {k // BLOCK_K.value}], got {split_k}")
     most = max_stages(block_m, k, split_k)
     if not 1 <= stages <= most:
         raise ValueError(f"stages must be in [1, {most}] at block_m {block_m}, K {k}, split_k {split_k}; got {stages}")
