@@ -137,7 +137,6 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
                      max_registers: int | None, partials: bool, a_deq: bool = False, bf16_mul: bool | None = None,
                      ptx: bool = False, a_stream: bool = False) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
@@ -163,18 +162,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
             room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
             raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
-    bf16_x = a_bf16 or a_deq
-    x_dtype = gl.bfloat16 if bf16_x else gl.uint8
-    w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
+    types = {**_decode_types(block_m, bf16_x=a_bf16 or a_deq), "out_ptr": "*fp32" if partials else "*bf16"}
     tail = mxfp8_wgmma.tail_tokens(block_m)
-    x_rows, xt_rows = block_m - tail, tail or block_m - tail  # as the launcher builds them
-    x_layout = gl.NVMMASharedLayout.get_default_for([x_rows, 128], x_dtype)
-    xt_layout = gl.NVMMASharedLayout.get_default_for([xt_rows, 128], x_dtype)
-    s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
-    types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
-             "x_desc": f"tensordesc<{'bf16' if bf16_x else 'u8'}[{x_rows}, 128],{x_layout!r}>",
-             "xt_desc": f"tensordesc<{'bf16' if bf16_x else 'u8'}[{xt_rows}, 128],{xt_layout!r}>",
-             "out_ptr": "*fp32" if partials else "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
     rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq,
                   USE_PDL=True,
@@ -188,10 +177,28 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     return _compile(fn, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
+def _decode_types(block_m: int, *, bf16_x: bool) -> dict:
+    """Argument types both decode kernels share at ``block_m``: the TMA descriptors as the launchers build them
+    (activations BF16 with ``bf16_x``, else E4M3 bytes), the workspace, counters and sizes (``out_ptr``: BF16)."""
+    from triton.experimental.gluon import language as gl
+
+    from seam.kernels import mxfp8_wgmma
+
+    x_dtype, x_name = (gl.bfloat16, "bf16") if bf16_x else (gl.uint8, "u8")
+    tail = mxfp8_wgmma.tail_tokens(block_m)
+    w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
+    s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
+    types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
+             "out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
+    for name, rows in (("x_desc", block_m - tail), ("xt_desc", tail or block_m - tail)):  # as the launchers build them
+        layout = gl.NVMMASharedLayout.get_default_for([rows, 128], x_dtype)
+        types[name] = f"tensordesc<{x_name}[{rows}, 128],{layout!r}>"
+    return types
+
+
 def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_mul: bool | None,
                   ptx: bool = False) -> dict:
     """Resources of the warp-specialized decode kernel (``seam.kernels.mxfp8_wgmma_ws``) at one launch shape."""
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws
@@ -200,15 +207,7 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
     if not 1 <= num_stages <= most:
         raise ValueError(f"wgmma: num_stages {num_stages} warp-specialized at block_m {block_m}: 1 to {most} fit")
     tail = mxfp8_wgmma.tail_tokens(block_m)
-    x_rows, xt_rows = block_m - tail, tail or block_m - tail  # as the launcher builds them
-    w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
-    x_layout = gl.NVMMASharedLayout.get_default_for([x_rows, 128], gl.bfloat16)
-    xt_layout = gl.NVMMASharedLayout.get_default_for([xt_rows, 128], gl.bfloat16)
-    s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
-    types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc,
-             "x_desc": f"tensordesc<bf16[{x_rows}, 128],{x_layout!r}>",
-             "xt_desc": f"tensordesc<bf16[{xt_rows}, 128],{xt_layout!r}>",
-             "out_ptr": "*bf16", "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
+    types = _decode_types(block_m, bf16_x=True)  # A_deq
     rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
     consts = dict(K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=num_stages, COMBINE=rules.combine,
                   COMBINERS=rules.combiners, BF16_MUL=_as_launched(rules, False, bf16_mul), USE_PDL=True,
