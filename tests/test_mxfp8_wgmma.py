@@ -183,7 +183,8 @@ def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
     assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
     for stages in (0, 5):
-        with pytest.raises(ValueError, match=f"stages must be in \\[1, 4\\] at block_m 128, K 2048, split_k 1; got {stages}"):
+        match = f"stages must be in \\[1, 4\\] at block_m 128, K 2048, split_k 1; got {stages}"
+        with pytest.raises(ValueError, match=match):
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 128, 1, stages, out, out, False, 1,
                                                         combiners=1)
     with pytest.raises(ValueError, match="combiners must be a power of two"):
@@ -668,7 +669,8 @@ def _spy_decode_kernels(monkeypatch) -> list[str]:
     for module, name, label in ((mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws", "ws"),
                                 (mxfp8_wgmma, "launch_mxfp8_linear_wgmma", "landed")):
         launch = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *args, _l=launch, _n=label, **kw: launched.append(_n) or _l(*args, **kw))
+        monkeypatch.setattr(module, name,
+                            lambda *args, _l=launch, _n=label, **kw: launched.append(_n) or _l(*args, **kw))
     return launched
 
 

@@ -519,7 +519,8 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t == linear and t.wgmma and t.block_m <= 64, m
             elif 65 <= m <= 128:  # the landed kernel's 128-token tile at its measured depth (partials)
                 assert linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
-                assert t == dataclasses.replace(linear, block_m=128, num_stages=gemm_config.streamed_stages(linear.split_k)), m
+                landed = gemm_config.streamed_stages(linear.split_k)
+                assert t == dataclasses.replace(linear, block_m=128, num_stages=landed), m
                 assert t.wgmma and not t.ring, m
             elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
                 assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m

@@ -50,7 +50,8 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   warp-specialized instead (``seam.kernels.mxfp8_wgmma_ws``: the same operands and bytes, a TMA producer warp and
   two consumer warpgroups that never wait for each other; 0.74-1.0x this kernel's time, log runs 190-191); this
   kernel keeps larger splits and the fused QKV op's partials. On those streamed tiles, where the 64-row tile
-  streams, and on that tile at K 1536-2048, activations that arrive without A_deq have it written first by the GEMM's dequantization launch
+  streams, and on that tile at K 1536-2048, activations that arrive without A_deq have it written first by the
+  GEMM's dequantization launch
   (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152: 24.6 -> 18.5 us at N 4992,
   11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles (quantized in that launch; runs
   159-160: 0.86-1.0x a separate quantizer's time).
