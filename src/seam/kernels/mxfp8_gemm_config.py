@@ -19,7 +19,7 @@ import torch
 import triton
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
 
 
 @dataclasses.dataclass(frozen=True)
