@@ -237,7 +237,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     kernel from 129 (in place of its dequantization launch); a tile override that runs the other kernel (the
     ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none. The 128-token tile streams it always: given,
     written by the dequantization launch where none comes or TMA cannot read the one given; at this split it runs
-    warp-specialized (mxfp8_wgmma_ws, which reads A_deq only)."""
+    warp-specialized (mxfp8_wgmma_ws, which reads A_deq only), as picked at this split."""
     from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 
     seen, streams = [], []
@@ -252,7 +252,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     k, n = 256, 128
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
     decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(256, 128, 128, 8, 2, split_k=2, wgmma=True)
-    streamed = Tile(128, 128, 128, 8, 1, split_k=2, wgmma=True)
+    streamed = Tile(128, 128, 128, 8, 1, split_k=2, wgmma=True, warp_specialized=True)
     for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
                                    "decode", True), (65, streamed, "decode", True), (128, streamed, "decode", True),
                                    (129, ring, "ring", True), (256, ring, "ring", True), (64, ring, "ring", False),
@@ -401,12 +401,15 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     """The fused QKV op on Hopper with A_deq, through the decode kernel (1-64 tokens; at nkv 2 from 33 tokens with
     A_deq streamed, ``wgmma_a_stream``; at 65 and 128 tokens always): the bytes it gives without, the GEMM staging
     the MXFP8 rows itself (``wgmma_dequantize_first`` off) up to 64 tokens, its dequantization launch writing the
-    same A_deq above; a zeroed A_deq changes them (the GEMM reads it)."""
-    from seam.kernels import mxfp8_gemm, mxfp8_wgmma
+    same A_deq above, where the 128-token tile runs warp-specialized (pick_qkv_tile at split 6); a zeroed A_deq
+    changes them (the GEMM reads it)."""
+    from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ws
 
-    streamed, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
+    streamed, launch, launch_ws = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma, mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: streamed.append(kw["a_stream"]) or launch(*args, **kw))
+    monkeypatch.setattr(mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws",
+                        lambda *args, **kw: streamed.append("ws" if kw["partials"] else "?") or launch_ws(*args, **kw))
     p = _qkv_problem(m, "cuda", k=6144, seed=m, nkv=nkv)
     xq, xsf = seam.mxfp8_quantize(p.x)
     a = a_deq_from_mxfp8(xq, xsf)
@@ -422,8 +425,8 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
     if m <= 64:  # the decode kernel: streamed given A_deq exactly where the rule takes it (nkv 2 at 33-64 tokens)
         assert streamed == [nkv == 2 and m > 32, False, nkv == 2 and m > 32], streamed
-    else:  # the streamed tile, on the dequantization launch's A_deq too
-        assert streamed == [True, True, True], streamed
+    else:  # the streamed tile, warp-specialized (its partials), on the dequantization launch's A_deq too
+        assert streamed == ["ws", "ws", "ws"], streamed
 
 
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.

@@ -30,9 +30,11 @@ from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, ST
                                            WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
                                            wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
-                                           wgmma_launch, wgmma_smem_steps, WS_MAX_SPLIT, WS_STAGES)
+                                           wgmma_launch, wgmma_smem_steps, wgmma_warp_specialized, WS_MAX_SPLIT,
+                                           WS_STAGES)
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
+from seam.kernels.mxfp8_gemm_config import one_wave_split
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -112,16 +114,17 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
             ws = t.split_k <= WS_MAX_SPLIT  # warp-specialized: 4 stages
             if m <= TAIL_MAX_M:  # 64 + the tail's tokens rounded up to 8, 16 or 32
                 bm = 72 if m <= 72 else 80 if m <= 80 else 96
-                assert t == Tile(bm, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k, wgmma=True)
+                assert t == Tile(bm, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k, wgmma=True,
+                                 warp_specialized=ws)
                 assert t.split_k == pick_wgmma_tile(100, n, k, 132).split_k  # the 128-token tile's split
                 smem = (t.num_stages * mxfp8_wgmma_ws.stage_bytes(bm) if ws else
                         mxfp8_wgmma.shared_bytes(bm, k, t.split_k, t.num_stages, 0, a_stream=True))
                 assert smem > mxfp8_wgmma.TWO_PER_SM_BYTES  # one program per SM
             else:
                 stages = min(4, mxfp8_wgmma.max_steps(k, t.split_k)) if ws else streamed_stages(t.split_k)
-                assert t == Tile(128, 128, 128, 8, stages, t.split_k, wgmma=True) and not t.ring
-            assert wgmma_launch(t.block_m, k, t.split_k, t.num_stages, a_deq_programs=tiles * t.split_k,
-                                sms=132).warp_specialized == ws
+                assert t == Tile(128, 128, 128, 8, stages, t.split_k, wgmma=True, warp_specialized=ws) and not t.ring
+            assert t.warp_specialized == ws == wgmma_warp_specialized(t.block_m, t.split_k, k, a_deq=False)
+            assert pick_wgmma_tile(m, n, k, 132, a_deq=True) == t  # the streamed tiles read A_deq either way
             assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k)
             assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
             assert (t.split_k == 1 or tiles * (t.split_k + 1) > 132 or steps // (t.split_k + 1) < 4)
@@ -134,6 +137,47 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
                    (9856, 6144): (1, 4), (3072, 2048): (4, 4)}
     assert (WS_STAGES, WS_MAX_SPLIT) == (4, 6)
     assert [streamed_stages(s) for s in (1, 2, 3, 11)] == [3, 3, 2, 2]
+
+
+def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
+    """Runs 190-191: at 33-64 tokens given A_deq the warp-specialized 64-row tile at the one-wave split, 4 stages,
+    was 0.75-0.98x the landed kernel's pick at all 20 points of ten shapes whose one-wave split is at most 6; not
+    at split 8 and 11 (N 2048 and 1536 x 6144), nor measured at K < 2048; without A_deq the landed kernel stays."""
+    for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096), (3072, 2048), (2560, 2048), (2048, 6144)):
+        tiles, steps = -(-n // 128), k // 128
+        for m in range(2, RESIDENT_MAX_M + 1):
+            t, given = pick_wgmma_tile(m, n, k, 132), pick_wgmma_tile(m, n, k, 132, a_deq=True)
+            assert not t.warp_specialized
+            split = one_wave_split(tiles, steps, 132)
+            if m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
+                assert given == Tile(64, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
+                                     warp_specialized=True), (m, n, k)
+                assert given.num_stages <= mxfp8_wgmma_ws.max_stages(64, k, split)
+            else:
+                assert given == t, (m, n, k)
+    got = {(n, k): pick_wgmma_tile(64, n, k, 132, a_deq=True).split_k
+           for n, k in ((9856, 6144), (4992, 6144), (2560, 6144), (6144, 2048), (3072, 2048))}
+    assert got == {(9856, 6144): 1, (4992, 6144): 3, (2560, 6144): 6, (6144, 2048): 2, (3072, 2048): 4}
+    assert not pick_wgmma_tile(64, 1536, 6144, 132, a_deq=True).warp_specialized  # split 11
+    assert not wgmma_warp_specialized(64, 2, 1536, a_deq=True)  # K below 2048
+    assert not wgmma_warp_specialized(32, 2, 6144, a_deq=True) and not wgmma_warp_specialized(256, 2, 6144, a_deq=True)
+
+
+def test_warp_specialized_tile_checked_before_launch(device):
+    """A warp_specialized override needs a wgmma tile of 64-128 rows and a ring that fits; the fused QKV op refuses
+    it (its epilogue reads the landed kernel's partials)."""
+    with pytest.raises(ValueError, match="warp_specialized needs tile.wgmma"):
+        check_tile(Tile(64, 128, 128, 8, 2, 1, warp_specialized=True), 2048, 40, device)
+    if not mxfp8_gemm_config.wgmma_supported(device):
+        return
+    for bad, m, match in ((Tile(32, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 20,
+                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128\\), got 32"),
+                          (Tile(128, 128, 128, 8, 5, 1, wgmma=True, warp_specialized=True), 40,
+                           "num_stages in \\[1, 4\\]")):
+        with pytest.raises(ValueError, match=match):
+            check_tile(bad, 2048, m, device)
+    # the warp-specialized 64-row tile streams A_deq: a split whose resident activations would not fit is fine
+    assert check_tile(Tile(64, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), 6144, 40, device)
 
 
 def test_streamed_tiles_stream_every_launch_and_dequantize_first():
@@ -172,14 +216,14 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
 
 
 def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
-    """The warp-specialized kernel runs the streamed tiles only, at ring depths that fit (CPU tensors: never
-    launched)."""
+    """The warp-specialized kernel runs the 64-row, 64 + tail and 128-token tiles, at ring depths that fit (CPU
+    tensors: never launched)."""
     x = torch.zeros(100, 2048, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 2048, dtype=torch.uint8), torch.zeros(128 * 64, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
-    assert mxfp8_wgmma_ws.BLOCK_MS == (72, 80, 96, 128)
-    for bm in (8, 64, 256):
-        with pytest.raises(ValueError, match=f"block_m must be one of \\(72, 80, 96, 128\\), got {bm}"):
+    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128)
+    for bm in (8, 32, 256):
+        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128\\), got {bm}"):
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
     assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
     for stages in (0, 5):
@@ -191,6 +235,24 @@ def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
         mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 96, 2, 2, out, out, False, 1, combiners=4)
     with pytest.raises(ValueError, match="split_k must be in \\[1, K / 128 = 16\\], got 17"):
         mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, 96, 17, 1, out, out, False, 1, combiners=1)
+
+
+def test_partials_reach_the_warp_specialized_launcher(device, monkeypatch):
+    """launch_gluon with a warp_specialized tile and partials (the fused QKV op's GEMM) runs the warp-specialized
+    launcher on A_deq with partials=True into the workspace it returns as [tiles, split, block_m, 128] (a recorder:
+    nothing launched)."""
+    seen = []
+    monkeypatch.setattr(mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws",
+                        lambda a, wq, ws, out, *args, **kw: seen.append((a, out, args[3], kw["partials"])))
+    m, n, k = 90, 200, 2048
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
+    xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
+    a = a_deq_from_mxfp8(xq, xs)
+    tile = Tile(128, 128, 128, 8, 4, 3, wgmma=True, warp_specialized=True)
+    parts = mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, None, tile, False, partials=True, a_deq=a)
+    (got_a, out, work, partials), = seen
+    assert got_a is a and partials and out is work
+    assert parts.shape == (2, 3, 128, 128) and parts.data_ptr() == work.data_ptr()
 
 
 def test_picker_up_to_32_tokens_takes_one_wave_where_two_leave_short_programs():
@@ -384,22 +446,27 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
 @pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
 @pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 193)
 def test_streamed_tiles_compile_for_sm90_without_spills():
-    """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes (the split reaches the code
+    """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
+    (warp-specialized where picked so; the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
     QKV op's partials-only launches (nkv 1, 2, 4; pick_qkv_tile keeps them on the 128-token tile): no spills,
     shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144),):
-        for m in (70, 80, 96, 100):
-            if (t := pick_wgmma_tile(m, n, k, 132)) is not None:
-                runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul) for bf16_mul in (True, False)}
+        for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq
+            if (t := pick_wgmma_tile(m, n, k, 132, a_deq=True)) is not None and t.block_m >= 64:
+                runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, t.warp_specialized)
+                         for bf16_mul in (True, False)}
     for nkv in (1, 2, 4):
-        t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)
-        runs.add((128, streamed_stages(t.split_k), t.split_k, 6144, True, False))  # as pick_qkv_tile launches it
+        t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)  # as pick_qkv_tile runs it
+        stages = t.num_stages if t.warp_specialized else streamed_stages(t.split_k)
+        runs.add((128, stages, t.split_k, 6144, True, False, t.warp_specialized))
+    assert any(run[0] == 64 for run in runs)
     results = _with_tool(
-        f"for bm, st, sk, k, partials, bf16_mul in {sorted(runs)!r}:\n"
-        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
-        "    print(json.dumps([bm, st, sk, k, partials, bf16_mul, r]))\n"
+        f"for bm, st, sk, k, partials, bf16_mul, ws in {sorted(runs)!r}:\n"
+        "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul,\n"
+        "                       warp_specialized=ws, a_deq=True)\n"
+        "    print(json.dumps([bm, st, sk, k, partials, bf16_mul, ws, r]))\n"
     )
     assert len(results) == len(runs) >= 32
     for *config, r in results:
@@ -464,17 +531,15 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
             n = (19 * nkv + 1) * 128
             assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
             assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
-    # except past 64 tokens: the QKV op's partials run the landed kernel's 128-token tile at its measured depth
-    # (the 64 + tail tiles are not yet GPU-tested under the QKV epilogue; the warp-specialized kernel stores
-    # half-tile partials, and the partials-only launch never takes it)
+    # except past 64 tokens: the QKV op's partials run the 128-token tile (the 64 + tail tiles are not yet GPU-tested
+    # under the QKV epilogue), warp-specialized where mxfp8_linear's tile is, else at the landed kernel's depth
     for m in (65, 80, 96, 100, 128):
         for nkv in (1, 2, 4):
             n = (19 * nkv + 1) * 128
             t, q = pick_tile(m, n, 6144, cuda), pick_qkv_tile(m, n, 6144, cuda)
             assert t.block_m in mxfp8_wgmma.TAIL_TILES or m > 96
-            assert q == dataclasses.replace(t, block_m=128, num_stages=streamed_stages(t.split_k))
-            assert not wgmma_launch(128, 6144, q.split_k, q.num_stages, partials=True, a_deq_programs=1,
-                                    sms=132).warp_specialized
+            stages = t.num_stages if t.warp_specialized else streamed_stages(t.split_k)
+            assert q == dataclasses.replace(t, block_m=128, num_stages=stages)
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):
@@ -650,17 +715,57 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
 ], ids=str)
 @pytest.mark.parametrize("warp_specialized", [True, False], ids=["ws", "landed"])
 def test_bit_exact_ring_refills_and_uneven_splits_gpu(monkeypatch, tile, k, warp_specialized):
-    """Exact sums at ring depths, splits and stores the picker may not take; the streamed tiles (72-128) on both
-    decode kernels: warp-specialized (as picked at these splits) and the landed one (as at splits above 6)."""
-    if not warp_specialized:
-        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_warp_specialized", lambda *args, **kw: False)
-    elif tile.block_m <= RESIDENT_MAX_M:
-        pytest.skip("the resident tiles have one kernel")
+    """Exact sums at ring depths, splits and stores the picker may not take; the 64-128-row tiles on both decode
+    kernels: warp-specialized and the landed one."""
+    if warp_specialized and tile.block_m not in mxfp8_wgmma_ws.BLOCK_MS:
+        pytest.skip("the 8-32-row tiles have one kernel")
+    tile = dataclasses.replace(tile, warp_specialized=warp_specialized)
     launched = _spy_decode_kernels(monkeypatch)
     x, w, want = exact_block_inputs(tile.block_m - 3, 640, k, seed=tile.split_k)
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
-    assert set(launched) == {"ws" if warp_specialized and tile.block_m > RESIDENT_MAX_M else "landed"}
+    assert set(launched) == {"ws" if warp_specialized else "landed"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,split", [(100, 2560, 6144, None), (65, 4992, 6144, None), (128, 6144, 2048, None),
+                                         (90, 200, 2048, None), (70, 2560, 6144, 5), (40, 2560, 6144, 5)])
+def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n, k, split):
+    """The fused QKV op's GEMM (partials only, summed by its epilogue) on the warp-specialized kernel writes the
+    landed decode kernel's partials bit for bit, [tiles, split, block_m, 128], at the 128-token tile pick_qkv_tile
+    takes (splits 6, 3, 2; N 200 at split 4: rows past N), and at uneven splits (48 K steps over 5) on the 128- and
+    64-row tiles."""
+    w, a = _random_operands_with_a_deq(m, n, k)
+    tile = pick_qkv_tile(m, n, k, w.values.device)
+    if split is not None:
+        tile = Tile(64 if m <= 64 else 128, 128, 128, 8, 4, split, wgmma=True, warp_specialized=True)
+    assert tile.warp_specialized and tile.block_m in (64, 128)
+    args = (a.values, a.scales, w.values, w.scales, None)
+    launched = _spy_decode_kernels(monkeypatch)
+    ws = mxfp8_gemm.launch_gluon(*args, tile, True, partials=True, a_deq=a.a_deq).clone()  # shared scratch
+    fits = mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m > RESIDENT_MAX_M)
+    landed_tile = dataclasses.replace(tile, warp_specialized=False, num_stages=min(tile.num_stages, fits))
+    landed = mxfp8_gemm.launch_gluon(*args, landed_tile, True, partials=True, a_deq=a.a_deq)
+    assert launched == ["ws", "landed"]
+    assert ws.shape == landed.shape == (-(-n // 128), tile.split_k, tile.block_m, 128)
+    assert torch.equal(ws, landed), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,ws", [(33, 9856, 6144, True), (64, 4992, 6144, True), (40, 2560, 6144, True),
+                                      (64, 6144, 2048, True), (48, 200, 2048, True), (64, 1536, 6144, False),
+                                      (64, 6144, 768, False)])
+def test_bit_exact_64_row_tile_given_a_deq_gpu(monkeypatch, m, n, k, ws):
+    """33-64 tokens given A_deq: the picked tile (warp-specialized at the one-wave split where it is at most 6 and K
+    >= 2048, else the landed kernel's) gives the exact sums' bytes."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    assert pick_tile(m, n, k, x.device, a_deq=True).warp_specialized == ws
+    launched = _spy_decode_kernels(monkeypatch)
+    got = seam.mxfp8_linear(act, w)
+    assert launched == ["ws" if ws else "landed"]
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 def _spy_decode_kernels(monkeypatch) -> list[str]:
@@ -685,20 +790,24 @@ def _random_operands_with_a_deq(m: int, n: int, k: int) -> tuple[seam.MXFP8Weigh
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,split", [(65, 2560, 6144, None), (90, 6144, 2048, None), (128, 4992, 6144, None),
                                          (100, 136, 2048, None), (96, 9856, 6144, None), (72, 2560, 6144, 5),
-                                         (128, 1536, 6144, 6)])
+                                         (128, 1536, 6144, 6), (40, 2560, 6144, None), (64, 4992, 6144, 6),
+                                         (33, 9856, 6144, 5), (64, 136, 2048, None), (50, 3072, 2048, 3)])
 def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n, k, split):
     """At the same tile the warp-specialized kernel gives the landed decode kernel's bytes on random (inexact)
-    sums: the same products in the same k16 order per split, each 64-row half-tile combined in split order (4
-    combiners per half-tile at split 6, a half-tile wholly past N at N 136, an uneven split); twice in a row (its
-    arrival counters return to zero)."""
+    sums, at the tiles picked given A_deq (the 64-row one too): the same products in the same k16 order per split,
+    each 64-row half-tile combined in split order (4 combiners per half-tile at split 6, a half-tile wholly past N
+    at N 136, an uneven split); twice in a row (its arrival counters return to zero)."""
     w, a = _random_operands_with_a_deq(m, n, k)
-    tile = pick_tile(m, n, k, w.values.device)
+    tile = pick_tile(m, n, k, w.values.device, a_deq=True)
+    assert split is not None or tile.warp_specialized
     if split is not None:
-        tile = dataclasses.replace(tile, split_k=split, num_stages=4)
+        tile = dataclasses.replace(tile, split_k=split, num_stages=4, warp_specialized=True)
     launched = _spy_decode_kernels(monkeypatch)
     ws = [seam.mxfp8_linear(a, w, tile=tile) for _ in range(2)]
-    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_warp_specialized", lambda *args, **kw: False)
-    landed = seam.mxfp8_linear(a, w, tile=tile)
+    # the landed kernel at a depth it fits (the ring's depth does not change the bytes)
+    fits = mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m > RESIDENT_MAX_M)
+    landed = seam.mxfp8_linear(a, w, tile=dataclasses.replace(tile, warp_specialized=False,
+                                                               num_stages=min(tile.num_stages, fits)))
     assert launched == ["ws", "ws", "landed"], tile
     for got in ws:
         assert torch.equal(got.view(torch.int16), landed.view(torch.int16)), tile

@@ -517,10 +517,11 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
             assert not (refit.wgmma or refit.bf16_mm)
             if m <= 64:
                 assert t == linear and t.wgmma and t.block_m <= 64, m
-            elif 65 <= m <= 128:  # the landed kernel's 128-token tile at its measured depth (partials)
+            elif 65 <= m <= 128:  # the 128-token tile's partials, warp-specialized where mxfp8_linear's tile is
                 assert linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
-                landed = gemm_config.streamed_stages(linear.split_k)
-                assert t == dataclasses.replace(linear, block_m=128, num_stages=landed), m
+                stages = linear.num_stages if linear.warp_specialized else gemm_config.streamed_stages(linear.split_k)
+                assert t == dataclasses.replace(linear, block_m=128, num_stages=stages), m
+                assert t.warp_specialized == (linear.split_k <= gemm_config.WS_MAX_SPLIT), m
                 assert t.wgmma and not t.ring, m
             elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
                 assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
@@ -544,7 +545,7 @@ def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
 ])
 def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, monkeypatch):
     """Refused before any launch, every output as it was: a ring tile (any M in mxfp8_linear) with M above its 256
-    rows (the epilogue sums the Gluon GEMM's partials of one M tile), and mxfp8_linear's 64 + tail tiles (72, 80, 96
+    rows (the epilogue sums the Gluon GEMM's partials of one M tile), mxfp8_linear's 64 + tail tiles (72, 80, 96
     tokens), which this op does not take yet (their partials path is not GPU-tested here)."""
     monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
     p = make_problem(nkv=1, m=m, k=256, block_size=4, seed=63, device=device)

@@ -40,7 +40,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
               num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
               partials: bool = False, a_deq: bool = False, bf16_mul: bool | None = None, ptx: bool = False,
-              a_stream: bool = False) -> dict:
+              a_stream: bool = False, warp_specialized: bool | None = None) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
     the Gluon decode kernel (its warp-specialized variant where the launcher runs it,
@@ -49,7 +49,8 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     variant that reads A_deq, ``seam.formats.a_deq``, with ``a_stream`` (and ``a_deq``) its variant that streams
     A_deq through ``num_stages`` slots, and with ``bf16_mul`` True / False its weight dequantization
     by BF16 multiplies / through fp32, None: as its launch rule says for a weight that allows both) for one
-    tile, compiled for sm_90; with ``ptx``
+    tile, compiled for sm_90 (``warp_specialized``: the warp-specialized decode kernel, True / False, or None: where
+    the picker takes it at 65-128 tokens, ``seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized``); with ``ptx``
     (wgmma only) also "ptx", the kernel's PTX, for tests of its structure.
 
     Raises:
@@ -62,7 +63,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,
-                                ptx=ptx, a_stream=a_stream)
+                                ptx=ptx, a_stream=a_stream, warp_specialized=warp_specialized)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "nkv": "i32", "M": "i32",
@@ -135,8 +136,9 @@ def _as_launched(rules, partials: bool, bf16_mul: bool | None) -> bool:
 
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
                      max_registers: int | None, partials: bool, a_deq: bool = False, bf16_mul: bool | None = None,
-                     ptx: bool = False, a_stream: bool = False) -> dict:
-    """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``) at one launch shape."""
+                     ptx: bool = False, a_stream: bool = False, warp_specialized: bool | None = None) -> dict:
+    """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``, or ``mxfp8_wgmma_ws`` with
+    ``warp_specialized``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
@@ -146,10 +148,13 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
                                bf16_mul=bf16_mul)
     if block_m not in mxfp8_wgmma.BLOCK_MS:
         raise ValueError(f"wgmma: block_m must be one of {mxfp8_wgmma.BLOCK_MS} or 256, got {block_m}")
+    if warp_specialized is None:  # as picked at 65-128 tokens (mxfp8_linear, and the QKV op's 128-token partials)
+        warp_specialized = block_m > 64 and mxfp8_gemm_config.wgmma_warp_specialized(block_m, split_k, k, a_deq=True)
+    if warp_specialized:
+        return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul, ptx=ptx,
+                             partials=partials)
     if block_m > 64:  # the streamed tiles read A_deq only, streamed
         a_deq = a_stream = True
-        if mxfp8_gemm_config.wgmma_warp_specialized(block_m, split_k, partials=partials):  # as the launcher runs them
-            return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul, ptx=ptx)
     if a_stream and not a_deq:
         raise ValueError("wgmma: --a-stream streams A_deq (add --a-deq)")
     if a_stream:
@@ -197,20 +202,23 @@ def _decode_types(block_m: int, *, bf16_x: bool) -> dict:
 
 
 def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_mul: bool | None,
-                  ptx: bool = False) -> dict:
+                  ptx: bool = False, partials: bool = False) -> dict:
     """Resources of the warp-specialized decode kernel (``seam.kernels.mxfp8_wgmma_ws``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws
 
+    if block_m not in mxfp8_wgmma_ws.BLOCK_MS:
+        raise ValueError(f"wgmma: the warp-specialized kernel takes block_m in {mxfp8_wgmma_ws.BLOCK_MS}, got {block_m}")
     most = mxfp8_wgmma_ws.max_stages(block_m, k, split_k)
     if not 1 <= num_stages <= most:
         raise ValueError(f"wgmma: num_stages {num_stages} warp-specialized at block_m {block_m}: 1 to {most} fit")
     tail = mxfp8_wgmma.tail_tokens(block_m)
-    types = _decode_types(block_m, bf16_x=True)  # A_deq
+    types = {**_decode_types(block_m, bf16_x=True), "out_ptr": "*fp32" if partials else "*bf16"}  # A_deq
     rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
     consts = dict(K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=num_stages, COMBINE=rules.combine,
-                  COMBINERS=rules.combiners, BF16_MUL=_as_launched(rules, False, bf16_mul), USE_PDL=True,
+                  COMBINERS=rules.combiners, BF16_MUL=(not partials) if bf16_mul is None else bf16_mul, USE_PDL=True,
+                  PARTIALS=partials,
                   num_warps=mxfp8_wgmma_ws.CONSUMER_WARPS.value)
     options = dict(num_warps=mxfp8_wgmma_ws.CONSUMER_WARPS.value, maxnreg=mxfp8_wgmma_ws.MAX_REGISTERS)
     return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource, ptx)
@@ -259,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partials", action="store_true", help="wgmma: partials only (the QKV op's GEMM)")
     p.add_argument("--a-deq", action="store_true", help="wgmma: reads A_deq (seam.formats.a_deq)")
     p.add_argument("--a-stream", action="store_true", help="wgmma: streams A_deq through --num-stages slots")
+    p.add_argument("--warp-specialized", choices=("rule", "on", "off"), default="rule",
+                   help="wgmma: the warp-specialized kernel (on), the landed one (off), or as picked at 65-128 tokens")
     p.add_argument("--bf16-mul", choices=("rule", "on", "off"), default="rule",
                    help="wgmma: weights dequantized by BF16 multiplies (on), through fp32 (off), or as launched")
     a = p.parse_args(argv)
@@ -266,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                                num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
                                has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16,
                                partials=a.partials, a_deq=a.a_deq, a_stream=a.a_stream,
-                               bf16_mul={"rule": None, "on": True, "off": False}[a.bf16_mul])))
+                               bf16_mul={"rule": None, "on": True, "off": False}[a.bf16_mul],
+                               warp_specialized={"rule": None, "on": True, "off": False}[a.warp_specialized])))
     return 0
 
 

@@ -68,7 +68,7 @@ HUMMING_RTOL = 1e-2
 def _tile_name(t) -> str:
     if t.bf16_mm:
         return "dequantize + cuBLAS BF16"
-    kind = "gluon ring" if t.ring else "gluon" if t.wgmma else "tl"
+    kind = "gluon ring" if t.ring else "gluon ws" if t.warp_specialized else "gluon" if t.wgmma else "tl"
     return f"{kind} {t.block_m}x{t.block_n}x{t.block_k} sk{t.split_k} st{t.num_stages}"
 
 
@@ -142,6 +142,8 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     tile, tl_tile = pick_tile(m, n, k, dev), pick_tile(m, n, k, dev, tl_only=True)
     one = torch.ones((), device=dev)
     r = {"layer": layer, "N": n, "K": k, "M": m, "tile": _tile_name(tile)}
+    if a_deq_pays(m, k, dev) and (deq_tile := pick_tile(m, n, k, dev, a_deq=True)) != tile:
+        r["tile"] += f"; A_deq: {_tile_name(deq_tile)}"  # the `seam A_deq` column's
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
     r["seam A_deq"] = "-"
     if a_deq_pays(m, k, dev):

@@ -521,6 +521,8 @@ def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device, 
     (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`)."""
     if not tile.wgmma or tile.ring:
         return False
+    if tile.warp_specialized:  # it reads A_deq only
+        return True
     programs = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m) * tile.split_k
     return wgmma_dequantize_first(tile.block_m, k, tile.split_k, tile.num_stages, programs, runtime.num_sms(device),
                                   bf16_rows=bf16_rows)
@@ -541,7 +543,8 @@ def launch_gluon(
     BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
     reads, one is written first by the dequantization launch where
     :func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first` says (same bytes; that launch reads rows of
-    any stride). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
+    any stride). A ``warp_specialized`` tile runs :mod:`seam.kernels.mxfp8_wgmma_ws` on A_deq (always: written first
+    where none comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
     caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
@@ -566,7 +569,7 @@ def launch_gluon(
     if partials or tile.split_k > 1:
         # the warp-specialized kernel combines each 64-row half of a tile on its own counter
         work, counters = gemm_scratch(wq.device, tiles * tile.split_k * tile.block_m * tile.block_n,
-                                      tiles * (2 if rules.warp_specialized else 1))
+                                      tiles * (2 if tile.warp_specialized else 1))
     else:
         work, counters = out, out  # unused
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
@@ -574,9 +577,10 @@ def launch_gluon(
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
                                                         a_deq=a_deq, bf16_mul=rules.bf16_mul and weight_bf16_mul)
-    elif rules.warp_specialized:  # A_deq streamed (xq here, xs None), never partials
-        mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(xq, wq, ws, out, *args[5:], combiners=rules.combiners,
-                                                    bf16_mul=rules.bf16_mul and weight_bf16_mul)
+    elif tile.warp_specialized:  # A_deq streamed (xq here, xs None); BF16 multiplies where the weight allows (runs
+        # 190-191 measured it so)
+        mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(xq, wq, ws, args[4], *args[5:], combiners=rules.combiners,
+                                                    bf16_mul=weight_bf16_mul, partials=partials)
     else:
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,

@@ -48,6 +48,10 @@ class Tile:
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
     bf16_mm: bool = False
+    #: A ``wgmma`` tile of 64-128 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
+    #: ``BLOCK_MS``; :func:`wgmma_warp_specialized`): the decode kernel's bytes (its partials too, for the fused QKV
+    #: op), A_deq streamed (written first by the dequantization launch where none comes).
+    warp_specialized: bool = False
 
     @property
     def ring(self) -> bool:
@@ -142,10 +146,10 @@ TAIL_MAX_M = 96
 #: Ring depth of the 64 + tail tiles: it also holds more shared memory than two programs of an SM may
 #: (``seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES``), so one program per SM (:func:`pick_wgmma_tile`).
 TAIL_STAGES = 4
-#: Ring depth of the warp-specialized streamed tiles (``seam.kernels.mxfp8_wgmma_ws``): more shared memory than two
-#: programs of an SM may hold, one program per SM, as the 64 + tail tiles (measured at this depth, runs 190-191).
+#: Ring depth of the warp-specialized tiles (``seam.kernels.mxfp8_wgmma_ws``; 64-128 rows): one program per SM
+#: (measured at this depth, runs 190-191).
 WS_STAGES = 4
-#: Largest K split at which the streamed tiles run warp-specialized (:func:`wgmma_warp_specialized`).
+#: Largest K split at which tiles run warp-specialized (:func:`wgmma_warp_specialized`).
 WS_MAX_SPLIT = 6
 #: Largest M of the Gluon decode kernel (the MMA's N side: one 128-token tile).
 WGMMA_MAX_M = STREAMED_BLOCK_M
@@ -173,7 +177,7 @@ A_DEQ_ONE_TOKEN_MAX_K = 2048
 WGMMA_PROGRAM_COST_STEPS = 3
 
 
-def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
+def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) -> Tile | None:
     """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` (one token too where N >=
     :data:`WGMMA_ONE_TOKEN_MIN_N`, on the 2-token tile) and K a multiple of 128, else None.
 
@@ -228,7 +232,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     97-128 tokens keep the 128-token tile (a 64-token tail saves no MMA work).
 
     Where the split is at most :data:`WS_MAX_SPLIT`, these tiles run warp-specialized (``seam.kernels.mxfp8_wgmma_ws``,
-    :func:`wgmma_warp_specialized`) at :data:`WS_STAGES` stages.
+    :func:`wgmma_warp_specialized`) at :data:`WS_STAGES` stages; so does the 64-row tile (33-64 tokens) where the
+    activations come with their A_deq (``a_deq``), at the one-wave split (:func:`one_wave_split`) and K >=
+    :data:`STREAMED_MIN_K`.
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
@@ -238,12 +244,17 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
             return None
         split = one_wave_split(tiles, steps, sms)
         block_m = 64 + max(8, triton.next_power_of_2(m - 64)) if m <= TAIL_MAX_M else STREAMED_BLOCK_M
-        if wgmma_warp_specialized(block_m, split, partials=False):
+        ws = wgmma_warp_specialized(block_m, split, k, a_deq=a_deq)
+        if ws:
             stages = WS_STAGES
         else:
             stages = TAIL_STAGES if block_m < STREAMED_BLOCK_M else streamed_stages(split)
-        return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True)
+        return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
+                    warp_specialized=ws)
     block_m = max(8, triton.next_power_of_2(m))
+    if wgmma_warp_specialized(block_m, split := one_wave_split(tiles, steps, sms), k, a_deq=a_deq):
+        return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
+                    warp_specialized=True)
 
     def ring(split: int) -> int:  # no deeper than a program's steps
         return min(WGMMA_STAGES, mxfp8_wgmma.max_steps(k, split))
@@ -268,11 +279,13 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
-def wgmma_warp_specialized(block_m: int, split_k: int, *, partials: bool) -> bool:
-    """Whether a decode-kernel tile runs warp-specialized (``seam.kernels.mxfp8_wgmma_ws``: a TMA producer warp, two
-    consumer warpgroups that never wait for each other): the streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at
-    K splits up to :data:`WS_MAX_SPLIT`, except the fused QKV op's partials-only launch (whose epilogue reads the
-    decode kernel's partials layout).
+def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -> bool:
+    """Whether :func:`pick_wgmma_tile` takes a decode-kernel tile warp-specialized (``seam.kernels.mxfp8_wgmma_ws``: a
+    TMA producer warp, two consumer warpgroups that never wait for each other; ``Tile.warp_specialized``): the
+    streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at K splits up to :data:`WS_MAX_SPLIT`, and the 64-row tile
+    there too where the activations come with their A_deq (``a_deq``) and K >= :data:`STREAMED_MIN_K` (the kernel
+    reads A_deq only: without one, the landed kernel's own staging costs less than a dequantization launch first).
+    The fused QKV op takes it at 65-128 tokens, on the 128-token tile (``pick_qkv_tile``).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
     65 / 96 / 128, the landed streamed tiles / warp-specialized at 4 stages, the same split and bytes): faster at
@@ -285,8 +298,19 @@ def wgmma_warp_specialized(block_m: int, split_k: int, *, partials: bool) -> boo
     and 100 tokens at N 6144 x 2048, 4992 x 6144, 2560 x 6144 and 3072 x 6144), the one loss N 3072 x 2048 (4) 7.68 /
     8.46 / 9.84 -> 7.59 / 8.64 / 9.72. At more, shorter programs it loses or ties: N 1536 x 6144 (split 11, 4-5 steps
     each) 9.58 / 10.17 / 11.15 -> 9.93 / 10.95 / 12.59, N 2048 x 6144 (8) 11.05 / 12.03 / 12.41 -> 10.71 / 11.68 /
-    13.37."""
-    return RESIDENT_MAX_M < block_m <= WGMMA_MAX_M and split_k <= WS_MAX_SPLIT and not partials
+    13.37.
+
+    The 64-row tile given A_deq (same runs, us at M 40 / 64, the landed kernel's pick / warp-specialized at the
+    one-wave split, 4 stages): faster at all 20 points of the ten shapes whose one-wave split is at most 6, 0.75-0.98x:
+    N 9856 x 6144 (split 5 / 1) 31.86 / 33.08 -> 28.07 / 26.44; N 4992 x 6144 (6 / 3) 14.94 / 15.43 -> 13.62 / 14.19;
+    N 6144 x 4096 (5 / 2) 13.35 / 13.46 -> 12.36 / 12.33; N 3072 x 2048 (4 / 4) 8.94 / 9.02 -> 6.72 / 7.02; N 6144 x
+    2048 (2 / 2) 9.45 / 9.74 -> 7.88 / 8.38; N 8192 x 2048 (2 / 2) 10.10 / 10.12 -> 8.76 / 9.19; N 3072 x 6144 (5 / 5)
+    11.83 / 11.45 -> 10.05 / 10.22; N 2560 x 6144 (6 / 6) 10.28 / 10.17 -> 9.04 / 9.33; N 4096 x 4096 (4 / 4) 10.95 /
+    10.28 -> 9.79 / 10.07; N 2560 x 2048 (6 / 4) 7.03 / 7.19 -> 6.28 / 6.52. Not at N 1536 x 6144 (one-wave split 11:
+    7.86 / 7.93 -> 8.23 / 8.79) or N 2048 x 6144 (8: 9.15 / 8.99 -> 8.96 / 9.35), which the split bound keeps off."""
+    if split_k > WS_MAX_SPLIT or not RESIDENT_MAX_M <= block_m <= WGMMA_MAX_M:
+        return False
+    return block_m > RESIDENT_MAX_M or (a_deq and k >= STREAMED_MIN_K)
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:
@@ -298,7 +322,7 @@ def one_wave_split(tiles: int, steps: int, sms: int) -> int:
 
 def streamed_stages(split_k: int) -> int:
     """Ring depth of the landed decode kernel's streamed tile (:data:`STREAMED_BLOCK_M`) at a K split, where it runs it
-    (splits above :data:`WS_MAX_SPLIT`, and the QKV op's partials): 3 where the split is at most 2 (there 2 stages
+    (splits above :data:`WS_MAX_SPLIT`): 3 where the split is at most 2 (there 2 stages
     were 1.0-1.4x slower), else 2 (3 were 0.98-1.06x slower; :func:`pick_wgmma_tile`)."""
     return 3 if split_k <= 2 else 2
 
@@ -572,7 +596,6 @@ class WgmmaLaunch:
     early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
     bf16_mul: bool = False  #: :func:`wgmma_bf16_mul`
     a_stream: bool = False  #: :func:`wgmma_a_stream` (the decode kernel given A_deq)
-    warp_specialized: bool = False  #: :func:`wgmma_warp_specialized` (``seam.kernels.mxfp8_wgmma_ws``)
 
 
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
@@ -588,8 +611,7 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
     smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
     a_stream = a_deq_programs > 0 and wgmma_a_stream(block_m, k, split_k, stages, a_deq_programs, sms)
     return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps),
-                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream,
-                       a_stream and wgmma_warp_specialized(block_m, split_k, partials=partials))
+                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream)
 
 
 #: From this M up, a CUDA device (not the interpreter) takes the prefill path, :data:`BF16_MM_TILE`, where no
@@ -620,7 +642,7 @@ def bf16_mm_supported(device: torch.device) -> bool:
             and _MM_OUT_DTYPE)
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False) -> Tile:
     """:data:`GEMV_TILE` for one token (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
     waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
@@ -641,11 +663,12 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 256 the
     Gluon ring kernel where K >= 2048 and :func:`pick_ring_tile` takes the shape; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
-    keeps the pick to the tl kernel.
+    keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
+    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`).
     """
     sms = runtime.num_sms(device)
     if not tl_only and wgmma_supported(device):
-        wgmma_tile = pick_wgmma_tile(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
+        wgmma_tile = pick_wgmma_tile(m, n, k, sms, a_deq=a_deq) or pick_ring_tile(m, n, k, sms)
         if wgmma_tile is not None:
             return wgmma_tile
     if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
@@ -710,9 +733,12 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     if not tl_only:
         tile = pick_tile(m, n, k, device)
         if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
-            # the decode kernel's partials run the 128-token tile at its measured depth (the 64 + tail tiles are not
-            # yet run under the epilogue on a GPU; the warp-specialized kernel stores half-tile partials)
-            return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M, num_stages=streamed_stages(tile.split_k))
+            # the 128-token tile (the 64 + tail tiles are not yet run under the epilogue on a GPU): warp-specialized
+            # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the landed kernel's at 100
+            # tokens, splits 3, 2 and 6), else the landed kernel at its measured depth
+            ws = tile.warp_specialized
+            return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M,
+                                       num_stages=tile.num_stages if ws else streamed_stages(tile.split_k))
         if tile.wgmma or tile.bf16_mm:
             return tile
     tile = pick_tile(m, n, k, device, tl_only=True)  # the fused epilogue runs on the tl kernel

@@ -46,12 +46,12 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   shapes, picked depth; log runs 176-177). At 65-96 tokens the 64 + tail tiles (:data:`TAIL_TILES`, ``TAIL``) run
   the same weight operand through two MMAs, tokens 0-63 and the 8-32 after them, each with its own accumulator and
   activation slots (one barrier per stage for both copies): the MMA work of 64 + tail tokens, 0.85-0.97x the
-  128-token tile's time (log run 184). Where their K split is at most 6, ``mxfp8_linear`` runs these streamed tiles
+  128-token tile's time (log run 184). Where their K split is at most 6 the picker runs these streamed tiles
   warp-specialized instead (``seam.kernels.mxfp8_wgmma_ws``: the same operands and bytes, a TMA producer warp and
-  two consumer warpgroups that never wait for each other; 0.74-1.0x this kernel's time, log runs 190-191); this
-  kernel keeps larger splits and the fused QKV op's partials. On those streamed tiles, where the 64-row tile
-  streams, and on that tile at K 1536-2048, activations that arrive without A_deq have it written first by the
-  GEMM's dequantization launch
+  two consumer warpgroups that never wait for each other; 0.74-1.0x this kernel's time, log runs 190-191), and the
+  64-row tile too where A_deq comes with the activations; this kernel keeps larger splits. On those streamed tiles,
+  where the 64-row tile streams, and on that tile at K 1536-2048, activations that arrive without A_deq have it
+  written first by the GEMM's dequantization launch
   (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152: 24.6 -> 18.5 us at N 4992,
   11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles (quantized in that launch; runs
   159-160: 0.86-1.0x a separate quantizer's time).
@@ -312,12 +312,17 @@ def _issue_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, slot, step, pred
     """TMA copy of one K step of A_deq into activation slot ``slot`` (with ``TAIL``, its rows from
     ``x_desc``'s block on into ``xt_smem``), completing on its barrier."""
     bar = x_bars.index(slot)
+    mbarrier.expect(bar, x_desc.block_type.nbytes + (xt_desc.block_type.nbytes if TAIL > 0 else 0), pred=pred)
+    copy_activation_step(x_desc, xt_desc, x_smem, xt_smem, bar, slot, step, pred, TAIL)
+
+
+@gluon.jit
+def copy_activation_step(x_desc, xt_desc, x_smem, xt_smem, bar, slot, step, pred, TAIL: gl.constexpr):
+    """The TMA copies of one K step of A_deq into slot ``slot`` (with ``TAIL``, its rows from ``x_desc``'s block on
+    into ``xt_smem``), completing on ``bar``, whose byte count the caller expects."""
     if TAIL > 0:
-        mbarrier.expect(bar, x_desc.block_type.nbytes + xt_desc.block_type.nbytes, pred=pred)
         tma.async_copy_global_to_shared(xt_desc, [x_desc.block_type.shape[0], step * 128], bar, xt_smem.index(slot),
                                         pred=pred)
-    else:
-        mbarrier.expect(bar, x_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(x_desc, [0, step * 128], bar, x_smem.index(slot), pred=pred)
 
 
@@ -335,6 +340,13 @@ def _issue_step(w_desc, s_desc, w_ring, s_ring, bars, stage, step, n0, K_STEPS: 
     """TMA copies of one K step (E4M3 tile and its scale chunk) into ``stage``, completing on its barrier."""
     bar = bars.index(stage)
     mbarrier.expect(bar, w_desc.block_type.nbytes + s_desc.block_type.nbytes, pred=pred)
+    copy_weight_step(w_desc, s_desc, w_ring, s_ring, bar, stage, step, n0, K_STEPS, pred)
+
+
+@gluon.jit
+def copy_weight_step(w_desc, s_desc, w_ring, s_ring, bar, stage, step, n0, K_STEPS: gl.constexpr, pred):
+    """The TMA copies of one K step's E4M3 tile and its scale chunk into ``stage``, completing on ``bar``, whose byte
+    count the caller expects."""
     tma.async_copy_global_to_shared(w_desc, [n0, step * 128], bar, w_ring.index(stage), pred=pred)
     tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + step) * 32, 0], bar, s_ring.index(stage),
                                     pred=pred)

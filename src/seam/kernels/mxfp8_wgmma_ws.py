@@ -1,5 +1,5 @@
 """MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens) of
-:mod:`seam.kernels.mxfp8_wgmma` with the copies and the math in separate warps.
+:mod:`seam.kernels.mxfp8_wgmma`, and its 64-row tile given A_deq, with the copies and the math in separate warps.
 
 Same operands, products and sums as that kernel's streamed tiles (``A_STREAM``: register-A weights, K-permuted
 A_deq as the shared B operand, the 64 + tail split of :data:`seam.kernels.mxfp8_wgmma.TAIL_TILES`), so the same
@@ -29,7 +29,9 @@ mixed: the picker keeps those splits on the landed kernel
 Registers: the launch caps every thread at :data:`MAX_REGISTERS` (Triton runs the three partitions on 12 warps'
 worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the consumers :data:`CONSUMER_REGISTERS`
 and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``).
-The fused QKV op's partials-only launch keeps the landed kernel: its epilogue reads that kernel's partials layout.
+With ``PARTIALS`` (the fused QKV op's GEMM at 65-128 tokens) each consumer stores its rows of the program's partial
+in the landed kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's wait, as
+there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from seam.kernels import mxfp8_wgmma
@@ -47,6 +49,8 @@ from seam.kernels.mxfp8_wgmma import (
     BLOCK_K,
     BLOCK_N,
     TAIL_TILES,
+    copy_activation_step,
+    copy_weight_step,
     dequantize_weight_operand,
     program_steps,
     scale_descriptor,
@@ -55,8 +59,8 @@ from seam.kernels.mxfp8_wgmma import (
 )
 from seam.kernels.wgmma_combine import check_combiners, store_tile
 
-#: The tiles (``block_m``) this kernel runs: the 64 + tail tiles and the 128-token tile.
-BLOCK_MS = (*TAIL_TILES, 128)
+#: The tiles (``block_m``) this kernel runs: the 64-row tile (given A_deq), the 64 + tail tiles and the 128-token tile.
+BLOCK_MS = (64, *TAIL_TILES, 128)
 #: Registers per thread at launch (12 warps: 384 x 168 <= 65536).
 MAX_REGISTERS = 168
 #: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
@@ -103,9 +107,11 @@ def max_stages(block_m: int, k: int, split_k: int) -> int:
 @gluon.jit
 def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, n_steps,
               M, N, stride_om, HALF: gl.constexpr, MP: gl.constexpr, TAIL: gl.constexpr, STAGES: gl.constexpr,
-              SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr, BF16_MUL: gl.constexpr):
+              SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr, BF16_MUL: gl.constexpr,
+              PARTIALS: gl.constexpr):
     """Weight rows 64 * HALF.. of the program's tile: every step's MMA, then their store (a 64-row tile of its
-    own: index 2 * tile + HALF)."""
+    own: index 2 * tile + HALF), or with ``PARTIALS`` their rows of the program's partial in the decode kernel's
+    layout ([tiles, SPLIT_K, MP, 128], what the QKV epilogue sums)."""
     MA: gl.constexpr = MP - TAIL
     TW: gl.constexpr = TAIL if TAIL > 0 else 8  # the tail accumulator's width (TAIL 0: unused)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
@@ -131,45 +137,48 @@ def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, co
             acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))
         # this warpgroup's reads of the stage are done: its tile's registers fed the MMA, which has read the rows
         mbarrier.arrive(empty.index(stage), count=1)
-    store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, 2 * tile + HALF, kid, n0 + 64 * HALF, 0, M, N, stride_om,
-               64, MP, TAIL, SPLIT_K, COMBINE, False, COMBINERS, CONSUMER_WARPS)
-
-
-@gluon.jit
-def _issue_rows(x_desc, xt_desc, x_ring, xt_ring, bar, stage, step, pred, TAIL: gl.constexpr):
-    """TMA copies of one K step of A_deq (and its tail rows) into ``stage``, completing on ``bar``."""
-    tma.async_copy_global_to_shared(x_desc, [0, step * 128], bar, x_ring.index(stage), pred=pred)
-    if TAIL > 0:
-        tma.async_copy_global_to_shared(xt_desc, [x_desc.block_type.shape[0], step * 128], bar, xt_ring.index(stage),
-                                        pred=pred)
+    if PARTIALS:
+        # along N, contiguous in the workspace (the MMA layout spreads a column over 8 lanes)
+        EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [1, CONSUMER_WARPS], [0, 1])
+        r = 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, EPI))
+        base = ws_ptr + (tile.to(gl.int64) * SPLIT_K + kid) * (MP * BLOCK_N) + r[:, None]
+        gl.store(base + gl.arange(0, MA, layout=gl.SliceLayout(0, EPI))[None, :] * BLOCK_N, gl.convert_layout(acc, EPI))
+        if TAIL > 0:
+            t = MA + gl.arange(0, TW, layout=gl.SliceLayout(0, EPI))
+            gl.store(base + t[None, :] * BLOCK_N, gl.convert_layout(acc_t, EPI))
+    else:
+        store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, 2 * tile + HALF, kid, n0 + 64 * HALF, 0, M, N,
+                   stride_om, 64, MP, TAIL, SPLIT_K, COMBINE, False, COMBINERS, CONSUMER_WARPS)
 
 
 @gluon.jit
 def _producer(w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
-              K_STEPS: gl.constexpr, STAGES: gl.constexpr, TAIL: gl.constexpr, USE_PDL: gl.constexpr):
+              K_STEPS: gl.constexpr, STAGES: gl.constexpr, TAIL: gl.constexpr, USE_PDL: gl.constexpr,
+              PARTIALS: gl.constexpr):
     """Every TMA copy of the program: the first STAGES steps' weights before the PDL wait, their A_deq after it,
     then each later step once both consumers have released its stage."""
     nbytes: gl.constexpr = (w_desc.block_type.nbytes + s_desc.block_type.nbytes + x_desc.block_type.nbytes
                             + (xt_desc.block_type.nbytes if TAIL > 0 else 0))
+    # one expect per stage for all its bytes (the barrier's one arrival): its A_deq rows land on it after the wait
     for s in gl.static_range(STAGES):
         pred = s < n_steps
-        bar = ready.index(s)
-        mbarrier.expect(bar, nbytes, pred=pred)  # the A_deq rows below land on the same barrier
-        tma.async_copy_global_to_shared(w_desc, [n0, (lo + s) * 128], bar, w_ring.index(s), pred=pred)
-        tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + lo + s) * 32, 0], bar, s_ring.index(s),
-                                        pred=pred)
+        mbarrier.expect(ready.index(s), nbytes, pred=pred)
+        copy_weight_step(w_desc, s_desc, w_ring, s_ring, ready.index(s), s, lo + s, n0, K_STEPS, pred)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # A_deq is the previous kernel's output
+        if PARTIALS:
+            # past the wait: the QKV epilogue kernel next reads its inputs before its own wait (as the decode
+            # kernel's PARTIALS launch, qkv_epilogue's INPUTS_BEFORE_WAIT)
+            tl.extra.cuda.gdc_launch_dependents()
     for s in gl.static_range(STAGES):
-        _issue_rows(x_desc, xt_desc, x_ring, xt_ring, ready.index(s), s, lo + s, s < n_steps, TAIL)
+        copy_activation_step(x_desc, xt_desc, x_ring, xt_ring, ready.index(s), s, lo + s, s < n_steps, TAIL)
     for i in range(STAGES, n_steps):
         stage = i % STAGES
         mbarrier.wait(empty.index(stage), ((i // STAGES) & 1) ^ 1)  # both consumers released step i - STAGES
         bar = ready.index(stage)
         mbarrier.expect(bar, nbytes)
-        tma.async_copy_global_to_shared(w_desc, [n0, (lo + i) * 128], bar, w_ring.index(stage))
-        tma.async_copy_global_to_shared(s_desc, [((n0 // 128) * K_STEPS + lo + i) * 32, 0], bar, s_ring.index(stage))
-        _issue_rows(x_desc, xt_desc, x_ring, xt_ring, bar, stage, lo + i, True, TAIL)
+        copy_weight_step(w_desc, s_desc, w_ring, s_ring, bar, stage, lo + i, n0, K_STEPS, True)
+        copy_activation_step(x_desc, xt_desc, x_ring, xt_ring, bar, stage, lo + i, True, TAIL)
 
 
 @gluon.jit(do_not_specialize=["M"])
@@ -178,8 +187,8 @@ def mxfp8_linear_wgmma_ws_kernel(
     s_desc,  # swizzled weight scales as uint8 [N_pad * K / 4096, 16], block [32, 16] (one 128x4 chunk)
     x_desc,  # A_deq [M, K] BF16, K-permuted (seam.formats.a_deq), block [MP - TAIL, BLOCK_K]
     xt_desc,  # with TAIL: A_deq's rows from MP - TAIL on, block [TAIL, BLOCK_K] (else unused)
-    out_ptr,  # bf16 [M, N], row stride stride_om
-    ws_ptr,  # fp32 split-K workspace [2 * tiles, SPLIT_K, MP, 64]
+    out_ptr,  # bf16 [M, N], row stride stride_om (unused with PARTIALS)
+    ws_ptr,  # fp32 split-K workspace [2 * tiles, SPLIT_K, MP, 64]; with PARTIALS the partials [tiles, SPLIT_K, MP, 128]
     counter_ptr,  # int32 [2 * tiles] arrival counters (one per half-tile), zero between launches
     M,
     N,
@@ -193,6 +202,7 @@ def mxfp8_linear_wgmma_ws_kernel(
     COMBINERS: gl.constexpr,  # programs of a half-tile that combine its partials (store_tile)
     BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
     USE_PDL: gl.constexpr,
+    PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
     num_warps: gl.constexpr,  # the default partition's: one consumer's
 ):
     K_STEPS: gl.constexpr = K // BLOCK_K
@@ -209,24 +219,24 @@ def mxfp8_linear_wgmma_ws_kernel(
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=2)  # one arrival per consumer
-    if USE_PDL:
+    if USE_PDL and not PARTIALS:
         # The next kernel may start now and stream its own weights: its gdc_wait still waits for all of this one.
         tl.extra.cuda.gdc_launch_dependents()
     # (Worker partitions take their constexprs only as literal tuple items, not through tuple arithmetic.)
     gl.warp_specialize([
         (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0,
-                     n_steps, M, N, stride_om, 0, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL)),
+                     n_steps, M, N, stride_om, 0, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL, PARTIALS)),
         (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0,
-                     n_steps, M, N, stride_om, 1, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL)),
+                     n_steps, M, N, stride_om, 1, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL, PARTIALS)),
         (_producer, (w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
-                     K_STEPS, STAGES, TAIL, USE_PDL)),
+                     K_STEPS, STAGES, TAIL, USE_PDL, PARTIALS)),
     ], [CONSUMER_WARPS, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])
 
 
 def launch_mxfp8_linear_wgmma_ws(
     a_deq: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, block_m: int, split_k: int,
     stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool, combine: int, *, combiners: int,
-    bf16_mul: bool = False,
+    bf16_mul: bool = False, partials: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that
     :func:`seam.kernels.mxfp8_wgmma.operands_ready` accepts: ``a_deq`` BF16 [M, K] in the decode kernel's K order
@@ -235,7 +245,9 @@ def launch_mxfp8_linear_wgmma_ws(
     at least ``tiles * split_k * block_m * 128`` floats, ``counters``: int32, at least ``2 * tiles``, zero (both
     unused at ``split_k`` 1; tiles = ceil(N / 128)); ``combine`` / ``combiners``: as the decode kernel's launcher
     (combiners per 64-row half-tile); ``bf16_mul``: dequantize by BF16 multiplies, for a weight
-    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts.
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts. With ``partials`` (the fused QKV op) ``out`` and
+    ``counters`` are unused: each program stores its fp32 partial in ``work`` as the decode kernel's partials launch
+    does ([tiles, split_k, block_m, 128], split 1 too), and the QKV epilogue kernel sums them.
 
     Raises:
         ValueError: ``block_m`` not in :data:`BLOCK_MS`, ``split_k`` not in [1, K / 128] (a program without steps
@@ -259,5 +271,6 @@ def launch_mxfp8_linear_wgmma_ws(
     mxfp8_linear_wgmma_ws_kernel[(triton.cdiv(n, BLOCK_N.value) * split_k,)](
         w_desc, scale_descriptor(ws), x_desc, xt_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=stages, COMBINE=combine, COMBINERS=combiners,
-        BF16_MUL=bf16_mul, USE_PDL=use_pdl, num_warps=CONSUMER_WARPS.value, maxnreg=MAX_REGISTERS, launch_pdl=use_pdl,
+        BF16_MUL=bf16_mul, USE_PDL=use_pdl, PARTIALS=partials, num_warps=CONSUMER_WARPS.value,
+        maxnreg=MAX_REGISTERS, launch_pdl=use_pdl,
     )

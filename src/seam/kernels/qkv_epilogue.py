@@ -548,7 +548,8 @@ def launch_qkv_epilogue(
         else:
             # one M tile; its partials land in scratch (the workspace reserved above is the one it takes)
             acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True, a_deq=a_deq)
-            # the decode kernel's PARTIALS mode triggers this launch only past its own wait (mxfp8_wgmma); the
+            # the decode kernel's PARTIALS mode triggers this launch only past its own wait (mxfp8_wgmma, and
+            # mxfp8_wgmma_ws's producer warp); the
             # ring kernel triggers before its wait, so its epilogue reads its inputs after its own
             gluon_partials = acc is not None and not tile.ring
             if acc is None:  # an operand TMA cannot read as is

@@ -12,7 +12,7 @@ from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 from seam.kernels.mxfp8_gemm import dequantizes_first, launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, RESIDENT_MAX_M, Tile, pick_tile, wgmma_supported
 from seam.ops.a_deq import check_a_deq_bytes
@@ -77,13 +77,14 @@ def _launch(
     f16_operands: bool,
     wgmma: bool,
     bf16_mm: bool,
+    warp_specialized: bool,
     a_deq: Optional[torch.Tensor],
     weight_bf16_mul: bool,
 ) -> None:
     # A custom op takes no Tile: its fields travel as Tile.to_args(). xs None: x is BF16, quantized in the GEMM.
     # a_deq: the QuantizedActivation's A_deq, or None. weight_bf16_mul: mxfp8_wgmma.bf16_mul_exact of the weight.
     tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
-                          wgmma, bf16_mm)
+                          wgmma, bf16_mm, warp_specialized)
     launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq, weight_bf16_mul)
 
 
@@ -104,10 +105,16 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.wgmma needs K a multiple of 128, got K={k}")
     if not 1 <= tile.split_k <= k // 128:
         raise ValueError(f"tile.wgmma needs split_k in [1, K/128={k // 128}], got {tile.split_k}")
+    if tile.warp_specialized and tile.block_m not in mxfp8_wgmma_ws.BLOCK_MS:
+        raise ValueError(f"tile.warp_specialized needs block_m in {mxfp8_wgmma_ws.BLOCK_MS}, got {tile.block_m}")
     # the ring kernel refills a stage after the MMA that reads it, so it needs a second stage to wait on
     streamed = tile.block_m > RESIDENT_MAX_M  # the decode kernel's 64 + tail and 128-token tiles
-    fewest, most = ((mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(tile.block_m)) if tile.ring
-                    else (1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=streamed)))
+    if tile.ring:
+        fewest, most = mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(tile.block_m)
+    elif tile.warp_specialized:  # A_deq streamed, whatever the tile
+        fewest, most = 1, mxfp8_wgmma_ws.max_stages(tile.block_m, k, tile.split_k)
+    else:
+        fewest, most = 1, mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=streamed)
     if not fewest <= tile.num_stages <= most:
         raise ValueError(f"tile.wgmma needs num_stages in [{fewest}, {most}] (shared memory) at block_m={tile.block_m}, "
                          f"K={k}, split_k={tile.split_k}, got {tile.num_stages}")
@@ -129,7 +136,10 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
     if tile.max_registers is not None:
         sizes["max_registers"] = checks.integer("tile.max_registers", tile.max_registers)
     # flags are Python or NumPy bools, passed on as Python bools
-    flags = {name: checks.flag(f"tile.{name}", getattr(tile, name)) for name in ("wgmma", "bf16_mm", "f16_operands")}
+    flags = {name: checks.flag(f"tile.{name}", getattr(tile, name))
+             for name in ("wgmma", "bf16_mm", "f16_operands", "warp_specialized")}
+    if flags["warp_specialized"] and not flags["wgmma"]:
+        raise ValueError("tile.warp_specialized needs tile.wgmma (a Gluon decode-kernel tile)")
     tile = dataclasses.replace(tile, **sizes, **flags)
     if tile.bf16_mm:
         if m is None:
@@ -189,7 +199,10 @@ def mxfp8_linear(
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
             change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-128
             tokens and one at N >= 2560; ring, 129-256) read those BF16 rows instead of dequantizing the MXFP8
-            ones themselves (same bytes; other paths ignore it). Not modified.
+            ones themselves (same bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an
+            A_deq also changes the picked tile: the warp-specialized 64-row tile at the one-wave K split, which may
+            differ from the split picked without one (then the bytes agree wherever the sums are exact, else
+            within fp32 summation order). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning; None (default) takes
@@ -197,7 +210,9 @@ def mxfp8_linear(
             ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32, 64, 72, 80, 96
             or 128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
             multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
-            aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way);
+            aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way); ``warp_specialized``
+            (with ``wgmma``, ``block_m`` 64-128) runs the warp-specialized decode kernel (same bytes; the picker takes
+            it at 65-128 tokens, and at 33-64 where ``x`` carries its A_deq);
             ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
             Split-K launches share a per-device workspace: keep them on one stream, and make a
             first call at each M before CUDA-graph capture.
@@ -217,12 +232,13 @@ def mxfp8_linear(
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
-            out not BF16, tile (or its max_registers, f16_operands, wgmma or bf16_mm) of the wrong type,
+            out not BF16, tile (or its max_registers or flags) of the wrong type,
             quantize not a str or :class:`LinearQuantize`.
         ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
-            tile off a Hopper GPU or outside its sizes (shared memory included), a bf16_mm
+            tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
+            not a wgmma tile of 64-128 rows, a bf16_mm
             tile other than ``BF16_MM_TILE``, an unknown ``quantize``, or an ``out`` requiring grad while
             grad mode is on (as torch's out= arguments; fine under ``torch.no_grad()``); with ``SEAM_DEBUG``, an
             ``x.a_deq``
@@ -286,7 +302,9 @@ def mxfp8_linear(
         checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device, written=True)
         inputs = _activation_inputs(x)
         checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
-    tile = tile or pick_tile(m, n, k, device)
+    # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would dequantize first
+    given = isinstance(x, QuantizedActivation) and x.a_deq is not None and mxfp8_wgmma.tma_ready(x.a_deq)
+    tile = tile or pick_tile(m, n, k, device, a_deq=given)
     a_deq = None
     if isinstance(x, QuantizedActivation):
         x, xs, a_deq = x.values, x.scales, x.a_deq

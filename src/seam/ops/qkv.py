@@ -73,6 +73,7 @@ def _launch(
     f16_operands: bool,
     wgmma: bool,
     bf16_mm: bool,
+    warp_specialized: bool,
     a_deq: Optional[torch.Tensor],
 ) -> None:
     launch_qkv_epilogue(
@@ -86,7 +87,7 @@ def _launch(
         nkv=nkv,
         # A custom op takes no Tile: its fields travel as Tile.to_args().
         tile=Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
-                            wgmma, bf16_mm),
+                            wgmma, bf16_mm, warp_specialized),
         a_deq=a_deq,
     )
 
@@ -268,7 +269,8 @@ def qkv_index_fused_epilogue(
     does not: keep them in range); the accumulator is within fp32 reordering error of the dequantized GEMM.
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and M 65..128
     at K >= 2048, here always on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 have not yet been
-    run under this op's epilogue on a GPU; ring M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill
+    run under this op's epilogue on a GPU; warp-specialized where its split is at most 6, as ``mxfp8_linear``'s; ring
+    M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill
     path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the

@@ -89,7 +89,8 @@ def _run_a_deq(ctx: Context, m: int, n: int, k: int) -> Outcome:
 
 RULE = "tolerance (summation order differs): within one BF16 rounding + the fp32 reordering bound of the fp32 GEMM"
 IN_GEMM_RULE = "bit-identical to quantize + GEMM"
-A_DEQ_RULE = "A_deq bit-identical to its reference; the GEMM bit-identical to the one without A_deq"
+A_DEQ_RULE = ("A_deq bit-identical to its reference; the GEMM bit-identical to the one without A_deq (the same split "
+              "at this shape)")
 
 
 def checks(ctx: Context) -> list[Check]:
