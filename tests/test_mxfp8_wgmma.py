@@ -31,7 +31,7 @@ from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, ST
                                            WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
                                            wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
                                            wgmma_launch, wgmma_smem_steps, wgmma_warp_specialized, WS_MAX_SPLIT,
-                                           WS_STAGES)
+                                           WS_STAGES, TOKEN_TILES_MAX_M, pick_token_tiles)
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
 from seam.kernels.mxfp8_gemm_config import one_wave_split
@@ -137,6 +137,63 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
                    (9856, 6144): (1, 4), (3072, 2048): (4, 4)}
     assert (WS_STAGES, WS_MAX_SPLIT) == (4, 6)
     assert [streamed_stages(s) for s in (1, 2, 3, 11)] == [3, 3, 2, 2]
+
+
+def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
+    """Runs 199-200: 129-384 tokens on the warp-specialized kernel over 128-token tiles (dequantization launch
+    included) beat the prefill path / ring kernel at 11 of 13 points of four shapes (0.69-0.95x; up to 1.10x at 129
+    tokens on N 1536) where one program per N tile and token tile fits a wave, and lost where it did not (N 6144 x
+    2048 at 384 tokens) or past 384 tokens. The split fills that wave with programs of >= 4 steps, at most 6."""
+    assert TOKEN_TILES_MAX_M == 384
+    for m in (128, 385):
+        assert pick_token_tiles(m, 2560, 6144, 132) is None  # the decode kernel's / past the measured range
+    assert pick_token_tiles(200, 6144, 768, 132) is None  # K below the measured range: the prefill path
+    assert pick_token_tiles(200, 2560, 6112, 132) is None  # K not a multiple of 128
+    assert pick_token_tiles(129, 9856, 6144, 132) is None  # 77 tiles x 2 token tiles: more than a wave
+    assert pick_token_tiles(384, 6144, 2048, 132) is None  # 48 x 3 (run 200: lost there)
+    for n, k in SHAPES + ((9856, 6144), (256, 6144), (4096, 4096)):
+        tiles, steps = -(-n // 128), k // 128
+        for m in range(WGMMA_MAX_M + 1, TOKEN_TILES_MAX_M + 1):
+            t = pick_token_tiles(m, n, k, 132)
+            token_tiles = -(-m // 128)
+            if k < STREAMED_MIN_K or tiles * token_tiles > 132:
+                assert t is None, (m, n, k)
+                continue
+            share = -(-m // token_tiles)  # a 64 + tail tile where a token tile's share fits one
+            bm = 72 if share <= 72 else 80 if share <= 80 else 96 if share <= 96 else 128
+            assert t == Tile(bm, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k,
+                             wgmma=True, warp_specialized=True), (m, n, k)
+            assert -(-m // t.block_m) == token_tiles  # the launch's grid axis 1
+            programs = tiles * token_tiles * t.split_k
+            assert 1 <= t.split_k <= WS_MAX_SPLIT and programs <= 132 and (t.split_k == 1 or steps // t.split_k >= 4)
+            assert t.split_k == WS_MAX_SPLIT or programs + tiles * token_tiles > 132 or steps // (t.split_k + 1) < 4
+            assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k)
+    # the measured splits (runs 199-200)
+    assert [(t.block_m, t.split_k) for t in (pick_token_tiles(m, n, k, 132) for m, n, k in (
+        (256, 2560, 6144), (384, 2560, 6144), (256, 4992, 6144), (384, 4992, 6144), (256, 6144, 2048),
+        (256, 1536, 6144), (384, 1536, 6144)))] == [(128, 3), (128, 2), (128, 1), (128, 1), (128, 1), (128, 5),
+                                                    (128, 3)]
+    assert [pick_token_tiles(m, 2560, 6144, 132).block_m for m in (129, 144, 145, 160, 161, 192, 193, 257, 288,
+                                                                       289)] == [72, 72, 80, 80, 96, 96, 128, 96, 96,
+                                                                                 128]
+
+
+def test_default_pick_at_129_to_384_tokens(monkeypatch):
+    """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; the fused QKV op keeps its
+    pick before them (its epilogue sums the partials of one token tile)."""
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    cuda = torch.device("cuda")
+    for m in (129, 200, 256, 384):
+        for n, k in ((2560, 6144), (4992, 6144), (1536, 6144)):
+            assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == pick_token_tiles(m, n, k, 132)
+            assert not pick_qkv_tile(m, n, k, cuda).warp_specialized
+        assert pick_tile(m, 6144, 768, cuda) == mxfp8_gemm_config.BF16_MM_TILE
+    assert pick_qkv_tile(200, 4992, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 4992, 6144, 132)
+    assert pick_qkv_tile(200, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
+    assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
+    assert pick_tile(385, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
 
 
 def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
@@ -447,7 +504,7 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
 @pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 193)
 def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
-    (warp-specialized where picked so; the split reaches the code
+    (warp-specialized where picked so), the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
     QKV op's partials-only launches (nkv 1, 2, 4; pick_qkv_tile keeps them on the 128-token tile): no spills,
     shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
@@ -457,6 +514,9 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
             if (t := pick_wgmma_tile(m, n, k, 132, a_deq=True)) is not None and t.block_m >= 64:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, t.warp_specialized)
                          for bf16_mul in (True, False)}
+        for m in (129, 160, 192, 256, 384):
+            if (t := pick_token_tiles(m, n, k, 132)) is not None:
+                runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
     for nkv in (1, 2, 4):
         t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)  # as pick_qkv_tile runs it
         stages = t.num_stages if t.warp_specialized else streamed_stages(t.split_k)
@@ -811,6 +871,30 @@ def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n,
     assert launched == ["ws", "ws", "landed"], tile
     for got in ws:
         assert torch.equal(got.view(torch.int16), landed.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(129, 2560, 6144), (160, 1536, 6144), (192, 6144, 2048), (200, 4992, 6144),
+                                   (256, 2560, 6144), (300, 1536, 6144), (384, 2560, 6144), (384, 136, 2048)])
+def test_token_tiles_write_each_token_tiles_bytes_gpu(monkeypatch, m, n, k):
+    """At 129-384 tokens the picked warp-specialized tile runs ceil(M / block_m) token tiles: on random (inexact)
+    sums each token tile's rows are the bytes of the same tile run on those rows alone (one token tile: the same
+    products, order and combine), twice in a row (every token tile's counters return to zero); and the exact sums
+    of small-integer operands, on MXFP8 and BF16 rows."""
+    x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m + n)) * 3).to(torch.bfloat16).cuda()
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(n)).cuda())
+    tile = pick_tile(m, n, k, x.device)
+    assert tile.warp_specialized and m > tile.block_m, tile
+    launched = _spy_decode_kernels(monkeypatch)
+    outs = [seam.mxfp8_linear(x, w, tile=tile) for _ in range(2)]
+    assert launched == ["ws", "ws"]
+    for m0 in range(0, m, tile.block_m):
+        rows = seam.mxfp8_linear(x[m0:m0 + tile.block_m], w, tile=tile)
+        for got in outs:
+            assert torch.equal(got[m0:m0 + tile.block_m].view(torch.int16), rows.view(torch.int16)), (tile, m0)
+    x, w, want = exact_block_inputs(m, n, k, seed=m)
+    for got in linear_both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
 @pytest.mark.gpu

@@ -67,8 +67,9 @@ def test_default_pick_on_hopper(monkeypatch):
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
-    assert pick_tile(200, 4992, 6144, cuda) == pick_ring_tile(200, 4992, 6144, 132)  # ahead of the prefill path
-    assert pick_tile(200, 2560, 6144, cuda) == BF16_MM_TILE
+    # ahead of the prefill path where the warp-specialized token tiles take more than a wave (pick_token_tiles)
+    assert pick_tile(200, 9856, 6144, cuda) == pick_ring_tile(200, 9856, 6144, 132)
+    assert pick_tile(200, 2560, 6144, cuda).warp_specialized
     for m in (65, 128):  # the decode kernel's streamed tile, ahead of the ring kernel
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132) and pick_ring_tile(
             m, 2560, 6144, 132) is None
@@ -77,7 +78,7 @@ def test_default_pick_on_hopper(monkeypatch):
     for m in (129, 256):
         for nkv in (2, 4):  # the fused QKV op runs it into partials, then its epilogue kernel
             n = (19 * nkv + 1) * 128
-            assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda) == pick_ring_tile(m, n, 6144, 132)
+            assert pick_qkv_tile(m, n, 6144, cuda) == pick_ring_tile(m, n, 6144, 132)
 
 
 def test_ring_tiles_checked(monkeypatch):
@@ -96,8 +97,8 @@ def test_ring_tiles_checked(monkeypatch):
         with pytest.raises(ValueError, match=f"num_stages in \\[1, {most}\\]"):
             _check_wgmma_tile(Tile(bm, 128, 128, 8, most + 1, 1, wgmma=True), bm, 6144, cuda)
     for tile, m in ((Tile(72, 128, 128, 8, 3, 1, wgmma=True), 80), (Tile(128, 128, 128, 8, 2, 6, wgmma=True), 129)):
-        with pytest.raises(ValueError, match=f"128\\) and >= M={m} \\(the decode kernel\\), or 256 \\(the ring kernel\\), "
-                                             f"got {tile.block_m}"):
+        with pytest.raises(ValueError, match=f"128\\) and >= M={m} \\(the decode kernel; any M warp-specialized\\), or "
+                                             f"256 \\(the ring kernel\\), got {tile.block_m}"):
             _check_wgmma_tile(tile, m, 6144, cuda)
     with pytest.raises(ValueError, match="num_stages in \\[2, 2\\]"):  # one stage would wait for a refill
         _check_wgmma_tile(Tile(256, 128, 128, 8, 1, 3, wgmma=True), 300, 6144, cuda)  # issued only after it (a hang)
@@ -148,7 +149,7 @@ def test_every_picked_kernel_compiles_for_sm90():
 @pytest.mark.parametrize("m", [129, 200, 256])
 def test_bit_exact_picked_256_token_tiles_gpu(m, n):
     x, w, want = exact_block_inputs(m, n, 6144, seed=m + n)
-    tile = pick_tile(m, n, 6144, x.device)
+    tile = pick_ring_tile(m, n, 6144, 132)  # picked for the fused QKV op (mxfp8_linear: at N 9856)
     assert tile.ring and tile.block_m == 256
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile

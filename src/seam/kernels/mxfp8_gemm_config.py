@@ -521,6 +521,50 @@ def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, prog
     return block_m == RESIDENT_MAX_M and DEQUANTIZE_FIRST_K[0] <= k <= DEQUANTIZE_FIRST_K[1]
 
 
+#: Most tokens that :func:`pick_token_tiles` runs on the warp-specialized decode kernel, over token tiles.
+TOKEN_TILES_MAX_M = 384
+
+
+def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
+    """The warp-specialized decode kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`TOKEN_TILES_MAX_M` (K a
+    multiple of 128, at least :data:`STREAMED_MIN_K`), else None: ceil(M / 128) token tiles (grid axis 1) of the
+    decode tile for their share of M (a 64 + tail tile up to 96 tokens each, else 128), where one program per N
+    tile and token tile fits one wave of ``sms``; the K split then fills that wave with programs of >= 4 steps, at
+    most :data:`WS_MAX_SPLIT` ways; :data:`WS_STAGES` stages. A_deq, K-permuted, is written first by the GEMM's
+    dequantization launch (the producers hand A_deq up to :data:`A_DEQ_MAX_M` tokens only).
+
+    Against the prefill path (dequantize, cuBLAS) and the ring kernel it replaces there, the weights stream once per
+    token tile as the register operand and no BF16 weight copy is written. H200 (2026-12-04, ``docs/benchmarks-log.md``
+    runs 199-200, a probe of this kernel over 128-token tiles (one accumulator, or 64 + 64 tokens where marked), the
+    dequantization launch included, weights past L2, us, prefill path or ring kernel as picked / this rule's split,
+    humming W8A16 in brackets where run 199 timed it):
+    N 2560 x K 6144 (split 3 at 2 token tiles, 2 at 3) M 129 27.53 / 22.77 (64 + 64 tokens per tile), 160 25.34 /
+    23.24 (64 + 64; 21.62), 256 29.03 / 22.28 (23.73), 384 36.67 / 28.67; N 4992 x 6144 (split 1) 129 42.62 /
+    43.07, 256 42.90 / 39.33 (36.51), 384 62.92 / 43.45; N 6144 x 2048 (split 1) 129 19.43 / 17.46, 256 22.06 /
+    16.35 (21.01); N 1536 x 6144 (split 5 at 2 tiles, 3 at 3) 129 18.63 / 20.50, 256 21.76 / 18.21 (20.59), 384
+    24.62 / 21.65. Where one program per tile takes more than a wave it lost (N 6144 x 2048 at 384 tokens, 144
+    programs: 26.65 / 29.73), and past 384 tokens it was behind the prefill path or humming at three of four
+    shapes (512 tokens: N 2560 40.01 against 37.71, N 4992 and 6144 x 2048 more than a wave). At 129-192 tokens the
+    rule takes 64 + tail tiles (72-96 tokens each), as the decode kernel does at 65-96 tokens.
+
+    As landed (run 201, ``mxfp8_linear`` on MXFP8 rows, this pick / the pick before it, us, at M 129 / 192 / 256 /
+    384): N 2560 x 6144 18.40 / 20.19 / 22.10 / 28.06 against 27.85 / 28.96 / 29.43 / 36.69; N 4992 x 6144 36.31 /
+    37.64 / 39.04 / 43.61 against 42.23 / 43.26 / 43.13 / 63.13; N 6144 x 2048 (to 256) 14.23 / 15.37 / 16.28
+    against 19.55 / 23.98 / 22.05; N 1536 x 6144 15.27 / 16.82 / 18.21 / 21.96 against 18.84 / 20.95 / 22.08 / 24.76:
+    0.64-0.91x at all 15 points (BF16 rows 0.65-0.95x)."""
+    if not WGMMA_MAX_M < m <= TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
+        return None
+    token_tiles = -(-m // STREAMED_BLOCK_M)
+    programs = -(-n // 128) * token_tiles
+    if programs > sms:
+        return None
+    share = -(-m // token_tiles)
+    block_m = 64 + max(8, triton.next_power_of_2(share - 64)) if share <= TAIL_MAX_M else STREAMED_BLOCK_M
+    split = min(WS_MAX_SPLIT, max(1, min(sms // programs, k // 128 // 4)))
+    return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
+                warp_specialized=True)
+
+
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
 #: takes WGMMA_MAX_M < M <= RING_MAX_M at K >= STREAMED_MIN_K, 256 tokens per program, where each program still
 #: runs RING_256_MIN_STEPS K steps.
@@ -660,15 +704,18 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     and so was the 128-row tile (1.13x).
 
     On a Hopper GPU, M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
-    :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 256 the
-    Gluon ring kernel where K >= 2048 and :func:`pick_ring_tile` takes the shape; on any
+    :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the
+    warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits
+    a wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the
+    shape; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
     the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`).
     """
     sms = runtime.num_sms(device)
     if not tl_only and wgmma_supported(device):
-        wgmma_tile = pick_wgmma_tile(m, n, k, sms, a_deq=a_deq) or pick_ring_tile(m, n, k, sms)
+        wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq) or pick_token_tiles(m, n, k, sms)
+                      or pick_ring_tile(m, n, k, sms))
         if wgmma_tile is not None:
             return wgmma_tile
     if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
@@ -732,6 +779,9 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """
     if not tl_only:
         tile = pick_tile(m, n, k, device)
+        if tile.warp_specialized and m > WGMMA_MAX_M:
+            # token tiles (pick_token_tiles): the epilogue sums the partials of one token tile, so the pick before them
+            tile = pick_ring_tile(m, n, k, runtime.num_sms(device)) or BF16_MM_TILE
         if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
             # the 128-token tile (the 64 + tail tiles are not yet run under the epilogue on a GPU): warp-specialized
             # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the landed kernel's at 100

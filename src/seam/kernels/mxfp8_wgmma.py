@@ -313,17 +313,17 @@ def _issue_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, slot, step, pred
     ``x_desc``'s block on into ``xt_smem``), completing on its barrier."""
     bar = x_bars.index(slot)
     mbarrier.expect(bar, x_desc.block_type.nbytes + (xt_desc.block_type.nbytes if TAIL > 0 else 0), pred=pred)
-    copy_activation_step(x_desc, xt_desc, x_smem, xt_smem, bar, slot, step, pred, TAIL)
+    copy_activation_step(x_desc, xt_desc, x_smem, xt_smem, bar, slot, step, 0, pred, TAIL)
 
 
 @gluon.jit
-def copy_activation_step(x_desc, xt_desc, x_smem, xt_smem, bar, slot, step, pred, TAIL: gl.constexpr):
-    """The TMA copies of one K step of A_deq into slot ``slot`` (with ``TAIL``, its rows from ``x_desc``'s block on
-    into ``xt_smem``), completing on ``bar``, whose byte count the caller expects."""
+def copy_activation_step(x_desc, xt_desc, x_smem, xt_smem, bar, slot, step, m0, pred, TAIL: gl.constexpr):
+    """The TMA copies of one K step of A_deq rows m0.. into slot ``slot`` (with ``TAIL``, its rows from ``x_desc``'s
+    block on into ``xt_smem``), completing on ``bar``, whose byte count the caller expects."""
     if TAIL > 0:
-        tma.async_copy_global_to_shared(xt_desc, [x_desc.block_type.shape[0], step * 128], bar, xt_smem.index(slot),
-                                        pred=pred)
-    tma.async_copy_global_to_shared(x_desc, [0, step * 128], bar, x_smem.index(slot), pred=pred)
+        tma.async_copy_global_to_shared(xt_desc, [m0 + x_desc.block_type.shape[0], step * 128], bar,
+                                        xt_smem.index(slot), pred=pred)
+    tma.async_copy_global_to_shared(x_desc, [m0, step * 128], bar, x_smem.index(slot), pred=pred)
 
 
 @gluon.jit

@@ -1,5 +1,6 @@
-"""MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens) of
-:mod:`seam.kernels.mxfp8_wgmma`, and its 64-row tile given A_deq, with the copies and the math in separate warps.
+"""MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens, and 129-384 over token
+tiles) of :mod:`seam.kernels.mxfp8_wgmma`, and its 64-row tile given A_deq, with the copies and the math in separate
+warps.
 
 Same operands, products and sums as that kernel's streamed tiles (``A_STREAM``: register-A weights, K-permuted
 A_deq as the shared B operand, the 64 + tail split of :data:`seam.kernels.mxfp8_wgmma.TAIL_TILES`), so the same
@@ -31,7 +32,11 @@ worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the cons
 and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``).
 With ``PARTIALS`` (the fused QKV op's GEMM at 65-128 tokens) each consumer stores its rows of the program's partial
 in the landed kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's wait, as
-there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq.
+there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and at
+129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
+every token tile's half-tiles on counters and partials of their own;
+:func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
+operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time).
 """
 
 from __future__ import annotations
@@ -105,13 +110,14 @@ def max_stages(block_m: int, k: int, split_k: int) -> int:
 
 
 @gluon.jit
-def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, n_steps,
-              M, N, stride_om, HALF: gl.constexpr, MP: gl.constexpr, TAIL: gl.constexpr, STAGES: gl.constexpr,
+def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0,
+              n_steps, M, N, stride_om, HALF: gl.constexpr, MP: gl.constexpr, TAIL: gl.constexpr, STAGES: gl.constexpr,
               SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr, BF16_MUL: gl.constexpr,
               PARTIALS: gl.constexpr):
-    """Weight rows 64 * HALF.. of the program's tile: every step's MMA, then their store (a 64-row tile of its
-    own: index 2 * tile + HALF), or with ``PARTIALS`` their rows of the program's partial in the decode kernel's
-    layout ([tiles, SPLIT_K, MP, 128], what the QKV epilogue sums)."""
+    """Weight rows 64 * HALF.. of the program's tile (``tile``: its index among the grid's tiles, token tiles
+    included), against tokens m0..m0 + MP: every step's MMA, then their store (a 64-row tile of its own: index
+    2 * tile + HALF), or with ``PARTIALS`` their rows of the program's partial in the decode kernel's layout
+    ([tiles, SPLIT_K, MP, 128], what the QKV epilogue sums; one token tile)."""
     MA: gl.constexpr = MP - TAIL
     TW: gl.constexpr = TAIL if TAIL > 0 else 8  # the tail accumulator's width (TAIL 0: unused)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
@@ -147,12 +153,12 @@ def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, co
             t = MA + gl.arange(0, TW, layout=gl.SliceLayout(0, EPI))
             gl.store(base + t[None, :] * BLOCK_N, gl.convert_layout(acc_t, EPI))
     else:
-        store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, 2 * tile + HALF, kid, n0 + 64 * HALF, 0, M, N,
+        store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, 2 * tile + HALF, kid, n0 + 64 * HALF, m0, M, N,
                    stride_om, 64, MP, TAIL, SPLIT_K, COMBINE, False, COMBINERS, CONSUMER_WARPS)
 
 
 @gluon.jit
-def _producer(w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
+def _producer(w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0, m0,
               K_STEPS: gl.constexpr, STAGES: gl.constexpr, TAIL: gl.constexpr, USE_PDL: gl.constexpr,
               PARTIALS: gl.constexpr):
     """Every TMA copy of the program: the first STAGES steps' weights before the PDL wait, their A_deq after it,
@@ -171,14 +177,14 @@ def _producer(w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, 
             # kernel's PARTIALS launch, qkv_epilogue's INPUTS_BEFORE_WAIT)
             tl.extra.cuda.gdc_launch_dependents()
     for s in gl.static_range(STAGES):
-        copy_activation_step(x_desc, xt_desc, x_ring, xt_ring, ready.index(s), s, lo + s, s < n_steps, TAIL)
+        copy_activation_step(x_desc, xt_desc, x_ring, xt_ring, ready.index(s), s, lo + s, m0, s < n_steps, TAIL)
     for i in range(STAGES, n_steps):
         stage = i % STAGES
         mbarrier.wait(empty.index(stage), ((i // STAGES) & 1) ^ 1)  # both consumers released step i - STAGES
         bar = ready.index(stage)
         mbarrier.expect(bar, nbytes)
         copy_weight_step(w_desc, s_desc, w_ring, s_ring, bar, stage, lo + i, n0, K_STEPS, True)
-        copy_activation_step(x_desc, xt_desc, x_ring, xt_ring, bar, stage, lo + i, True, TAIL)
+        copy_activation_step(x_desc, xt_desc, x_ring, xt_ring, bar, stage, lo + i, m0, True, TAIL)
 
 
 @gluon.jit(do_not_specialize=["M"])
@@ -190,6 +196,7 @@ def mxfp8_linear_wgmma_ws_kernel(
     out_ptr,  # bf16 [M, N], row stride stride_om (unused with PARTIALS)
     ws_ptr,  # fp32 split-K workspace [2 * tiles, SPLIT_K, MP, 64]; with PARTIALS the partials [tiles, SPLIT_K, MP, 128]
     counter_ptr,  # int32 [2 * tiles] arrival counters (one per half-tile), zero between launches
+    # (tiles: N tiles x token tiles; grid axis 1: the token tile, MP tokens each, one with PARTIALS)
     M,
     N,
     stride_om,
@@ -210,6 +217,8 @@ def mxfp8_linear_wgmma_ws_kernel(
     TW: gl.constexpr = TAIL if TAIL > 0 else 8
     tile, kid, lo, n_steps = program_steps(K_STEPS, SPLIT_K)
     n0 = tile * BLOCK_N
+    m0 = gl.program_id(1) * MP
+    tile += gl.program_id(1) * (gl.num_programs(0) // SPLIT_K)  # token tile-major: its own counters and partials
     w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
     s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
     x_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, MA, BLOCK_K], x_desc.layout)
@@ -224,12 +233,12 @@ def mxfp8_linear_wgmma_ws_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     # (Worker partitions take their constexprs only as literal tuple items, not through tuple arithmetic.)
     gl.warp_specialize([
-        (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0,
+        (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0,
                      n_steps, M, N, stride_om, 0, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL, PARTIALS)),
-        (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0,
+        (_consumer, (w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0,
                      n_steps, M, N, stride_om, 1, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL, PARTIALS)),
         (_producer, (w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
-                     K_STEPS, STAGES, TAIL, USE_PDL, PARTIALS)),
+                     m0, K_STEPS, STAGES, TAIL, USE_PDL, PARTIALS)),
     ], [CONSUMER_WARPS, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])
 
 
@@ -241,21 +250,24 @@ def launch_mxfp8_linear_wgmma_ws(
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that
     :func:`seam.kernels.mxfp8_wgmma.operands_ready` accepts: ``a_deq`` BF16 [M, K] in the decode kernel's K order
     (``seam.formats.a_deq``), ``wq`` / ``ws`` the MXFP8 weight and its swizzled scales. ``block_m``: one of
-    :data:`BLOCK_MS` (>= M); ``stages``: the ring depth, 1 to :func:`max_stages`; ``work``: fp32 split-K scratch of
-    at least ``tiles * split_k * block_m * 128`` floats, ``counters``: int32, at least ``2 * tiles``, zero (both
-    unused at ``split_k`` 1; tiles = ceil(N / 128)); ``combine`` / ``combiners``: as the decode kernel's launcher
+    :data:`BLOCK_MS`: the tokens per program, ceil(M / block_m) token tiles (one with ``partials``); ``stages``: the
+    ring depth, 1 to :func:`max_stages`; ``work``: fp32 split-K scratch of at least ``tiles * split_k * block_m *
+    128`` floats, ``counters``: int32, at least ``2 * tiles``, zero (both unused at ``split_k`` 1; tiles = ceil(N /
+    128) x the token tiles); ``combine`` / ``combiners``: as the decode kernel's launcher
     (combiners per 64-row half-tile); ``bf16_mul``: dequantize by BF16 multiplies, for a weight
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts. With ``partials`` (the fused QKV op) ``out`` and
     ``counters`` are unused: each program stores its fp32 partial in ``work`` as the decode kernel's partials launch
     does ([tiles, split_k, block_m, 128], split 1 too), and the QKV epilogue kernel sums them.
 
     Raises:
-        ValueError: ``block_m`` not in :data:`BLOCK_MS`, ``split_k`` not in [1, K / 128] (a program without steps
-            would store before the PDL wait), ``stages`` out of range, or ``combiners`` out of range
-            (:func:`seam.kernels.wgmma_combine.check_combiners`)."""
+        ValueError: ``block_m`` not in :data:`BLOCK_MS`, M > ``block_m`` with ``partials``, ``split_k`` not in
+            [1, K / 128] (a program without steps would store before the PDL wait), ``stages`` out of range, or
+            ``combiners`` out of range (:func:`seam.kernels.wgmma_combine.check_combiners`)."""
     if block_m not in BLOCK_MS:
         raise ValueError(f"block_m must be one of {BLOCK_MS}, got {block_m}")
     m, k = a_deq.shape
+    if partials and m > block_m:
+        raise ValueError(f"partials take one token tile: M must be at most block_m {block_m}, got {m}")
     n = wq.shape[0]
     if not 1 <= split_k <= k // BLOCK_K.value:
         raise ValueError(f"split_k must be in [1, K / 128 = {k // BLOCK_K.value}], got {split_k}")
@@ -268,7 +280,7 @@ def launch_mxfp8_linear_wgmma_ws(
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
     x_desc = TensorDescriptor.from_tensor(a_deq, [block_m - tail, bk], tile_layout(block_m - tail, True))
     xt_desc = TensorDescriptor.from_tensor(a_deq, [tail, bk], tile_layout(tail, True)) if tail else x_desc
-    mxfp8_linear_wgmma_ws_kernel[(triton.cdiv(n, BLOCK_N.value) * split_k,)](
+    mxfp8_linear_wgmma_ws_kernel[(triton.cdiv(n, BLOCK_N.value) * split_k, triton.cdiv(m, block_m))](
         w_desc, scale_descriptor(ws), x_desc, xt_desc, out, work, counters, m, n, out.stride(0),
         K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=stages, COMBINE=combine, COMBINERS=combiners,
         BF16_MUL=bf16_mul, USE_PDL=use_pdl, PARTIALS=partials, num_warps=CONSUMER_WARPS.value,

@@ -95,9 +95,11 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
     if not wgmma_supported(device):
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
-    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m or tile.block_m == 256):
-        raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel), or "
-                         f"256 (the ring kernel), got {tile.block_m}")
+    # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the landed decode kernel one
+    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and (m <= tile.block_m or tile.warp_specialized)
+            or tile.block_m == 256):
+        raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel; "
+                         f"any M warp-specialized), or 256 (the ring kernel), got {tile.block_m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
         raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
                          f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
@@ -198,7 +200,8 @@ def mxfp8_linear(
             E4M3 +448, whose A_deq 448 * 2^127 is inf in BF16, so that row's outputs are inf or NaN); or a
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
             change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-128
-            tokens and one at N >= 2560; ring, 129-256) read those BF16 rows instead of dequantizing the MXFP8
+            tokens and one at N >= 2560; ring, 129-256; the decode kernel's token tiles at 129-384 take an A_deq in
+            its K order only, which producers write up to 128 tokens) read those BF16 rows instead of dequantizing the MXFP8
             ones themselves (same bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an
             A_deq also changes the picked tile: the warp-specialized 64-row tile at the one-wave K split, which may
             differ from the split picked without one (then the bytes agree wherever the sums are exact, else
@@ -208,7 +211,8 @@ def mxfp8_linear(
         tile: launch tile override, for tests and tuning; None (default) takes
             ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is checked first:
             ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32, 64, 72, 80, 96
-            or 128 >= M (the decode kernel) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
+            or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token tiles) or 256
+            (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
             multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
             aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way); ``warp_specialized``
             (with ``wgmma``, ``block_m`` 64-128) runs the warp-specialized decode kernel (same bytes; the picker takes
@@ -257,8 +261,10 @@ def mxfp8_linear(
         on its 64 + tail tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; on those tiles always, on its
         64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles,
         activations without ``a_deq`` are dequantized by a launch before it: 2*M*K bytes of temporary BF16,
-        ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 256 on wide layers
-        (``pick_ring_tile``) by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and the
+        ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 384 where K >= 2048 and one
+        program per N tile and 128-token tile fits a wave (``pick_token_tiles``) by the decode kernel's
+        warp-specialized tiles over ceil(M / 128) token tiles (activations dequantized by a launch before it), else at
+        129 <= M <= 256 on wide layers (``pick_ring_tile``) by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and the
         activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of temporary BF16); one
         token (M = 1) takes the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core
         GEMV on fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 65
