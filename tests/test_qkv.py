@@ -503,7 +503,7 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
     """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64, and 97..128 at K >= 2048; at 65..96 the
     128-token tile at pick_tile's split, not its 64 + tail tile, not yet GPU-tested under the epilogue), its Gluon
     ring tile (M 129..256 where pick_ring_tile takes the shape: nkv 2) and its prefill tile (M >= 129
-    otherwise); one token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only
+    otherwise; there mxfp8_linear takes the warp-specialized token tiles to 384 tokens, this op not yet); one token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only
     keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
@@ -524,9 +524,11 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t.warp_specialized == (linear.split_k <= gemm_config.WS_MAX_SPLIT), m
                 assert t.wgmma and not t.ring, m
             elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
-                assert t == linear == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
+                assert t == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
+                assert linear.warp_specialized, m  # mxfp8_linear's token tiles (pick_token_tiles), not this op's
             elif m >= 129:
-                assert t == linear == BF16_MM_TILE, m
+                assert t == BF16_MM_TILE, m
+                assert linear == (gemm_config.pick_token_tiles(m, n, 6144, 132) or BF16_MM_TILE), m
 
 
 def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
