@@ -282,6 +282,18 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             (kernel, got_xq, got_xs, got_a_deq), = seen
             assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == ["ws"]
             assert torch.equal(got_xq.view(torch.int16), a_deq_from_mxfp8(xq, xs).view(torch.int16))
+    # over token tiles (M 200): a given A_deq is in natural K order there (permuted(200) is False), so the tile reads
+    # one written first in its own order instead
+    xq, xs = seam.mxfp8_quantize(torch.randn(200, k).bfloat16().to(device))
+    given = a_deq_from_mxfp8(xq, xs)
+    seen.clear(), streams.clear()
+    out = torch.empty(200, n, dtype=torch.bfloat16, device=device)
+    assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
+    (kernel, got_xq, got_xs, got_a_deq), = seen
+    assert kernel == "decode" and got_xq is not given and got_xs is None and streams == ["ws"]
+    want = torch.empty_like(given)
+    want[:, k_permutation(k, device)] = given
+    assert torch.equal(got_xq.view(torch.int16), want.view(torch.int16))
 
 
 _GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [

@@ -194,6 +194,26 @@ def test_default_pick_at_129_to_384_tokens(monkeypatch):
     assert pick_qkv_tile(200, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
     assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(385, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
+    # a torch without the prefill path's mm: the QKV op's tl refit, as before the token tiles
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: False)
+    t = pick_qkv_tile(200, 2560, 6144, cuda)
+    assert not (t.wgmma or t.bf16_mm) and t == pick_qkv_tile(200, 2560, 6144, cuda, tl_only=True)
+
+
+def test_token_tile_overrides_checked(monkeypatch):
+    """A warp-specialized tile override runs any M over token tiles, up to the grid's 65535; other decode-kernel
+    tiles still need M <= block_m."""
+    from seam.ops.linear import MAX_TOKEN_TILES, _check_wgmma_tile
+
+    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    cuda = torch.device("cuda")
+    ws64, ws72 = (Tile(bm, 128, 128, 8, 4, 2, wgmma=True, warp_specialized=True) for bm in (64, 72))
+    _check_wgmma_tile(ws72, 300, 6144, cuda)
+    _check_wgmma_tile(ws64, 64 * MAX_TOKEN_TILES, 6144, cuda)
+    with pytest.raises(ValueError, match="at most 65535 token tiles of block_m 64, got M=4194241"):
+        _check_wgmma_tile(ws64, 64 * MAX_TOKEN_TILES + 1, 6144, cuda)
+    with pytest.raises(ValueError, match="and >= M=100 \\(the decode kernel; any M warp-specialized\\)"):
+        _check_wgmma_tile(dataclasses.replace(ws64, warp_specialized=False, num_stages=2), 100, 6144, cuda)
 
 
 def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
@@ -893,6 +913,18 @@ def test_token_tiles_write_each_token_tiles_bytes_gpu(monkeypatch, m, n, k):
         for got in outs:
             assert torch.equal(got[m0:m0 + tile.block_m].view(torch.int16), rows.view(torch.int16)), (tile, m0)
     x, w, want = exact_block_inputs(m, n, k, seed=m)
+    for got in linear_both_paths(x, w, tile):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,m", [
+    (Tile(64, 128, 128, 8, 4, 2, wgmma=True, warp_specialized=True), 100),  # two 64-row token tiles
+    (Tile(72, 128, 128, 8, 2, 3, wgmma=True, warp_specialized=True), 300),  # five 64 + 8 tiles, the last 12 rows
+], ids=str)
+def test_bit_exact_token_tile_overrides_gpu(tile, m):
+    """Token tiles of an override the picker does not choose: exact sums on MXFP8 and BF16 rows."""
+    x, w, want = exact_block_inputs(m, 640, 2048, seed=m)
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 

@@ -740,7 +740,9 @@ _CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
 def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
-    ``seam.kernels.qkv_epilogue.launch_qkv``); else, or with ``tl_only``, its tl choice refit to the
+    ``seam.kernels.qkv_epilogue.launch_qkv``), but at 129-384 tokens, where ``pick_tile`` takes the
+    warp-specialized token tiles (:func:`pick_token_tiles`), the ring kernel's tile or the prefill path as before
+    them (the epilogue sums the partials of one token tile); else, or with ``tl_only``, its tl choice refit to the
     registers the fused kernel's epilogue takes.
 
     The two-launch path wins at every M it takes but one token at nkv 1 (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
@@ -781,7 +783,9 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
         tile = pick_tile(m, n, k, device)
         if tile.warp_specialized and m > WGMMA_MAX_M:
             # token tiles (pick_token_tiles): the epilogue sums the partials of one token tile, so the pick before them
-            tile = pick_ring_tile(m, n, k, runtime.num_sms(device)) or BF16_MM_TILE
+            # (the ring kernel, the prefill path where this torch runs it, else the tl refit below)
+            tile = (pick_ring_tile(m, n, k, runtime.num_sms(device))
+                    or (BF16_MM_TILE if bf16_mm_supported(device) else pick_tile(m, n, k, device, tl_only=True)))
         if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
             # the 128-token tile (the 64 + tail tiles are not yet run under the epilogue on a GPU): warp-specialized
             # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the landed kernel's at 100

@@ -91,6 +91,10 @@ def _launch(
 _linear = register("mxfp8_linear", ("out",), _launch)
 
 
+#: Most token tiles a warp-specialized tile override may run (CUDA's limit on a grid's second axis).
+MAX_TOKEN_TILES = 65535
+
+
 def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
     if not wgmma_supported(device):
@@ -100,6 +104,9 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
             or tile.block_m == 256):
         raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel; "
                          f"any M warp-specialized), or 256 (the ring kernel), got {tile.block_m}")
+    if tile.warp_specialized and -(-m // tile.block_m) > MAX_TOKEN_TILES:  # the launch grid's axis 1
+        raise ValueError(f"tile.warp_specialized takes at most {MAX_TOKEN_TILES} token tiles of block_m "
+                         f"{tile.block_m}, got M={m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
         raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
                          f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
@@ -215,8 +222,9 @@ def mxfp8_linear(
             (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
             multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
             aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way); ``warp_specialized``
-            (with ``wgmma``, ``block_m`` 64-128) runs the warp-specialized decode kernel (same bytes; the picker takes
-            it at 65-128 tokens, and at 33-64 where ``x`` carries its A_deq);
+            (with ``wgmma``, ``block_m`` 64-128) runs the warp-specialized decode kernel (at M <= block_m the landed
+            kernel's bytes; the picker takes it at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at
+            129-384 over token tiles, at most 65535 of them);
             ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
             Split-K launches share a per-device workspace: keep them on one stream, and make a
             first call at each M before CUDA-graph capture.

@@ -304,7 +304,8 @@ def qkv_index_fused_epilogue(
         q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
-            ``mxfp8_linear``'s Gluon or prefill tile where it picks one, else a tl tile (BLOCK_M
+            ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens, where that is the
+            warp-specialized kernel over token tiles, the ring kernel's or the prefill path), else a tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.mxfp8_gemm.gemm_scratch``: split-K partials, multi-row
