@@ -488,8 +488,8 @@ def test_prefill_tile_checked(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [129, 333, 2048])
-@pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 768)])
+@pytest.mark.parametrize("m,n,k", [(129, 6144, 768), (333, 6144, 768), (2048, 6144, 768), (385, 2560, 6144),
+                                   (2048, 2560, 6144), (384, 6144, 2048)])  # past the token tiles (384: past a wave)
 def test_prefill_path_picked_and_exact_gpu(m, n, k):
     x, w, want = exact_block_inputs(m, n, k, seed=m, device="cuda")
     assert pick_tile(m, n, k, x.device) == BF16_MM_TILE
