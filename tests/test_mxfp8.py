@@ -315,6 +315,15 @@ def test_quantized_activation_record(device):
     assert seam.QuantizedActivation(rv, rs, torch.bfloat16, (3, 64), "row_major").layout.value == "row_major"
     with pytest.raises(ValueError, match=r"scales must have shape \[3, 2\] \(row-major\)"):
         seam.QuantizedActivation(rv, rs.reshape(-1), torch.bfloat16, (3, 64), "row_major")
+    # dtype and shape by default: BF16 rows of values' own shape
+    short = seam.QuantizedActivation(v, s)
+    assert (short.dtype, short.shape) == (torch.bfloat16, (3, 64)) and torch.equal(short.scales, s)
+    assert seam.QuantizedActivation(v, s, torch.float16).shape == (3, 64)
+    assert seam.QuantizedActivation(rv, rs, layout="row_major").layout.value == "row_major"
+    with pytest.raises(ValueError, match=r"values must be \[M, K\] when shape is not given, got \[3, 64, 1\]"):
+        seam.QuantizedActivation(v.unsqueeze(-1), s)
+    with pytest.raises(TypeError, match="values must be a torch.Tensor"):
+        seam.QuantizedActivation([1.0], s)
 
 
 def test_records_name_swapped_or_misread_scales(device):

@@ -38,8 +38,9 @@ class QuantizedActivation:
         scales: uint8 UE8M0 bytes (float8_e8m0fnu is taken as its uint8 view): flat
             ``[mxfp8_scale_numel(M, K)]`` when ``layout`` is swizzled (padding bytes zero),
             ``[M, K // 32]`` when row-major.
-        dtype: dtype of the unquantized rows (BF16 for every seam producer; FP16/FP32 allowed).
-        shape: (M, K) of the unquantized rows, K a positive multiple of 32.
+        dtype: dtype of the unquantized rows (BF16, the default and every seam producer's; FP16/FP32 allowed).
+        shape: (M, K) of the unquantized rows, K a positive multiple of 32; None (the default): ``values``'
+            shape, which must then be 2-D.
         layout: the scale layout.
         a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
             order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
@@ -51,7 +52,8 @@ class QuantizedActivation:
     Raises:
         TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not
             a Python or NumPy int (bools and floats included), a_deq not a BF16 tensor.
-        ValueError: shape not a pair (M, K) with M >= 0 and K a positive multiple of 32, tensor shapes
+        ValueError: shape not a pair (M, K) with M >= 0 and K a positive multiple of 32 (values not 2-D where
+            shape is not given), tensor shapes
             or byte counts that do not match it (swizzled scales not flat included), scales or a_deq on another
             device than values, a_deq not contiguous or given where K is not a multiple of 128 or with
             row-major scales.
@@ -59,8 +61,8 @@ class QuantizedActivation:
 
     values: torch.Tensor
     scales: torch.Tensor
-    dtype: torch.dtype
-    shape: tuple[int, int]
+    dtype: torch.dtype = torch.bfloat16
+    shape: tuple[int, int] | None = None
     layout: ScaleLayout = ScaleLayout.SWIZZLED
     a_deq: torch.Tensor | None = None
 
@@ -68,6 +70,11 @@ class QuantizedActivation:
         object.__setattr__(self, "layout", ScaleLayout.parse(self.layout, "layout"))
         if self.dtype not in _SOURCE_DTYPES:
             raise TypeError(f"dtype must be torch.bfloat16, float16 or float32, got {self.dtype!r}")
+        if self.shape is None:  # the rows' own shape: values must be a 2-D tensor to give one
+            checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False)
+            if self.values.dim() != 2:
+                raise ValueError(f"values must be [M, K] when shape is not given, got {list(self.values.shape)}")
+            object.__setattr__(self, "shape", tuple(self.values.shape))
         try:
             dims = tuple(self.shape)
         except TypeError:
