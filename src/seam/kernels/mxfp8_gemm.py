@@ -64,8 +64,10 @@ from seam.kernels.workspace import split_workspace
 
 def split_k_scratch(device: torch.device, tiles: int, tile: Tile) -> tuple[torch.Tensor, torch.Tensor]:
     """(fp32 workspace, int32 arrival counters) for a launch of ``tiles`` output tiles with ``tile``:
-    :func:`gemm_scratch` with ``tile.split_k`` fp32 partials per tile and a counter per tile."""
-    return gemm_scratch(device, tiles * tile.split_k * tile.block_m * tile.block_n, tiles)
+    :func:`gemm_scratch` with ``tile.split_k`` fp32 partials per tile and a counter per tile (per 64-row half-tile
+    on a warp-specialized tile, whose consumers each combine their own half)."""
+    return gemm_scratch(device, tiles * tile.split_k * tile.block_m * tile.block_n,
+                        tiles * (2 if tile.warp_specialized else 1))
 
 
 def gemm_scratch(device: torch.device, floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -567,9 +569,7 @@ def launch_gluon(
     rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
                          a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0)
     if partials or tile.split_k > 1:
-        # the warp-specialized kernel combines each 64-row half of a tile on its own counter
-        work, counters = gemm_scratch(wq.device, tiles * tile.split_k * tile.block_m * tile.block_n,
-                                      tiles * (2 if tile.warp_specialized else 1))
+        work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
     args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,

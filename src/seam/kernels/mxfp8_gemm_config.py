@@ -243,7 +243,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
         if k < STREAMED_MIN_K:
             return None
         split = one_wave_split(tiles, steps, sms)
-        block_m = 64 + max(8, triton.next_power_of_2(m - 64)) if m <= TAIL_MAX_M else STREAMED_BLOCK_M
+        block_m = streamed_block_m(m)
         ws = wgmma_warp_specialized(block_m, split, k, a_deq=a_deq)
         if ws:
             stages = WS_STAGES
@@ -277,6 +277,13 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
     if not fits(split):
         return None
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
+
+
+def streamed_block_m(tokens: int) -> int:
+    """The streamed decode tile for 65-128 tokens (:func:`pick_wgmma_tile`; a token tile's share of M,
+    :func:`pick_token_tiles`): a 64 + tail tile up to :data:`TAIL_MAX_M` tokens (the tail rounded up to 8, 16 or 32),
+    else :data:`STREAMED_BLOCK_M`."""
+    return 64 + max(8, triton.next_power_of_2(tokens - 64)) if tokens <= TAIL_MAX_M else STREAMED_BLOCK_M
 
 
 def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -> bool:
@@ -558,9 +565,8 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     programs = -(-n // 128) * token_tiles
     if programs > sms:
         return None
-    share = -(-m // token_tiles)
-    block_m = 64 + max(8, triton.next_power_of_2(share - 64)) if share <= TAIL_MAX_M else STREAMED_BLOCK_M
-    split = min(WS_MAX_SPLIT, max(1, min(sms // programs, k // 128 // 4)))
+    block_m = streamed_block_m(-(-m // token_tiles))  # each token tile's share of M: 65 tokens or more
+    split = min(WS_MAX_SPLIT, one_wave_split(programs, k // 128, sms))
     return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                 warp_specialized=True)
 
@@ -686,7 +692,8 @@ def bf16_mm_supported(device: torch.device) -> bool:
             and _MM_OUT_DTYPE)
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False) -> Tile:
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False,
+              token_tiles: bool = True) -> Tile:
     """:data:`GEMV_TILE` for one token (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
     waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
@@ -710,12 +717,13 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     shape; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
-    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`).
+    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`). ``token_tiles`` False leaves the token
+    tiles out (the fused QKV op, whose epilogue sums the partials of one token tile).
     """
     sms = runtime.num_sms(device)
     if not tl_only and wgmma_supported(device):
-        wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq) or pick_token_tiles(m, n, k, sms)
-                      or pick_ring_tile(m, n, k, sms))
+        wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
+                      or (pick_token_tiles(m, n, k, sms) if token_tiles else None) or pick_ring_tile(m, n, k, sms))
         if wgmma_tile is not None:
             return wgmma_tile
     if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
@@ -780,12 +788,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
     if not tl_only:
-        tile = pick_tile(m, n, k, device)
-        if tile.warp_specialized and m > WGMMA_MAX_M:
-            # token tiles (pick_token_tiles): the epilogue sums the partials of one token tile, so the pick before them
-            # (the ring kernel, the prefill path where this torch runs it, else the tl refit below)
-            tile = (pick_ring_tile(m, n, k, runtime.num_sms(device))
-                    or (BF16_MM_TILE if bf16_mm_supported(device) else pick_tile(m, n, k, device, tl_only=True)))
+        tile = pick_tile(m, n, k, device, token_tiles=False)  # the epilogue sums the partials of one token tile
         if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
             # the 128-token tile (the 64 + tail tiles are not yet run under the epilogue on a GPU): warp-specialized
             # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the landed kernel's at 100

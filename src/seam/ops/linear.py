@@ -208,8 +208,8 @@ def mxfp8_linear(
             :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
             change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-128
             tokens and one at N >= 2560; ring, 129-256; the decode kernel's token tiles at 129-384 take an A_deq in
-            its K order only, which producers write up to 128 tokens) read those BF16 rows instead of dequantizing the MXFP8
-            ones themselves (same bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an
+            its K order only, which producers write up to 128 tokens) read those BF16 rows instead of dequantizing
+            the MXFP8 ones themselves (same bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an
             A_deq also changes the picked tile: the warp-specialized 64-row tile at the one-wave K split, which may
             differ from the split picked without one (then the bytes agree wherever the sums are exact, else
             within fp32 summation order). Not modified.
@@ -272,8 +272,9 @@ def mxfp8_linear(
         ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 384 where K >= 2048 and one
         program per N tile and 128-token tile fits a wave (``pick_token_tiles``) by the decode kernel's
         warp-specialized tiles over ceil(M / 128) token tiles (activations dequantized by a launch before it), else at
-        129 <= M <= 256 on wide layers (``pick_ring_tile``) by the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and the
-        activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of temporary BF16); one
+        129 <= M <= 256 on wide layers (``pick_ring_tile``) by the Gluon ring kernel
+        (``seam.kernels.mxfp8_wgmma_ring``: weights and the activations, dequantized by a launch before it, through
+        one TMA ring; 2*M*K bytes of temporary BF16); one
         token (M = 1) takes the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core
         GEMV on fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 65
         (``PREFILL_MM_MIN_M``) on any CUDA GPU, where no Gluon kernel takes the shape, the prefill path dequantizes
