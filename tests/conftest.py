@@ -25,3 +25,14 @@ def pytest_collection_modifyitems(config, items):
 def device() -> torch.device:
     """The device seam's kernels run on here (cuda, or cpu under the interpreter)."""
     return runtime.kernel_device()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per skip reason with its count (``-rs`` lists each skipped test: hundreds of GPU tests on CPU)."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        _, _, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, str(report.longrepr))
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"skipped {count}: {reason}")

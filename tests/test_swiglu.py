@@ -123,6 +123,14 @@ def test_custom_alpha_beta_limit(device):
     assert _rel_l2(seam.swiglu_oai(x, **kw), ref.swiglu_oai_f64_ref(x.cpu(), **kw)) < 5e-3
 
 
+def test_plain_swiglu_is_silu_gate_times_up(device):
+    """The docstrings' plain SwiGLU (Llama, Qwen, DeepSeek): alpha 1, beta 0, no limit is silu(gate) * up."""
+    x = _gate_up(6, 64, device, seed=11)
+    gate, up = x.cpu().double().chunk(2, dim=1)
+    want = torch.nn.functional.silu(gate) * up
+    assert _rel_l2(seam.swiglu_oai(x, alpha=1.0, beta=0.0, limit=None), want) < 5e-3
+
+
 def test_edge_values(device):
     inter = 64
     gate = torch.randn(6, inter)

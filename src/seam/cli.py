@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                             "it runs, then a table")
     verify.add_argument("--json", metavar="PATH", type=_writable, help="also save the results as JSON")
     verify.add_argument("--only", metavar="NAME", action="append",
-                        help=f"only the family NAME ({', '.join(families())}) or the ops whose name contains NAME, "
-                        "any case; repeat it for several (their union runs)")
+                        help=f"a family name ({', '.join(families())}) runs that family alone; any other NAME, "
+                        "the ops whose name contains it; any case; repeat it for several (their union runs)")
     verify.add_argument("--no-timing", action="store_true", help="skip the GPU timings")
     verify.add_argument("--workers", type=_positive, metavar="N",
                         help="processes that run the checks first, compiling in parallel (default: on a GPU half "

@@ -73,7 +73,8 @@ class QuantizedActivation:
         if self.shape is None:  # the rows' own shape: values must be a 2-D tensor to give one
             checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False)
             if self.values.dim() != 2:
-                raise ValueError(f"values must be [M, K] when shape is not given, got {list(self.values.shape)}")
+                raise ValueError(f"values must be [M, K] when shape is not given, got {list(self.values.shape)}"
+                                 f"{swap_hint(self.values, self.scales)}")
             object.__setattr__(self, "shape", tuple(self.values.shape))
         try:
             dims = tuple(self.shape)
@@ -145,10 +146,33 @@ class QuantizedActivation:
             a_deq = a_deq[start:stop] if permuted(rows) == permuted(m) else None
         return QuantizedActivation(self.values[start:stop], scales, self.dtype, (rows, k), self.layout, a_deq)
 
+    def with_layout(self, layout: ScaleLayout | str) -> QuantizedActivation:
+        """The same rows with their scales in ``layout`` (``"swizzled"`` or ``"row_major"``): ``self`` where they
+        are already, else a copy of the scales (a few small torch launches) beside the same ``values``. A conversion
+        to row-major drops ``a_deq`` (it goes with swizzled scales only).
+
+        E.g. ``mxfp8_linear`` reads swizzled scales: ``seam.mxfp8_linear(qa.with_layout("swizzled"), w)`` for rows
+        quantized with ``scale_layout="row_major"``.
+
+        Raises:
+            ValueError: layout not ``"swizzled"`` or ``"row_major"``.
+        """
+        layout = ScaleLayout.parse(layout, "layout")
+        if layout is self.layout:
+            return self
+        m, k = self.shape
+        if layout is ScaleLayout.SWIZZLED:
+            scales = swizzle_scales(self.scales)
+        else:
+            scales = unswizzle_scales(self.scales, m, k)
+        return QuantizedActivation(self.values, scales, self.dtype, self.shape, layout)
+
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:
-        """Raise ValueError if the scales are not in ``layout`` (what a consumer reads)."""
+        """Raise ValueError if the scales are not in ``layout`` (what a consumer reads); the message names
+        :meth:`with_layout`, which converts them."""
         layout = ScaleLayout.parse(layout)
         if self.layout is not layout:
             raise ValueError(
-                f"{name} has {self.layout.value} scales; this consumer needs {layout.value}"
+                f"{name} has {self.layout.value} scales; this consumer needs {layout.value} "
+                f"({name}.with_layout('{layout.value}') converts them)"
             )

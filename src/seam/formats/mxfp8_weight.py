@@ -20,6 +20,7 @@ from seam.formats.mxfp8 import (
     mxfp8_dequantize,
     mxfp8_quantize_ref,
     mxfp8_scale_numel,
+    row_major_hint,
     swap_hint,
 )
 
@@ -73,7 +74,8 @@ class MXFP8Weight:
         s = checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES).view(torch.uint8)
         object.__setattr__(self, "scales", s)
         if s.numel() != want or s.dim() != 1:
-            raise ValueError(f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got {list(s.shape)}")
+            raise ValueError(f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got {list(s.shape)}"
+                             f"{row_major_hint(s, n, k, None)}")
         if s.device != v.device:
             raise ValueError(f"scales is on {s.device}, values on {v.device}")
         object.__setattr__(self, "_facts", _measure(v, s))

@@ -197,47 +197,25 @@ def mxfp8_linear(
 
     ``x`` [M, K] (BF16, or MXFP8 rows as a :class:`seam.QuantizedActivation`) times ``weight`` [N, K]
     (:class:`seam.MXFP8Weight`) gives BF16 [M, N]; K a multiple of 32. ``A_deq = e4m3 * 2^(s - 127)`` per
-    32-element block (likewise W). Which kernel runs depends on M, K, N and the GPU (below, under Paths);
-    every path gives ``f32(A_deq) @ f32(W_deq)^T`` up to fp32 summation order, rounded to BF16 once.
+    32-element block (likewise W). Every path gives ``f32(A_deq) @ f32(W_deq)^T`` up to fp32 summation order,
+    rounded to BF16 once; which kernel runs depends on M, K, N and the GPU (Paths, below).
+    Spec: ``docs/spec/integration.md`` (the hand-off), ``docs/spec/mxfp8.md`` (the quantization).
+
+    Example::
+
+        w = seam.MXFP8Weight.from_bf16(weight_bf16)                    # [N, K], once
+        y = seam.mxfp8_linear(x_bf16, w)                               # [M, N] BF16
+        y = seam.mxfp8_linear(seam.QuantizedActivation(values, scales), w)  # a fused kernel's MXFP8 rows
 
     Args:
-        x: BF16 [M, K], unit column stride (row stride may exceed K), quantized to
-            MXFP8 as ``quantize`` says (``docs/spec/mxfp8.md`` steps 3-5: NaN elements quantize to +448 in a
-            finite block, so a row with NaN gives finite output; a block holding +-inf gets scale byte 254 and
-            E4M3 +448, whose A_deq 448 * 2^127 is inf in BF16, so that row's outputs are inf or NaN); or a
-            :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
-            change the output's, which is BF16); where it carries ``a_deq`` the Gluon kernels (decode, 2-128
-            tokens and one at N >= 2560; ring, 129-256; the decode kernel's token tiles at 129-384 take an A_deq in
-            its K order only, which producers write up to 128 tokens) read those BF16 rows instead of dequantizing
-            the MXFP8 ones themselves (same bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an
-            A_deq also changes the picked tile: the warp-specialized 64-row tile at the one-wave K split, which may
-            differ from the split picked without one (then the bytes agree wherever the sums are exact, else
-            within fp32 summation order). Not modified.
+        x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says;
+            or a :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
+            change the output's, BF16; its ``a_deq``: below). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
         out: optional BF16 [M, N] contiguous buffer, written in place.
-        tile: launch tile override, for tests and tuning; None (default) takes
-            ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is checked first:
-            ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32, 64, 72, 80, 96
-            or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token tiles) or 256
-            (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
-            multiple of 128 (the tl kernel runs where TMA cannot read an operand: base or row stride not 16-byte
-            aligned); ``f16_operands`` applies to MXFP8 activations (same bytes either way); ``warp_specialized``
-            (with ``wgmma``, ``block_m`` 64-128) runs the warp-specialized decode kernel (at M <= block_m the landed
-            kernel's bytes; the picker takes it at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at
-            129-384 over token tiles, at most 65535 of them);
-            ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
-            Split-K launches share a per-device workspace: keep them on one stream, and make a
-            first call at each M before CUDA-graph capture.
-        quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation):
-            ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM;
-            ``"in_gemm"``: the GEMM loads BF16 tiles of x and quantizes each 32-wide block in
-            registers with the same rule (the paths that dequantize A in a launch before the GEMM,
-            :func:`dequantizes_a`: the ring and prefill paths, the decode kernel where it dequantizes
-            first, quantize there: one launch, no E4M3 copy); ``"auto"`` (default): ``"in_gemm"``
-            when M <= :data:`IN_GEMM_MAX_M` (16) and on those paths, else ``"separate"`` (the carve-out measured by ``seam bench linear`` on
-            the H200, see docs/benchmarks-log.md). With the same tile the output is byte-identical
-            either way. In the GEMM itself quantization saves a launch and the E4M3 round trip but
-            repeats A's quantization once per 128-wide N tile, so there it only wins at small M.
+        tile: launch tile override, for tests and tuning (below); None (default): the picker's.
+        quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation): ``"auto"`` (default),
+            ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile.
 
     Returns:
         BF16 [M, N] (``out`` when given).
@@ -246,19 +224,55 @@ def mxfp8_linear(
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
             out not BF16, tile (or its max_registers or flags) of the wrong type,
             quantize not a str or :class:`LinearQuantize`.
-        ValueError: shapes (K mismatch, K not a multiple of 32), row-major activation
+        ValueError: shapes (K mismatch, K not a multiple of 32, x not 2-D), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 64-128 rows, a bf16_mm
-            tile other than ``BF16_MM_TILE``, an unknown ``quantize``, or an ``out`` requiring grad while
-            grad mode is on (as torch's out= arguments; fine under ``torch.no_grad()``); with ``SEAM_DEBUG``, an
-            ``x.a_deq``
-            that is not the A_deq of ``x``'s MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight
-            whose bytes changed since its record was built by writes no version counter shows
-            (:meth:`seam.MXFP8Weight.byte_facts`).
+            not a wgmma tile of 64-128 rows, a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
+            ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
+            under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
+            MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose bytes changed since its record
+            was built by writes no version counter shows (:meth:`seam.MXFP8Weight.byte_facts`).
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
+
+    Special values:
+        ``docs/spec/mxfp8.md`` steps 3-5: NaN elements quantize to +448 in a finite block, so a row with NaN
+        gives finite output; a block holding +-inf gets scale byte 254 and E4M3 +448, whose A_deq 448 * 2^127 is
+        inf in BF16, so that row's outputs are inf or NaN.
+
+    Split-K workspace:
+        Split-K launches share a per-device workspace: keep them on one stream, and make a first call at each M
+        before CUDA-graph capture.
+
+    A_deq:
+        Where ``x`` carries ``a_deq``, the Gluon kernels (decode, 2-128 tokens and one at N >= 2560; ring,
+        129-256; the decode kernel's token tiles at 129-384 take an A_deq in its K order only, which producers
+        write up to 128 tokens) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
+        bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an A_deq also changes the
+        picked tile: the warp-specialized 64-row tile at the one-wave K split, which may differ from the split
+        picked without one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
+
+    quantize:
+        ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM; ``"in_gemm"``: the GEMM loads BF16
+        tiles of x and quantizes each 32-wide block in registers with the same rule (the paths that dequantize A
+        in a launch before the GEMM, :func:`dequantizes_a`: the ring and prefill paths, the decode kernel where it
+        dequantizes first, quantize there: one launch, no E4M3 copy); ``"auto"``: ``"in_gemm"`` when
+        M <= :data:`IN_GEMM_MAX_M` (16) and on those paths, else ``"separate"`` (the carve-out measured by
+        ``seam bench linear`` on the H200, see docs/benchmarks-log.md). In the GEMM itself quantization saves a
+        launch and the E4M3 round trip but repeats A's quantization once per 128-wide N tile, so there it only
+        wins at small M.
+
+    tile:
+        None takes ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
+        checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32,
+        64, 72, 80, 96 or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token
+        tiles) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a multiple of 128 (the tl
+        kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
+        applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
+        64-128) runs the warp-specialized decode kernel (at M <= block_m the landed kernel's bytes; the picker
+        takes it at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over token tiles, at
+        most 65535 of them); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
 
     Paths:
         On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
@@ -300,7 +314,8 @@ def mxfp8_linear(
                             f"{x.dtype}{_WRAP_HINT}")
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
         if x.dim() != 2:
-            raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
+            raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)} (x.reshape(-1, K) flattens the "
+                             "tokens; seam.MXFP8Linear takes [..., K] as torch.nn.Linear does)")
         if x.stride(1) != 1 and x.shape[1] > 1:
             raise ValueError(f"x must have unit column stride, got strides {x.stride()}")
         m, kx = x.shape

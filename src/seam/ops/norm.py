@@ -102,7 +102,9 @@ def fused_add_rms_norm(
     ``normed = bf16( s * rsqrt(sum(s^2)/hidden + eps) * w' )`` from the unrounded fp32 ``s``
     (within 1 BF16 ulp of the reference), ``w' = f32(w)`` or ``1 + f32(w)``. Spec:
     ``docs/spec/norm_act.md`` (Fused residual add + Gemma RMSNorm; the plain RMSNorm uses
-    ``f32(w)``). One launch.
+    ``f32(w)``). One launch. It returns new tensors and leaves its inputs as they are; vLLM's in-place
+    ``fused_add_rms_norm(input, residual, weight, eps)`` is ``fused_add_rms_norm(x, residual, weight, eps,
+    out=(x, residual))``.
 
     Args:
         x: BF16 [M, hidden], 1 <= hidden <= 16384, rows contiguous at any row stride (0 too: one row
@@ -159,6 +161,7 @@ def gemma_fused_add_rms_norm(
 
     :func:`fused_add_rms_norm` with ``gemma=True``: ``normed = bf16(s * rsqrt(sum(s^2)/hidden
     + eps) * (1 + f32(w)))``, ``residual_out = bf16(s)``. Spec: ``docs/spec/norm_act.md``.
+    New tensors by default; in place, as vLLM calls it: ``out=(x, residual)``.
     Args, Returns and Raises as :func:`fused_add_rms_norm` (1 <= hidden <= 16384).
     """
     return fused_add_rms_norm(x, residual, weight, eps, gemma=True, out=out)

@@ -65,7 +65,8 @@ def swiglu_oai(
     ``g = min(gate, limit)``, ``u = clamp(up, -limit, limit)`` in fp32.
 
     Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI). Relative L2 error < 5e-3 against the
-    float64 reference (the sigmoid differs between targets). One launch.
+    float64 reference (the sigmoid differs between targets). One launch. The defaults are gpt-oss's;
+    the plain SwiGLU of Llama, Qwen or DeepSeek, ``silu(gate) * up``, is ``alpha=1.0, beta=0.0, limit=None``.
 
     Args:
         gate_up: BF16 [M, 2I], rows contiguous at any row stride (0 too: one row broadcast by
@@ -113,7 +114,7 @@ def swiglu_oai_mxfp8(
 
     Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI + MXFP8), ``docs/spec/mxfp8.md``.
     The default differs from the unfused chain in about 2% of E4M3 bytes and is at least
-    as close to the exact activation.
+    as close to the exact activation. Plain SwiGLU (``silu(gate) * up``): ``alpha=1.0, beta=0.0, limit=None``.
 
     Args:
         gate_up: BF16 [M, 2I], I a multiple of 32, rows contiguous at any row stride (0 too). Read only.
