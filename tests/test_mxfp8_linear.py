@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import seam
+from seam.compare import bytes_equal
 from seam.formats.mxfp8_weight import ByteFacts
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzle_scales
 from seam.kernels.mxfp8_gemm_config import (
@@ -532,6 +533,23 @@ def test_linear_split_k_matches_single_program(split_k, device):
     assert (split.float() - one.float()).abs().max() <= one.float().abs().max() * 2.0**-7
 
 
+def test_leading_dimensions_as_functional_linear(device):
+    """As torch.nn.functional.linear: x [..., K] (1-D too, and non-contiguous leading dimensions) gives [..., N], the
+    bytes of the flattened 2-D call; out= of that shape, checked at its own shape; M 0 in a leading dimension."""
+    x, w = _inputs(6, 64, 128, device=device)
+    want = seam.mxfp8_linear(x, w)
+    got = seam.mxfp8_linear(x.view(2, 3, 128), w)
+    assert got.shape == (2, 3, 64) and bytes_equal(got.reshape(6, 64), want)
+    assert bytes_equal(seam.mxfp8_linear(x.view(3, 2, 128).transpose(0, 1), w).transpose(0, 1).reshape(6, 64), want)
+    one = seam.mxfp8_linear(x[2], w)
+    assert one.shape == (64,) and bytes_equal(one, seam.mxfp8_linear(x[2:3], w)[0])
+    out = torch.empty(2, 3, 64, dtype=torch.bfloat16, device=device)
+    assert seam.mxfp8_linear(x.view(2, 3, 128), w, out=out) is out and bytes_equal(out.reshape(6, 64), want)
+    with pytest.raises(ValueError, match=r"out must have shape \[2, 3, 64\], got \[6, 64\]"):
+        seam.mxfp8_linear(x.view(2, 3, 128), w, out=torch.empty(6, 64, dtype=torch.bfloat16, device=device))
+    assert seam.mxfp8_linear(x.view(2, 3, 128)[:, :0], w).shape == (2, 0, 64)
+
+
 def test_linear_rejects_bad_arguments(device):
     x, w = _inputs(2, 128, 128, device=device)
     with pytest.raises(TypeError, match="weight"):
@@ -547,8 +565,9 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(seam.mxfp8_quantize(x)[0], w)
     with pytest.raises(ValueError, match="K=64"):
         seam.mxfp8_linear(x[:, :64], w)
-    with pytest.raises(ValueError, match="2-D"):
-        seam.mxfp8_linear(x[0], w)
+    for bad in (x[0, 0], x[:, None, :64], x[0, :64]):  # 0-d, or [..., K] of another K
+        with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 128\] \(the weight's K\)"):
+            seam.mxfp8_linear(bad, w)
     xq, xs = seam.mxfp8_quantize(x, scale_layout="row_major")
     with pytest.raises(ValueError, match="swizzled"):
         seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (2, 128), "row_major"), w)

@@ -15,7 +15,7 @@ import weakref
 
 import torch
 
-from seam import checks, runtime
+from seam import runtime
 from seam.compare import bytes_equal
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout, mxfp8_scale_numel, swizzle_scales
@@ -236,13 +236,7 @@ class MXFP8Linear(torch.nn.Module):
         if isinstance(x, torch.Tensor) and x.dim() != 2:
             if x.dim() == 0 or x.shape[-1] != self.in_features:
                 raise ValueError(f"x must have shape [..., {self.in_features}] (in_features), got {list(x.shape)}")
-            lead = tuple(x.shape[:-1])
-            if out is not None:  # checked at its own shape: the 2-D view below would hide what is wrong
-                checks.tensor("out", out, dtype=torch.bfloat16, shape=(*lead, self.out_features), device=x.device,
-                              written=True)
-            rows = x.reshape(-1, x.shape[-1])
-            y = self.forward(rows, out=None if out is None else out.view(rows.shape[0], -1), quantize=quantize)
-            return y.view(*lead, self.out_features)
+            return mxfp8_linear(x, self.weight, out=out, quantize=quantize)  # the hand-off is for 2-D rows only
         if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
             # rows used as they are; a traced forward takes no hand-off (set_prequant)
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)

@@ -208,23 +208,25 @@ def mxfp8_linear(
         y = seam.mxfp8_linear(seam.QuantizedActivation(values, scales), w)  # a fused kernel's MXFP8 rows
 
     Args:
-        x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says;
-            or a :class:`seam.QuantizedActivation` with swizzled scales, used as is (its ``dtype`` does not
-            change the output's, BF16; its ``a_deq``: below). Not modified.
+        x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says
+            (as ``torch.nn.functional.linear``, also [..., K], 1-D included: the leading dimensions are the
+            tokens, flattened by ``reshape``, and the output is [..., N]); or a :class:`seam.QuantizedActivation`
+            with swizzled scales, used as is (its ``dtype`` does not change the output's, BF16; its ``a_deq``:
+            below). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
-        out: optional BF16 [M, N] contiguous buffer, written in place.
+        out: optional BF16 [M, N] (x's leading dimensions, N) contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning (below); None (default): the picker's.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation): ``"auto"`` (default),
             ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile.
 
     Returns:
-        BF16 [M, N] (``out`` when given).
+        BF16 [M, N], or [..., N] for x [..., K] (``out`` when given).
 
     Raises:
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
             out not BF16, tile (or its max_registers or flags) of the wrong type,
             quantize not a str or :class:`LinearQuantize`.
-        ValueError: shapes (K mismatch, K not a multiple of 32, x not 2-D), row-major activation
+        ValueError: shapes (K mismatch, K not a multiple of 32, a 0-d x), row-major activation
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
@@ -313,9 +315,16 @@ def mxfp8_linear(
             raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got a tensor of dtype "
                             f"{x.dtype}{_WRAP_HINT}")
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
-        if x.dim() != 2:
-            raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)} (x.reshape(-1, K) flattens the "
-                             "tokens; seam.MXFP8Linear takes [..., K] as torch.nn.Linear does)")
+        if x.dim() != 2:  # as torch.nn.functional.linear: [..., K] -> [..., N], the leading dimensions the tokens
+            if x.dim() == 0 or x.shape[-1] != k:
+                raise ValueError(f"x must have shape [..., {k}] (the weight's K), got {list(x.shape)}")
+            lead = tuple(x.shape[:-1])
+            if out is not None:  # checked at its own shape: the 2-D view below would hide what is wrong
+                checks.tensor("out", out, dtype=torch.bfloat16, shape=(*lead, n), device=x.device, written=True)
+            rows = x.reshape(-1, k)
+            y = mxfp8_linear(rows, weight, out=None if out is None else out.view(rows.shape[0], n), tile=tile,
+                             quantize=mode)
+            return y.view(*lead, n) if out is None else out
         if x.stride(1) != 1 and x.shape[1] > 1:
             raise ValueError(f"x must have unit column stride, got strides {x.stride()}")
         m, kx = x.shape
