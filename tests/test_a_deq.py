@@ -123,7 +123,7 @@ def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
     is its largest M), natural order from 129 (the ring kernel reads the plain
     dequantized rows); K must be whole 128-column steps either way."""
     from seam.formats.a_deq import PERMUTED_MAX_M, permuted
-    from seam.kernels.mxfp8_gemm_config import WGMMA_MAX_M
+    from seam.kernels.wgmma_config import WGMMA_MAX_M
 
     assert PERMUTED_MAX_M == 128 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 129))
     assert PERMUTED_MAX_M == WGMMA_MAX_M
@@ -566,26 +566,26 @@ def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
 
 
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
-    """The "auto" rule (seam.kernels.mxfp8_gemm_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
+    """The "auto" rule (seam.kernels.wgmma_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
     on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
     one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), the ring kernel at
     65-128 tokens where K >= 2048 on its streamed tile (which takes no smaller K); never off whole 128-column
     steps, nowhere on a
     device without those kernels; resolve_a_deq checks the argument itself first."""
-    from seam.kernels import mxfp8_gemm_config as config
+    from seam.kernels import mxfp8_gemm_config, wgmma_config
     from seam.ops.a_deq import resolve_a_deq
 
     cpu = torch.device("cpu")
-    assert not any(config.a_deq_pays(m, 6144, cpu) for m in range(1, 300))
-    monkeypatch.setattr(config, "wgmma_supported", lambda device: True)
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 6144, cpu)] == list(range(2, 129))
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 2048, cpu)] == list(range(1, 129))
-    assert [m for m in range(1, 300) if config.a_deq_pays(m, 2176, cpu)] == list(range(2, 129))
-    assert all(config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed tiles
-    assert config.pick_wgmma_tile(100, 6144, 768, 132) is None
-    assert not any(config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
-    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", config.a_deq_pays)
+    assert not any(wgmma_config.a_deq_pays(m, 6144, cpu) for m in range(1, 300))
+    monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
+    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 6144, cpu)] == list(range(2, 129))
+    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
+    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 2048, cpu)] == list(range(1, 129))
+    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 2176, cpu)] == list(range(2, 129))
+    assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed
+    assert mxfp8_gemm_config.pick_wgmma_tile(100, 6144, 768, 132) is None
+    assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
+    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", wgmma_config.a_deq_pays)
     assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)
     assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps
     assert resolve_a_deq(True, 1, 128, cpu) and not resolve_a_deq(False, 16, 6144, cpu)

@@ -456,7 +456,7 @@ def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
     Below 65 tokens and under the interpreter it is never picked."""
     assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: device.type == "cuda")
-    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: hopper)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: hopper)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
     prefill = [(65, 6144, 768), (128, 6144, 768), (96, 256, 256), (100, 6144, 800), (385, 2560, 6144),
@@ -733,9 +733,9 @@ def test_auto_hands_bf16_rows_to_the_decode_kernels_dequantization_launch(m, blo
     kernel runs."""
     import seam.ops.linear as linear
     from seam.formats.a_deq import a_deq_from_mxfp8
-    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
+    from seam.kernels import mxfp8_wgmma, wgmma_config
 
-    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_supported", lambda device: True)
+    monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     seen, quantized = [], []
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",

@@ -24,14 +24,39 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine
+from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine, wgmma_config
 from seam.kernels.mxfp8_gemm import split_k_scratch
-from seam.kernels.mxfp8_gemm_config import (RESIDENT_MAX_M, STREAMED_BLOCK_M, STREAMED_MIN_K, TAIL_MAX_M, TAIL_STAGES,
-                                           WGMMA_MAX_M, WGMMA_ONE_TOKEN_MIN_N, WGMMA_PROGRAM_COST_STEPS, Tile, streamed_stages,
-                                           WgmmaLaunch, combine_group, pick_qkv_tile, pick_tile, pick_wgmma_tile, wgmma_combiners,
-                                           wgmma_a_stream, wgmma_bf16_mul, wgmma_dequantize_first, wgmma_early_steps,
-                                           wgmma_launch, wgmma_smem_steps, wgmma_warp_specialized, WS_MAX_SPLIT,
-                                           WS_STAGES, TOKEN_TILES_MAX_M, pick_token_tiles)
+from seam.kernels.mxfp8_gemm_config import (
+    TAIL_STAGES,
+    WGMMA_ONE_TOKEN_MIN_N,
+    WGMMA_PROGRAM_COST_STEPS,
+    Tile,
+    streamed_stages,
+    pick_qkv_tile,
+    pick_tile,
+    pick_wgmma_tile,
+    wgmma_warp_specialized,
+    WS_STAGES,
+    TOKEN_TILES_MAX_M,
+    pick_token_tiles,
+)
+from seam.kernels.wgmma_config import (
+    RESIDENT_MAX_M,
+    STREAMED_BLOCK_M,
+    STREAMED_MIN_K,
+    TAIL_MAX_M,
+    WGMMA_MAX_M,
+    WgmmaLaunch,
+    combine_group,
+    wgmma_combiners,
+    wgmma_a_stream,
+    wgmma_bf16_mul,
+    wgmma_dequantize_first,
+    wgmma_early_steps,
+    wgmma_launch,
+    wgmma_smem_steps,
+    WS_MAX_SPLIT,
+)
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
 from seam.kernels.mxfp8_gemm_config import one_wave_split
@@ -181,7 +206,7 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
 def test_default_pick_at_129_to_384_tokens(monkeypatch):
     """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; the fused QKV op keeps its
     pick before them (its epilogue sums the partials of one token tile)."""
-    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
@@ -245,7 +270,7 @@ def test_warp_specialized_tile_checked_before_launch(device):
     it (its epilogue reads the landed kernel's partials)."""
     with pytest.raises(ValueError, match="warp_specialized needs tile.wgmma"):
         check_tile(Tile(64, 128, 128, 8, 2, 1, warp_specialized=True), 2048, 40, device)
-    if not mxfp8_gemm_config.wgmma_supported(device):
+    if not wgmma_config.wgmma_supported(device):
         return
     for bad, m, match in ((Tile(32, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 20,
                            "warp_specialized needs block_m in \\(64, 72, 80, 96, 128\\), got 32"),
@@ -476,7 +501,7 @@ def test_dequantize_first_where_measured_faster():
     left = [(64, 2560, 6144), (64, 1536, 6144), (64, 2048, 6144), (64, 4096, 1024), (64, 6144, 768),
             (64, 4096, 4096), (32, 4992, 6144), (32, 6144, 2048), (32, 4096, 2048), (8, 4992, 6144)]
     assert all(first(*key) for key in taken) and not any(first(*key) for key in left)
-    assert mxfp8_gemm_config.DEQUANTIZE_FIRST_K == (1536, 2048)
+    assert wgmma_config.DEQUANTIZE_FIRST_K == (1536, 2048)
     # BF16 rows (runs 159-160): every 32- and 64-row tile (17-64 tokens, 0.86-1.0x the separate quantizer's
     # time at 30 points); not the 8- and 16-row tiles (up to 1.27x slower than the kernel quantizing them)
     shapes = [(2560, 6144), (1536, 6144), (6144, 2048), (6144, 768), (4992, 6144), (3072, 6144)]
@@ -594,7 +619,7 @@ def test_picker_never_chooses_gluon_without_a_hopper_gpu():
 
 
 def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
-    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
     for m in (2, 8, 64):
@@ -1070,7 +1095,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma and wgmma_combiners(tile.block_m, tile.split_k) > 1
     spread = seam.mxfp8_linear(x, w, tile=tile)
-    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
+    monkeypatch.setattr(wgmma_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()
@@ -1129,10 +1154,10 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
     if stages is None:
         assert _streamed(m, n, k)
     else:
-        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_a_stream", lambda *args: True)  # read by wgmma_launch
-        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_smem_steps", lambda *args: 0)
+        monkeypatch.setattr(wgmma_config, "wgmma_a_stream", lambda *args: True)  # read by wgmma_launch
+        monkeypatch.setattr(wgmma_config, "wgmma_smem_steps", lambda *args: 0)
     streamed = seam.mxfp8_linear(a, w, tile=tile)
-    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_a_stream", lambda *args: False)
+    monkeypatch.setattr(wgmma_config, "wgmma_a_stream", lambda *args: False)
     resident = seam.mxfp8_linear(a, w, tile=tile)
     assert launched == [True, False]
     assert torch.equal(streamed.view(torch.int16), resident.view(torch.int16)), tile
@@ -1199,7 +1224,7 @@ def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
                         lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
     outs = {}
     for on in (True, False):
-        monkeypatch.setattr(mxfp8_gemm_config, "wgmma_bf16_mul", lambda *args, on=on: on)  # read by wgmma_launch
+        monkeypatch.setattr(wgmma_config, "wgmma_bf16_mul", lambda *args, on=on: on)  # read by wgmma_launch
         outs[on] = [seam.mxfp8_linear(a, w, tile=tile).view(torch.int16) for a in inputs]
     assert tile.wgmma == (m > 1 or n >= WGMMA_ONE_TOKEN_MIN_N)  # else one token's GEMV: no kernel to compare
     assert launched == ([True] * 3 + [False] * 3 if tile.wgmma else [])

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma_ring
+from seam.kernels import mxfp8_wgmma_ring, wgmma_config
 from seam.kernels.mxfp8_gemm import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
@@ -29,8 +29,8 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_ring_tile,
     pick_tile,
     pick_wgmma_tile,
-    wgmma_combiners,
 )
+from seam.kernels.wgmma_config import wgmma_combiners
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def test_picker_takes_129_to_256_tokens_where_programs_keep_16_steps():
                 assert tiles * t.split_k <= max(132, tiles) and -(-steps // t.split_k) >= RING_256_MIN_STEPS
 
 def test_default_pick_on_hopper(monkeypatch):
-    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
@@ -197,7 +197,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch):
     tile = Tile(256, 128, 128, 8, 2, 3, wgmma=True)
     assert wgmma_combiners(tile.block_m, tile.split_k) == 2
     spread = seam.mxfp8_linear(x, w, tile=tile)
-    monkeypatch.setattr(mxfp8_gemm_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
+    monkeypatch.setattr(wgmma_config, "wgmma_combiners", lambda *args, **kwargs: 1)  # read by wgmma_launch
     one = seam.mxfp8_linear(x, w, tile=tile)
     assert torch.equal(spread.view(torch.int16), one.view(torch.int16))
     assert not split_k_scratch(x.device, 4, tile)[1].any()

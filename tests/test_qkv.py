@@ -23,7 +23,7 @@ from seam import runtime
 from seam.bench.qkv import qkv_unfused
 from seam.formats import nvfp4
 from seam.kernels import mxfp8_gemm_config as gemm_config
-from seam.kernels import workspace
+from seam.kernels import wgmma_config, workspace
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
     GEMV_TILE,
@@ -506,7 +506,7 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
     otherwise; there mxfp8_linear takes the warp-specialized token tiles to 384 tokens, this op not yet); one token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only
     keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
-    monkeypatch.setattr(gemm_config, "wgmma_supported", lambda device: True)
+    monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
@@ -521,7 +521,7 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
                 stages = linear.num_stages if linear.warp_specialized else gemm_config.streamed_stages(linear.split_k)
                 assert t == dataclasses.replace(linear, block_m=128, num_stages=stages), m
-                assert t.warp_specialized == (linear.split_k <= gemm_config.WS_MAX_SPLIT), m
+                assert t.warp_specialized == (linear.split_k <= wgmma_config.WS_MAX_SPLIT), m
                 assert t.wgmma and not t.ring, m
             elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
                 assert t == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
@@ -605,7 +605,7 @@ def test_warmup_dummy_problem_runs_each_tile(device):
     tiles = [GEMV_TILE, small_tile(16)]
     qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=False, has_qfp8=True, block_size=4)
     qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4)
-    if gemm_config.wgmma_supported(device):  # a Gluon decode tile, and its variant that reads A_deq
+    if wgmma_config.wgmma_supported(device):  # a Gluon decode tile, and its variant that reads A_deq
         decode = pick_qkv_tile(16, 2560, 128, device)
         qkv_ops._run_once_each([decode], nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4,
                                a_deq_tiles={decode})
@@ -613,7 +613,7 @@ def test_warmup_dummy_problem_runs_each_tile(device):
 
 def test_warmup_feeds_a_deq_to_the_decode_tiles_its_producers_write_it_for(monkeypatch):
     """qkv_warmup's A_deq variants: every Gluon decode tile with a_deq=True, none with False, and with
-    "auto" those picked at the M where the producers write A_deq (seam.kernels.mxfp8_gemm_config.a_deq_pays);
+    "auto" those picked at the M where the producers write A_deq (seam.kernels.wgmma_config.a_deq_pays);
     never a ring tile (the ring kernel reads A_deq in the variant it always compiles) or a tl tile."""
     from seam.ops import a_deq as a_deq_ops
 

@@ -141,7 +141,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     ``warp_specialized``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma
+    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, wgmma_config
 
     if block_m == 256:
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
@@ -169,7 +169,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
     types = {**_decode_types(block_m, bf16_x=a_bf16 or a_deq), "out_ptr": "*fp32" if partials else "*bf16"}
     tail = mxfp8_wgmma.tail_tokens(block_m)
-    rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
+    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq,
                   USE_PDL=True,
                   COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
@@ -206,7 +206,7 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
     """Resources of the warp-specialized decode kernel (``seam.kernels.mxfp8_wgmma_ws``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws
+    from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_config
 
     if block_m not in mxfp8_wgmma_ws.BLOCK_MS:
         raise ValueError(f"wgmma: the warp-specialized kernel takes block_m in {mxfp8_wgmma_ws.BLOCK_MS}, got {block_m}")
@@ -215,7 +215,7 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
         raise ValueError(f"wgmma: num_stages {num_stages} warp-specialized at block_m {block_m}: 1 to {most} fit")
     tail = mxfp8_wgmma.tail_tokens(block_m)
     types = {**_decode_types(block_m, bf16_x=True), "out_ptr": "*fp32" if partials else "*bf16"}  # A_deq
-    rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
+    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
     consts = dict(K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=num_stages, COMBINE=rules.combine,
                   COMBINERS=rules.combiners, BF16_MUL=(not partials) if bf16_mul is None else bf16_mul, USE_PDL=True,
                   PARTIALS=partials,
@@ -230,7 +230,7 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma_ring
+    from seam.kernels import mxfp8_wgmma_ring, wgmma_config
 
     fewest, most = mxfp8_wgmma_ring.MIN_STAGES, mxfp8_wgmma_ring.max_stages(block_m)
     if not fewest <= num_stages <= most:
@@ -241,7 +241,7 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc,
              "a_desc": f"tensordesc<bf16[{block_m}, 128],{a_layout!r}>", "out_ptr": "*fp32" if partials else "*bf16",
              "ws_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "stride_om": "i32"}
-    rules = mxfp8_gemm_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
+    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, USE_PDL=True, COMBINE=rules.combine,
                   PARTIALS=partials, COMBINERS=rules.combiners,
                   BF16_MUL=_as_launched(rules, partials, bf16_mul),

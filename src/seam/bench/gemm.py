@@ -42,7 +42,8 @@ import seam
 from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
-from seam.kernels.mxfp8_gemm_config import a_deq_pays, pick_tile
+from seam.kernels.mxfp8_gemm_config import pick_tile
+from seam.kernels.wgmma_config import a_deq_pays
 
 MS = (1, 8, 16, 32, 64, 128)
 #: The TP 4 layers and the QKV projection at TP 2 (nkv 2: N = 39 heads of 128), the widest decode shape.

@@ -21,7 +21,7 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 #: Columns per K step of the decode GEMM: the permutation stays inside each such step.
 A_DEQ_STEP = 128
 #: Largest M whose A_deq is K-permuted (the decode GEMM's largest M,
-#: ``seam.kernels.mxfp8_gemm_config.WGMMA_MAX_M``); above it A_deq is in natural order.
+#: ``seam.kernels.wgmma_config.WGMMA_MAX_M``); above it A_deq is in natural order.
 PERMUTED_MAX_M = 128
 
 

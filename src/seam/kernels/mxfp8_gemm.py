@@ -47,7 +47,8 @@ from seam import runtime
 from seam.formats.a_deq import permuted
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 from seam.kernels.mxfp8_dequant import dequantized_activations, launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import RESIDENT_MAX_M, Tile, pick_tile, wgmma_dequantize_first, wgmma_launch
+from seam.kernels.mxfp8_gemm_config import Tile, pick_tile
+from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_dequantize_first, wgmma_launch
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -520,7 +521,7 @@ def mxfp8_linear_kernel(
 def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device, *, bf16_rows: bool) -> bool:
     """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``
     (activations MXFP8, or BF16 with ``bf16_rows``), runs the dequantization launch before the decode kernel
-    (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`)."""
+    (:func:`~seam.kernels.wgmma_config.wgmma_dequantize_first`)."""
     if not tile.wgmma or tile.ring:
         return False
     if tile.warp_specialized:  # it reads A_deq only
@@ -544,7 +545,7 @@ def launch_gluon(
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` holds for the weight, so the kernel may dequantize it by
     BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
     reads, one is written first by the dequantization launch where
-    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first` says (same bytes; that launch reads rows of
+    :func:`~seam.kernels.wgmma_config.wgmma_dequantize_first` says (same bytes; that launch reads rows of
     any stride). A ``warp_specialized`` tile runs :mod:`seam.kernels.mxfp8_wgmma_ws` on A_deq (always: written first
     where none comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
     caller runs the tl kernel)."""

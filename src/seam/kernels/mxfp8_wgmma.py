@@ -17,11 +17,11 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   start only as the previous GEMM's leave their SMs). What the chain still waits for after the
   norm is the release (0.5 us), the staging, the loop's conversions and the split-K combine.
   The first one or two steps are also waited for and loaded into registers there
-  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`: up to 5% faster at 8-16 tokens, 30% at
+  (:func:`seam.kernels.wgmma_config.wgmma_early_steps`: up to 5% faster at 8-16 tokens, 30% at
   64 tokens with 3 steps per program; log runs 65-66); ptxas places their conversion after the wait
   (SASS). Where K <= 2048, up to 32 tokens, one or two steps before those are converted there into
   shared BF16 slots that ``wgmma`` reads from shared memory (the stores keep the conversion before the
-  wait: :func:`seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`, 4-12% faster, log run 72).
+  wait: :func:`seam.kernels.wgmma_config.wgmma_smem_steps`, 4-12% faster, log run 72).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; seam's PDL kernels write, and read what others produce, only after
@@ -36,7 +36,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   at once by 8-row tiles (:data:`A_DEQ_WAIT_ALL_MAX_M`) (H200, the GEMM alone, log runs 102 and 114:
   1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, 0.5-1.3 at 8). Where resident activations leave one
   program per SM and the launch needs more than one wave of them (wide N on the 64-row tile,
-  :func:`seam.kernels.mxfp8_gemm_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
+  :func:`seam.kernels.wgmma_config.wgmma_a_stream`), A_deq streams instead (``A_STREAM``): ``STAGES``
   slots beside the weight ring, each refilled once both warpgroups' MMAs of its step are done, so two
   programs share an SM (log run 139: N 4992 x K 6144 at 64 tokens 19.84 -> 15.42 us). The 128-token tile
   (97-128 tokens) always streams: its activations never fit resident. It holds the weights as the register
@@ -52,13 +52,13 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   64-row tile too where A_deq comes with the activations; this kernel keeps larger splits. On those streamed tiles,
   where the 64-row tile streams, and on that tile at K 1536-2048, activations that arrive without A_deq have it
   written first by the GEMM's dequantization launch
-  (:func:`seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first`; log runs 150 and 152: 24.6 -> 18.5 us at N 4992,
+  (:func:`seam.kernels.wgmma_config.wgmma_dequantize_first`; log runs 150 and 152: 24.6 -> 18.5 us at N 4992,
   11.9 -> 10.6 at N 6144 x K 2048), and so do BF16 rows on 32- and 64-row tiles (quantized in that launch; runs
   159-160: 0.86-1.0x a separate quantizer's time).
 * **Register-A weights, K permuted.** Each thread loads 2 rows x 32 contiguous bytes of
   the weight tile (16-byte shared loads; one MXFP8 block, so one scale per row), scales
   them to BF16 exactly like :func:`seam.kernels.mxfp8_gemm.dequantize_mxfp8` (through fp32, or, where the
-  launch rule :func:`seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul` and the weight's bytes
+  launch rule :func:`seam.kernels.wgmma_config.wgmma_bf16_mul` and the weight's bytes
   (:func:`bf16_mul_exact`) allow, by one BF16 multiply per pair: the same bytes, fewer instructions), and hands
   them to ``wgmma`` as its register A operand. Those registers do not hold the K columns
   the instruction's operand layout expects; they hold a fixed permutation of them
@@ -75,7 +75,7 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 * **Split-K combine in fixed order** (``seam.kernels.wgmma_combine``, shared with the ring kernel): partials to a
   workspace; the last program of a tile to arrive
   sums them in split order (:func:`seam.kernels.mxfp8_gemm.split_k_combine`'s protocol) or, where
-  a tile's partials are large (:func:`seam.kernels.mxfp8_gemm_config.wgmma_combiners`), its last
+  a tile's partials are large (:func:`seam.kernels.wgmma_config.wgmma_combiners`), its last
   2^j programs each wait for every arrival and sum a slice of its rows, in the same order, so the
   bytes are the same. The combiners are the tile's last programs in launch order, which the hardware
   follows in starting blocks (CUDA does not promise it): every other program of the tile has started
@@ -618,17 +618,17 @@ def launch_mxfp8_linear_wgmma(
     :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with ``a_stream`` fits :data:`SHARED_BUDGET`);
     ``work`` / ``counters``: the split-K scratch (unused at ``split_k`` 1); ``combine``: partials the combining
     program loads per round trip; ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
-    (:func:`seam.kernels.mxfp8_gemm_config.wgmma_early_steps`); ``smem_steps``: weight steps converted into shared
+    (:func:`seam.kernels.wgmma_config.wgmma_early_steps`); ``smem_steps``: weight steps converted into shared
     memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
-    :func:`~seam.kernels.mxfp8_gemm_config.wgmma_smem_steps`); ``combiners``: programs per tile that combine its
-    partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_combiners`).
+    :func:`~seam.kernels.wgmma_config.wgmma_smem_steps`); ``combiners``: programs per tile that combine its
+    partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.wgmma_config.wgmma_combiners`).
     With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
     partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
     epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
     ``bf16_mul``: dequantize the weight tiles by BF16 multiplies
-    (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul`), for a weight :func:`bf16_mul_exact` accepts.
+    (:func:`~seam.kernels.wgmma_config.wgmma_bf16_mul`), for a weight :func:`bf16_mul_exact` accepts.
     ``a_stream`` (with ``a_deq``, ``smem_steps`` 0): the A_deq steps stream through ``stages`` slots beside the
-    weight ring instead of all being resident (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_a_stream`; same bytes).
+    weight ring instead of all being resident (:func:`~seam.kernels.wgmma_config.wgmma_a_stream`; same bytes).
 
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range

@@ -6,7 +6,7 @@ K step of both operands: the E4M3 weight tile with its scale chunk, as there, an
 dequantized to BF16 (``A_deq``, by ``seam.kernels.mxfp8_dequant``'s kernel one launch before this one,
 so no N tile converts them again). The weight tile is dequantized in registers as in the decode kernel
 (:func:`seam.kernels.mxfp8_wgmma.dequantize_weight_tile`, by BF16 multiplies where the weight allows:
-``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and stored, BF16, into one of two shared slots:
+``seam.kernels.wgmma_config.wgmma_bf16_mul``) and stored, BF16, into one of two shared slots:
 wgmma reads both operands from shared memory, so step i + 1's conversion runs while step i's MMA does
 (with the weights as a register operand ptxas waited for the MMA before converting the next tile:
 ``WARPGROUP.DEPBAR`` ahead of the conversion in the sm_90 SASS). That made its tiles of the time 10-20%
@@ -194,7 +194,7 @@ def launch_mxfp8_linear_wgmma_ring(
     (256); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
     for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
     program's fp32 partial in ``work`` only; ``combiners``: programs per tile that combine its partials
-    (``seam.kernels.mxfp8_gemm_config.wgmma_combiners``); ``a_deq``: the activations already dequantized
+    (``seam.kernels.wgmma_config.wgmma_combiners``); ``a_deq``: the activations already dequantized
     (BF16 [M, K] in natural order, ``seam.formats.a_deq``), read instead of the dequantization launch's copy.
     Temporary memory: 2 * M * K bytes (A_deq) without ``a_deq``. ``bf16_mul``: dequantize the weight tiles by
     BF16 multiplies, for a weight ``seam.kernels.mxfp8_wgmma.bf16_mul_exact`` accepts.

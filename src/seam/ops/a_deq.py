@@ -1,6 +1,6 @@
 """A_deq (``seam.formats.a_deq``) at the ops' edge: the producers' ``a_deq`` argument (write it beside the
 MXFP8 rows always, never, or where the GEMM that reads it gains: "auto",
-:func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`), and the consumers' ``SEAM_DEBUG`` check of its bytes."""
+:func:`seam.kernels.wgmma_config.a_deq_pays`), and the consumers' ``SEAM_DEBUG`` check of its bytes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from seam import checks, runtime
 from seam.formats.a_deq import A_DEQ_STEP, a_deq_from_mxfp8
-from seam.kernels.mxfp8_gemm_config import a_deq_pays
+from seam.kernels.wgmma_config import a_deq_pays
 
 
 def check_a_deq(a_deq: object) -> bool | str:

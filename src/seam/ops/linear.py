@@ -14,7 +14,8 @@ from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 from seam.kernels.mxfp8_gemm import dequantizes_first, launch_mxfp8_linear
-from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, RESIDENT_MAX_M, Tile, pick_tile, wgmma_supported
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile
+from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_supported
 from seam.ops.a_deq import check_a_deq_bytes
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
@@ -279,13 +280,13 @@ def mxfp8_linear(
     Paths:
         On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
         weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16
-        multiplies for its weight tiles: the same bytes, ``seam.kernels.mxfp8_gemm_config.wgmma_bf16_mul``) and
+        multiplies for its weight tiles: the same bytes, ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and
         multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128), and at 65 <= M <= 128 where K >= 2048, by
         the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; 65-96 tokens
         on its 64 + tail tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; on those tiles always, on its
         64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles,
         activations without ``a_deq`` are dequantized by a launch before it: 2*M*K bytes of temporary BF16,
-        ``seam.kernels.mxfp8_gemm_config.wgmma_dequantize_first``), at 129 <= M <= 384 where K >= 2048 and one
+        ``seam.kernels.wgmma_config.wgmma_dequantize_first``), at 129 <= M <= 384 where K >= 2048 and one
         program per N tile and 128-token tile fits a wave (``pick_token_tiles``) by the decode kernel's
         warp-specialized tiles over ceil(M / 128) token tiles (activations dequantized by a launch before it), else at
         129 <= M <= 256 on wide layers (``pick_ring_tile``) by the Gluon ring kernel

@@ -130,7 +130,7 @@ def swiglu_oai_mxfp8(
             multiple of 128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper Gluon
             GEMM (the down projection) then reads it instead of dequantizing the MXFP8 rows; "auto": where
             that GEMM gains (Hopper, 2-64 tokens, 1-64 at I <= 2048, 65-128 at I >= 2048, swizzled scales,
-            :func:`seam.kernels.mxfp8_gemm_config.a_deq_pays`); False (default): never.
+            :func:`seam.kernels.wgmma_config.a_deq_pays`); False (default): never.
 
     Returns:
         (values float8_e4m3fn [M, I], scales uint8); with ``a_deq`` True or "auto" (values, scales, A_deq),

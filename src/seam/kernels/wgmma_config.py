@@ -1,0 +1,309 @@
+"""Launch rules of the Gluon (Hopper ``wgmma``) MXFP8 GEMM kernels, once a tile is picked: whether they run on a
+device, the M and K bounds their tiles share, which producers write A_deq for them (:func:`a_deq_pays`), and what a
+launch derives from its tile (:func:`wgmma_launch`: ring steps before the PDL wait, BF16 multiplies, A_deq streamed or
+resident, dequantization first, split-K combiners), each with the H200 measurement that set it.
+
+The pickers that choose a tile (``pick_wgmma_tile``, ``pick_token_tiles``, ``pick_ring_tile``, ``pick_tile``) are
+in :mod:`seam.kernels.mxfp8_gemm_config`; the kernels are ``seam.kernels.mxfp8_wgmma`` (decode),
+``seam.kernels.mxfp8_wgmma_ws`` (warp-specialized) and ``seam.kernels.mxfp8_wgmma_ring`` (ring).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from seam import runtime
+from seam.kernels import mxfp8_wgmma
+
+
+def wgmma_supported(device: torch.device) -> bool:
+    """Whether the Gluon decode kernel runs on ``device``: a Hopper GPU (sm_90), not the interpreter."""
+    if runtime.INTERPRET or device.type != "cuda":
+        return False
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+#: Largest tile of the Gluon decode kernel whose activations may stay resident in shared memory (8-64 rows);
+#: above it the kernel runs :data:`STREAMED_BLOCK_M`.
+RESIDENT_MAX_M = 64
+#: The Gluon decode kernel's largest tile (97..128 tokens), which always streams A_deq beside its weight ring
+#: (:func:`wgmma_a_stream`), at K >= :data:`STREAMED_MIN_K`.
+STREAMED_BLOCK_M = 128
+#: Most tokens of the decode kernel's 64 + tail tiles (``seam.kernels.mxfp8_wgmma.TAIL_TILES``: 65..96 tokens), which
+#: stream A_deq like :data:`STREAMED_BLOCK_M`.
+TAIL_MAX_M = 96
+#: Largest K split at which tiles run warp-specialized (:func:`~seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized`).
+WS_MAX_SPLIT = 6
+#: Largest M of the Gluon decode kernel (the MMA's N side: one 128-token tile).
+WGMMA_MAX_M = STREAMED_BLOCK_M
+#: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
+#: kernel); smaller K was not measured there and takes the prefill path.
+STREAMED_MIN_K = 2048
+#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
+#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (the decode kernel's largest M).
+A_DEQ_MIN_M = 2
+A_DEQ_MAX_M = WGMMA_MAX_M
+#: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
+#: (N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads
+#: it); at K 6144 the input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
+A_DEQ_ONE_TOKEN_MAX_K = 2048
+
+
+def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
+    """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
+    Hopper GPU: where the Gluon decode kernel reads it, from :data:`A_DEQ_MIN_M` tokens (from one at K <=
+    :data:`A_DEQ_ONE_TOKEN_MAX_K`), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
+    :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
+    where its streamed tile then skips its dequantization launch (measured with the ring kernel, which had the
+    same launch and took those M until 2026-12-04).
+
+    H200 (2026-12-02, ``docs/benchmarks-log.md`` run 110, producer + GEMM per step, CUDA graph of
+    back-to-back pairs, us without -> with, bytes equal): norm + MXFP8 -> ``mxfp8_linear`` N 2560 x K 6144
+    M 8 10.88 -> 12.44, M 16 13.22 -> 12.63, M 32 14.94 -> 13.39, M 64 17.33 -> 14.69; N 1536 M 8 10.14 ->
+    11.71, M 16 11.71 -> 11.68, M 64 14.16 -> 12.66; norm -> fused QKV nkv 1 M 8 11.19 -> 12.05, M 16
+    14.50 -> 13.95, M 64 19.17 -> 16.93 (nkv 2 faster at every M, M 8 18.11 -> 15.97); SwiGLU + MXFP8 ->
+    down (N 6144 x K 768) M 8 5.24 -> 4.91, M 16 6.60 -> 5.51, M 64 9.79 -> 8.76. The norm's store costs
+    0.5 us at these M. Below 9 tokens since the 8-row tiles wait for their A_deq copies at once
+    (``mxfp8_wgmma.A_DEQ_WAIT_ALL_MAX_M``; run 115): norm -> ``mxfp8_linear`` N 2560 M 1 11.17 -> 11.25 (two
+    runs' mean), M 2 10.94 -> 10.78, M 8 10.82 -> 10.78; N 1536 M 1 8.75 -> 9.15, M 2 10.12 -> 9.86, M 8
+    10.16 -> 10.06; fused QKV nkv 1 M 1 12.01 -> 12.43, M 2 11.01 -> 10.36, M 8 11.24 -> 10.74; nkv 2 M 1
+    17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33. One token lost there: its GEMM was the tl GEMV,
+    which does not read A_deq, so the store (0.3 us) bought nothing. Since one token takes the Gluon tile
+    at N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N` (run 122, producer + GEMM, MXFP8 without
+    A_deq into the GEMV ->
+    with A_deq into the 8-row tile): norm -> N 6144 x K 2048 8.72 -> 7.20, -> N 6144 x K 768 5.93 -> 4.96,
+    -> N 2560 x K 6144 11.20 -> 11.06, -> N 4992 x 6144 15.47 -> 14.62, but -> N 1536 x 6144 8.72 -> 9.79
+    (with A_deq into the 8-row tile; its GEMV would ignore the store): one token writes A_deq at K <=
+    :data:`A_DEQ_ONE_TOKEN_MAX_K` only. The ring kernel
+    (run 112, natural-order A_deq, same method): norm -> ``mxfp8_linear`` N 2560 x K 6144 M 65 21.39 ->
+    20.30, M 100 22.06 -> 20.70, M 128 22.69 -> 20.66; N 1536 18.20 -> 17.15, 18.23 -> 16.96, 17.99 ->
+    16.78; norm -> fused QKV nkv 1 23.50 -> 22.45, 24.19 -> 22.72, 25.17 -> 22.93; nkv 2 33.68 -> 32.35,
+    34.94 -> 33.93, 36.46 -> 35.57 (the norm's store 0.35-1.0 us there).
+    """
+    min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
+    if k % 128 or not min_m <= m <= A_DEQ_MAX_M:
+        return False
+    return (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K) and wgmma_supported(device)
+
+
+def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:
+    """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2), after
+    the ``smem_steps`` of :func:`wgmma_smem_steps`.
+
+    Before the wait a program only streams weights (the activations may still be written by the
+    previous kernel). Such a step's ring-stage wait and shared-memory loads happen there; ptxas places
+    its conversion to the BF16 operand after the wait (sm_90 SASS), as it places the loop's conversions
+    after the MMA wait. Each costs registers held across the activation staging.
+
+    H200 (2026-12-01, ``docs/benchmarks-log.md`` run 66, picked tiles, us, 0 / 1 / 2 steps): 8 and 16
+    tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768 M 8 5.42 / 5.14: faster at 8 of 10
+    points, 1.2-1.3% slower at two); 2 holds more than 128 registers, so one program per SM (1.4-1.7x
+    slower). 32 tokens take 0 (1 already holds 167 registers: N 2560 x 6144 12.11 / 14.56, run 65), but 1
+    after shared-memory steps (:func:`wgmma_smem_steps`; 120-124 registers there, run 72: N 6144 x K 2048
+    9.26 / 9.19 us, K 768 6.27 / 6.18).
+    64 tokens (one program per SM) take 1 (0.01-0.34 us faster) or, where a program runs <= 3 steps, 2
+    (N 6144 x 768 10.64 / 10.30 / **7.42**; with 4-8 steps 2 is 1.3-2 us slower). Measured in graphs of
+    back-to-back calls, where a call's programs start during the previous one; where the previous kernel
+    has already ended, the wait for the first weight stage now precedes the activation copies (norm ->
+    qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
+    The 64 + tail tiles take 1 (never 2: the launcher refuses it), as measured on the 128-token tile, which takes 1
+    (runs 176-177, us 0 / 1, 3 stages: N 6144 x K 2048 M 65 13.71 / 14.31, M 96 14.44 / 13.64, M 128 14.96 / 14.23):
+    1 was faster at 9 of 12 points at K 6144 in run 176 and at all 12 at 128 tokens in run 177 (six shapes, 2 and 3
+    stages), 0 at 9 of 12 at 65 tokens there (by 0.04-1.7 us; the M at which that turns was not measured).
+    """
+    if block_m == 32:
+        return 1 if smem_steps else 0
+    if block_m == 64 and mxfp8_wgmma.max_steps(k, split_k) <= 3:
+        return 2
+    return 1
+
+
+#: Largest K at which the Gluon decode kernel converts weight steps into shared memory before its PDL wait.
+SMEM_STEPS_MAX_K = 2048
+
+
+def wgmma_smem_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
+    """Weight steps the Gluon decode kernel converts to BF16 into shared-memory slots (32 KB each, an
+    operand ``wgmma`` reads from shared memory) before its PDL wait, ahead of the register steps of
+    :func:`wgmma_early_steps`: 2 at 8 tokens and 1 at 16-32 where K <= :data:`SMEM_STEPS_MAX_K`, fewer
+    where the slots would leave no room for a second program on the SM
+    (:data:`seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`), else 0.
+
+    A register step's conversion is moved after the wait by ptxas; the shared-memory stores keep these
+    before it, so in a PDL chain they run while the previous kernel finishes. H200 (2026-12-01,
+    ``docs/benchmarks-log.md`` run 72, back-to-back calls, picked tiles, us without -> with): N 6144 x
+    K 2048 M 8 7.75 -> 7.16, M 16 8.32 -> 7.99, M 32 9.61 -> 9.19; N 6144 x K 768 M 8 5.18 -> 4.55,
+    M 16 5.77 -> 5.35, M 32 6.75 -> 6.18; M 64 within 1%. At K 6144 (N 1536-4992) nowhere faster by more
+    than 2% and up to 30% slower at 16-32 tokens (N 4992 M 32 15.92 -> 20.69: a program's shared memory
+    outgrows two per SM); 2 slots at 16 tokens, K 2048: 10.9 us.
+    """
+    if k > SMEM_STEPS_MAX_K or block_m > 32:
+        return 0
+    steps = 2 if block_m == 8 else 1
+    while steps and mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, steps) > mxfp8_wgmma.TWO_PER_SM_BYTES:
+        steps -= 1
+    return steps
+
+
+def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: int) -> bool:
+    """Whether a Gluon kernel dequantizes its weight tiles by BF16 multiplies
+    (:func:`seam.kernels.numerics.e4m3_scaled_bf16`, the same bytes; only for a weight whose bytes allow it,
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`): tiles above :data:`RESIDENT_MAX_M` rows always (the ring
+    kernel, which converts every step into shared memory, and the decode kernel's streamed tile, one program per
+    SM: measured so in runs 176-177); the decode kernel's other tiles where it converts steps into shared memory
+    before its PDL wait (``smem_steps``) or where its program has an SM to itself
+    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`).
+
+    Fewer instructions per step (220 against 293 in the 8-token loop's sm_90 SASS; none of the fp32
+    multiplies and widenings), but more of them on the integer pipe. H200 (2026-12-04, ``docs/benchmarks-log.md``
+    run 132, the GEMM alone, weights past L2, us fp32 -> BF16 multiplies, BF16 x / A_deq): where it is taken,
+    N 6144 x K 2048 M 1 7.52 -> 6.52 / 6.38 -> 5.77, M 8 7.53 -> 6.55 / 6.42 -> 5.79, M 64 16.97 -> 16.27 /
+    9.73 -> 9.11; N 6144 x K 768 M 1-32 3-6% faster; N 2560 x K 6144 M 64 17.64 -> 16.76 / 10.48 -> 10.08;
+    N 4992 x K 6144 M 64 31.88 -> 30.53 / 20.72 -> 20.13. Where two programs share an SM without shared-memory
+    steps it is slower: N 2560 x K 6144 M 8 8.64 -> 9.42 / 7.48 -> 7.75, N 4992 x K 6144 M 8 13.48 -> 15.32 /
+    11.39 -> 12.28, N 1536 x K 6144 M 8 7.71 -> 8.12 / 6.92 -> 7.11 (at M 32 mixed: 0.93-0.96 on BF16 x,
+    1.09-1.13 on A_deq). The ring kernel given A_deq (run 134): 1.2-4.2% faster at every picked tile measured
+    (N 2560, 3072, 4992, 1536 x K 6144 and N 6144 x K 2048, 65-256 tokens; N 4992 M 256 42.41 -> 40.79).
+    """
+    if block_m > RESIDENT_MAX_M:
+        return True
+    return smem_steps > 0 or mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, smem_steps) > \
+        mxfp8_wgmma.TWO_PER_SM_BYTES
+
+
+def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int) -> bool:
+    """Whether the decode kernel, given A_deq, streams it through ``stages`` slots beside its weight ring
+    (``A_STREAM``, the same bytes) instead of holding its whole K range resident: always on its streamed tiles (the
+    64 + tail tiles and :data:`STREAMED_BLOCK_M`, whose activations never fit resident), and on its 64-row tile
+    (33-64 tokens) where the resident activations leave one program per SM
+    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`) and the launch's ``programs`` need more than one wave of
+    them on ``sms`` SMs, while streamed ones let two share an SM.
+
+    At 64 rows the picker's split (:func:`~seam.kernels.mxfp8_gemm_config.pick_wgmma_tile`) keeps the resident
+    activations (16.9 KB a step) in
+    shared memory beside the ring; where N is wide that split takes two waves. H200 (2026-12-04,
+    ``docs/benchmarks-log.md`` run 139d, the GEMM alone given A_deq, weights past L2, the weight dequantized by
+    BF16 multiplies, as :func:`wgmma_bf16_mul` takes it from the resident bytes; us resident / streamed at the
+    same split and 2 stages): N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42 (streamed through fp32
+    instead: 16.76, run 144; BF16 multiplies stay). Where the resident split
+    already runs in one wave, streaming is slower (2 / 4 stages): N 2560 x 6144 M 64 10.08 / 13.95 / 10.53,
+    N 3072 x 6144 M 64 11.48 / 15.97 / 12.22, N 6144 x 2048 M 64 9.18 / 13.08 / 9.36; and at 32 rows (two
+    programs per SM either way) N 4992 13.13 / 13.90. Smaller tiles of wider shapes (16-32 rows at N >= 8192,
+    where the same two-wave count holds) were not measured and stay resident.
+    """
+    if RESIDENT_MAX_M < block_m <= WGMMA_MAX_M:
+        return True
+    if block_m != RESIDENT_MAX_M or programs <= sms:
+        return False
+    two = mxfp8_wgmma.TWO_PER_SM_BYTES
+    return (mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0) > two
+            and mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, 0, a_stream=True) <= two)
+
+
+#: K range in which the decode kernel's 64-row tile, given activations without A_deq, has them dequantized by a
+#: launch first even where it would not stream them (:func:`wgmma_dequantize_first`).
+DEQUANTIZE_FIRST_K = (1536, 2048)
+#: Smallest decode tile (rows) on which BF16 activations (``xs`` None) are always quantized and dequantized by a
+#: launch first (:func:`wgmma_dequantize_first`).
+DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M = 32
+
+
+def wgmma_dequantize_first(block_m: int, k: int, split_k: int, stages: int, programs: int, sms: int, *,
+                           bf16_rows: bool) -> bool:
+    """Whether the decode kernel, given MXFP8 (or BF16, ``bf16_rows``) activations without their A_deq, has a
+    launch before it write that A_deq (``seam.kernels.mxfp8_dequant.dequantized_activations``, permuted; BF16
+    rows quantized there) and reads it instead of staging them itself: where it would stream a given A_deq
+    (:func:`wgmma_a_stream`: its own staging holds its whole K range resident, one program per SM, in two
+    waves; on the streamed tile always), on the 64-row tile at K in :data:`DEQUANTIZE_FIRST_K`, and for BF16
+    rows on every tile of at least :data:`DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M` rows. The bytes are the same (the same BF16 operands and MMAs).
+
+    BF16 rows (2026-12-04, ``docs/benchmarks-log.md`` runs 159-160 and 163, us, ``quantize="auto"`` before
+    (a quantization launch, then the kernel staging the MXFP8 rows) / this launch first): at 17-64 tokens
+    (32- and 64-row tiles) faster or equal at all 30 points of six shapes, 0.86-1.0x (N 2560 x 6144 M 32
+    12.45 / 11.91, M 64 14.33 / 13.21; N 1536 x 6144 M 24 11.39 / 9.78; N 6144 x 768 M 64 8.72 / 7.81; N 3072 x
+    6144 M 64 15.84 / 14.35; 1.0 where the rule above already took it). Against the kernel quantizing them
+    itself (``quantize="auto"`` up to 16 tokens): on 8-row tiles slower at 15 of 24 points (up to 1.27x, K 768),
+    on 16-row tiles mixed (N 4992 x 6144 0.90x, N 6144 x 768 1.25x; run 163 at nine more shapes: 0.84x at N 6144
+    x 4096, 1.10-1.21x at N 2560 x 2048 and 2048 x 6144). Not measured on small layers (N x K well below 1536 x
+    768), where the extra launch weighs more; a ``tile`` override of 32 or 64 rows takes this rule at any M.
+
+    H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 150 and 152, ``mxfp8_linear`` alone on MXFP8 rows, weights
+    past L2, us own staging / dequantized first): where it streams, N 4992 x 6144 M 48 24.56 / 18.07, M 64 24.63 /
+    18.53 (BF16 rows quantized by ``quantize="auto"``'s separate launch: 26.93 / 20.78), N 6144 x 4096 M 64 22.34 /
+    16.20. At 64 tokens and K 1536-2048 (not streamed): N 6144 x 2048 11.93 / 10.58, 3072 x 2048 12.10 / 10.81,
+    4096 x 2048 11.96 / 10.99, 8192 x 2048 12.48 / 11.70, 12288 x 2048 24.89 / 21.42, 7168 x 1536 10.42 / 9.55
+    (6-14% faster; 48 tokens, the same tile: N 6144 x 2048 12.07 / 10.52). Elsewhere it loses or ties: K 1024
+    and 768 (N 4096 x 1024 6.98 / 7.88), K 6144 (N 1536 9.54 / 10.10, 2048 10.84 / 10.85, 2560 12.29 / 12.19),
+    K 4096 (4096 x 4096 12.57 / 12.15, left out), and at 16-32 tokens it is slower at 15 of 20 points.
+    """
+    if bf16_rows and block_m >= DEQUANTIZE_FIRST_BF16_MIN_BLOCK_M:
+        return True
+    if wgmma_a_stream(block_m, k, split_k, stages, programs, sms):
+        return True
+    return block_m == RESIDENT_MAX_M and DEQUANTIZE_FIRST_K[0] <= k <= DEQUANTIZE_FIRST_K[1]
+
+
+_COMBINE_GROUP = {8: 4, 16: 8, 32: 4, 64: 2, 72: 1, 80: 1, 96: 1, 128: 1, 256: 1}
+
+
+def combine_group(block_m: int, split_k: int) -> int:
+    """Split-K partials loaded per round trip by the program that combines a tile's splits."""
+    return min(split_k, _COMBINE_GROUP[block_m])
+
+
+#: Split-K partial sizes (split_k x block_m, in 512-byte units: 128 fp32 rows per token) from which a tile's
+#: partials are combined by several of its programs, a row slice each, rather than by the last to arrive.
+SPREAD_COMBINE_MIN = 160
+
+
+def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> int:
+    """Programs of a Gluon kernel's output tile that combine its split-K partials (``wgmma_combine.store_tile``): 1,
+    the last to arrive (the whole tile), or, from :data:`SPREAD_COMBINE_MIN`, the tile's last 2^j programs for the
+    largest 2^j <= min(split_k, 16), each waiting for every arrival and then summing its row slice in split order
+    (same bytes). 1 where nothing is combined (split 1, or ``partials``: the QKV op's partials-only launch), so
+    those launches compile one kernel.
+
+    One program loading every partial takes split_k x block_m x 512 bytes through its SM (N 2560 x K 6144
+    at 64 tokens, split 6: 192 KB). H200 (2026-12-01, ``docs/benchmarks-log.md`` run 68, us, 1 / spread):
+    decode 64 tokens N 2560 x K 6144 14.51 / 13.15, N 1536 x 6144 (split 10) 11.57 / 10.07; 32 tokens
+    N 2560 12.14 / 10.35; ring kernel 65 tokens N 2560 24.23 / 21.05, N 1536 (split 11) 24.34 / 17.75,
+    256-token tiles N 4992 M 200 48.17 / 45.11. Below the threshold one combiner was the faster (8 tokens,
+    split 12: 8.17 / 8.69; 64 tokens, split 2: 12.63 / 12.75). Of the two, the rule takes the faster at 34
+    of the 35 points measured (not at N 6144 x 768, 16 tokens, split 4: 5.83 / 5.68); 2 combiners beat 16
+    at N 1536 x 6144, 8 tokens, split 22 (7.28 / 7.54).
+    """
+    if partials or split_k * block_m < SPREAD_COMBINE_MIN:
+        return 1
+    return 1 << (min(split_k, 16).bit_length() - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class WgmmaLaunch:
+    """What a Gluon kernel's launch derives from its tile by the rules above: one place for the launcher
+    (``seam.kernels.mxfp8_gemm.launch_gluon``) and for ``tools/sm90_resources.py``, which compiles the
+    same kernels."""
+
+    combine: int  #: :func:`combine_group`
+    combiners: int  #: :func:`wgmma_combiners`
+    smem_steps: int = 0  #: :func:`wgmma_smem_steps` (the decode kernel; 0 for the ring kernel)
+    early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
+    bf16_mul: bool = False  #: :func:`wgmma_bf16_mul`
+    a_stream: bool = False  #: :func:`wgmma_a_stream` (the decode kernel given A_deq)
+
+
+def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
+                 a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
+    """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
+    streamed tiles, the 64 + tail ones and :data:`STREAMED_BLOCK_M`, stream A_deq wherever they read one), the ring
+    kernel above.
+    ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
+    (:func:`wgmma_a_stream`)."""
+    combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
+    if block_m > WGMMA_MAX_M:
+        return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
+    smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
+    a_stream = a_deq_programs > 0 and wgmma_a_stream(block_m, k, split_k, stages, a_deq_programs, sms)
+    return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps),
+                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream)
