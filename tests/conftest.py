@@ -28,11 +28,13 @@ def device() -> torch.device:
 
 
 def pytest_terminal_summary(terminalreporter):
-    """One line per skip reason with its count (``-rs`` lists each skipped test: hundreds of GPU tests on CPU)."""
+    """The skipped tests counted by reason, a line each (``-rs`` lists each one: hundreds of GPU tests on a CPU)."""
     reasons: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         _, _, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, str(report.longrepr))
         reason = reason.removeprefix("Skipped: ")
         reasons[reason] = reasons.get(reason, 0) + 1
-    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
-        terminalreporter.write_line(f"skipped {count}: {reason}")
+    if reasons:
+        terminalreporter.write_sep("-", "skipped, by reason")
+    for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.write_line(f"{count}: {reason}")

@@ -327,26 +327,28 @@ def test_quantized_activation_record(device):
         seam.QuantizedActivation([1.0], s)
 
 
-@pytest.mark.parametrize("m", [0, 1, 40, 130])
-def test_quantized_activation_with_layout_is_the_other_layouts_quantization(device, m):
+@pytest.mark.parametrize("m, k", [(0, 128), (1, 128), (40, 128), (130, 128), (33, 96), (129, 160)])
+def test_quantized_activation_with_layout_is_the_other_layouts_quantization(device, m, k):
     """with_layout converts the scales to the bytes the quantizer writes in that layout (padding zero), keeps the
     values, returns the record itself where nothing changes, and drops A_deq on the way to row-major; the
     converted record is what mxfp8_linear reads, with the bytes of the rows quantized swizzled."""
     from seam.formats.a_deq import a_deq_from_mxfp8
 
-    x = (torch.randn(m, 128, generator=torch.Generator().manual_seed(m)) * 3).bfloat16().to(device)
+    x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 3).bfloat16().to(device)
     v, s = seam.mxfp8_quantize(x)
     rv, rs = seam.mxfp8_quantize(x, scale_layout="row_major")
     row_major = seam.QuantizedActivation(rv, rs, layout="row_major")
     swizzled = row_major.with_layout("SWIZZLED")
     assert swizzled.layout.value == "swizzled" and bytes_equal(swizzled.scales, s) and swizzled.values.data_ptr() == rv.data_ptr()
     assert swizzled.with_layout("swizzled") is swizzled and row_major.with_layout("row_major") is row_major
-    qa = seam.QuantizedActivation(v, s, a_deq=a_deq_from_mxfp8(v, s))
+    qa = seam.QuantizedActivation(v, s, a_deq=a_deq_from_mxfp8(v, s) if k % 128 == 0 else None)
     back = qa.with_layout("row_major")
     assert back.layout.value == "row_major" and bytes_equal(back.scales, rs) and back.a_deq is None
     with pytest.raises(ValueError, match="layout"):
         qa.with_layout("blocked")
-    w = seam.MXFP8Weight.from_bf16((torch.randn(64, 128) * 0.1).bfloat16().to(device))
+    with pytest.raises(TypeError, match="layout"):
+        qa.with_layout(None)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(64, k) * 0.1).bfloat16().to(device))
     with pytest.raises(ValueError, match=r"x.with_layout\('swizzled'\) converts them"):
         seam.mxfp8_linear(row_major, w)
     assert bytes_equal(seam.mxfp8_linear(swizzled, w), seam.mxfp8_linear(seam.QuantizedActivation(v, s), w))
@@ -374,8 +376,14 @@ def test_records_name_swapped_or_misread_scales(device):
     with pytest.raises(ValueError, match=r"row-major scales\? \[M, K/32\] is the row-major layout: pass "
                                          r"layout='row_major', or lay them out swizzled with seam.swizzle_scales"):
         seam.QuantizedActivation(v, row_major, torch.bfloat16, (40, 96))
-    with pytest.raises(ValueError, match=r"\[40, 3\] \(row-major scales\? .*lay them out with seam.swizzle_scales"):
+    with pytest.raises(ValueError, match=r"\[40, 3\] \(row-major scales\? .*lay them out with seam.swizzle_scales: "
+                                         r"flattening them does not\)"):
         seam.MXFP8Weight(v, row_major)  # a weight: swizzled only
+    rv, rs = seam.mxfp8_quantize(x, scale_layout="row_major")  # row-major scales in values' place: named too
+    for swapped in (lambda: seam.QuantizedActivation(rs, rv.view(torch.uint8), layout="row_major"),
+                    lambda: seam.MXFP8Weight(rs, rv.view(torch.uint8))):
+        with pytest.raises(ValueError, match=r"look swapped: values are \[rows, K\], row-major scales \[rows, K/32\]"):
+            swapped()
     with pytest.raises(ValueError, match="scales must hold 512 bytes") as err:
         seam.mxfp8_dequantize(v, s[:100])
     assert "row-major" not in str(err.value) and "swapped" not in str(err.value)

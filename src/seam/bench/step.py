@@ -212,7 +212,7 @@ class MiniMaxBoundary:
             self.gate_up[r].set_prequant(normed, qa)
             gu = self.gate_up[r](normed)  # consumes the hand-off: no quantizer launch
             values, scales, a_deq = seam.swiglu_oai_mxfp8(gu, a_deq="auto")
-            act = seam.QuantizedActivation(values, scales, torch.bfloat16, tuple(values.shape), a_deq=a_deq)
+            act = seam.QuantizedActivation(values, scales, a_deq=a_deq)
             shared = self.down[r](act)
             moe = seam.MoEOutput(seam.UnfinalizedMoEOutput(self.gemm2[r], weights, self.idx), shared)
             self.finalize.publish(moe, rank=r)

@@ -41,7 +41,8 @@ class QuantizedActivation:
         dtype: dtype of the unquantized rows (BF16, the default and every seam producer's; FP16/FP32 allowed).
         shape: (M, K) of the unquantized rows, K a positive multiple of 32; None (the default): ``values``'
             shape, which must then be 2-D.
-        layout: the scale layout.
+        layout: the scale layout, ``"swizzled"`` (the default, what ``mxfp8_linear`` and the QKV op read) or
+            ``"row_major"`` (a str in any case, or :class:`seam.ScaleLayout`); :meth:`with_layout` converts.
         a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
             order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
             which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. The
@@ -88,7 +89,8 @@ class QuantizedActivation:
         shape = (m, k)
         object.__setattr__(self, "shape", shape)
         if k <= 0 or k % 32:
-            raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)")
+            raise ValueError(f"shape K={k} must be a positive multiple of 32 (the MXFP8 block)"
+                             f"{swap_hint(self.values, self.scales)}")
         checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False)
         checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES, device=self.values.device, contiguous=False)
         if tuple(self.values.shape) != shape:
@@ -98,7 +100,8 @@ class QuantizedActivation:
         object.__setattr__(self, "scales", self.scales.view(torch.uint8))
         if self.layout is ScaleLayout.ROW_MAJOR:
             if tuple(self.scales.shape) != (m, k // 32):
-                raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}")
+                raise ValueError(f"scales must have shape [{m}, {k // 32}] (row-major), got {list(self.scales.shape)}"
+                                 f"{swap_hint(self.values, self.scales)}")
         else:
             check_swizzled_scales("scales", self.scales, m, k, "layout")
         if self.a_deq is not None:
@@ -152,10 +155,11 @@ class QuantizedActivation:
         to row-major drops ``a_deq`` (it goes with swizzled scales only).
 
         E.g. ``mxfp8_linear`` reads swizzled scales: ``seam.mxfp8_linear(qa.with_layout("swizzled"), w)`` for rows
-        quantized with ``scale_layout="row_major"``.
+        quantized with ``scale_layout="row_major"`` (it also needs contiguous ``values``, which this keeps as they are).
 
         Raises:
-            ValueError: layout not ``"swizzled"`` or ``"row_major"``.
+            TypeError: layout not a str or :class:`seam.ScaleLayout`.
+            ValueError: layout not ``"swizzled"`` or ``"row_major"`` (any case).
         """
         layout = ScaleLayout.parse(layout, "layout")
         if layout is self.layout:

@@ -75,9 +75,12 @@ def mxfp8_scale_numel(num_tokens: int, hidden_size: int) -> int:
 
 def swap_hint(values: torch.Tensor, scales: torch.Tensor) -> str:
     """A suffix for a shape error where ``values`` and ``scales`` look passed in each other's place (E4M3 values
-    are 2-D, swizzled scales flat), else ""."""
+    are [rows, K]; swizzled scales flat, row-major ones [rows, K/32]), else ""."""
     if values.dim() == 1 and scales.dim() == 2:
         return " (values and scales look swapped: values are [rows, K], swizzled scales flat)"
+    if (values.dim() == 2 and scales.dim() == 2 and values.shape[0] == scales.shape[0]
+            and scales.shape[1] == MXFP8_BLOCK * values.shape[1] > 0):
+        return " (values and scales look swapped: values are [rows, K], row-major scales [rows, K/32])"
     return ""
 
 
@@ -92,10 +95,12 @@ def row_major_hint(
     hint = " (row-major scales? [M, K/32] is the row-major layout: "
     if argument is None:
         return hint + ("this op writes swizzled scales only, pass a flat buffer)" if written else
-                       "this op reads swizzled scales only, lay them out with seam.swizzle_scales)")
+                       "this op reads swizzled scales only, lay them out with seam.swizzle_scales: flattening them "
+                       "does not)")
     if written:
         return hint + f"pass {argument}='row_major' for row-major scales, or a flat buffer for swizzled ones)"
-    return hint + f"pass {argument}='row_major', or lay them out swizzled with seam.swizzle_scales)"
+    return hint + (f"pass {argument}='row_major', or lay them out swizzled with seam.swizzle_scales: flattening them "
+                   "does not)")
 
 
 def check_swizzled_scales(

@@ -69,13 +69,14 @@ class MXFP8Weight:
             raise ValueError(f"values must be contiguous (K-major), got strides {v.stride()}")
         n, k = v.shape
         if k <= 0 or k % 32:
-            raise ValueError(f"K must be a positive multiple of 32, got {k}")
+            hint = swap_hint(v, self.scales) if isinstance(self.scales, torch.Tensor) else ""
+            raise ValueError(f"K must be a positive multiple of 32, got {k}{hint}")
         want = mxfp8_scale_numel(n, k)
         s = checks.tensor("scales", self.scales, dtype=UE8M0_DTYPES).view(torch.uint8)
         object.__setattr__(self, "scales", s)
         if s.numel() != want or s.dim() != 1:
             raise ValueError(f"scales must be flat uint8 of {want} bytes (swizzled [N={n}, K={k}]), got {list(s.shape)}"
-                             f"{row_major_hint(s, n, k, None)}")
+                             f"{row_major_hint(s, n, k, None)}{swap_hint(v, s)}")
         if s.device != v.device:
             raise ValueError(f"scales is on {s.device}, values on {v.device}")
         object.__setattr__(self, "_facts", _measure(v, s))

@@ -51,7 +51,7 @@ IN_GEMM_MAX_M = 16
 
 
 #: What to do with MXFP8 rows passed as a bare tensor or as mxfp8_quantize's (values, scales) pair.
-_WRAP_HINT = "; wrap E4M3 rows and their scales in seam.QuantizedActivation(values, scales, dtype, shape)"
+_WRAP_HINT = "; wrap E4M3 rows and their scales in seam.QuantizedActivation(values, scales)"
 
 
 def dequantizes_a(tile: Tile, m: int, n: int, k: int, device: torch.device) -> bool:
