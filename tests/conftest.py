@@ -1,5 +1,7 @@
 """Test configuration: GPU tests are skipped without CUDA; kernels run under the interpreter on CPU."""
 
+import collections
+
 import pytest
 import torch
 
@@ -29,11 +31,10 @@ def device() -> torch.device:
 
 def pytest_terminal_summary(terminalreporter):
     """The skipped tests counted by reason, a line each (``-rs`` lists each one: hundreds of GPU tests on a CPU)."""
-    reasons: dict[str, int] = {}
-    for report in terminalreporter.stats.get("skipped", []):
-        _, _, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, str(report.longrepr))
-        reason = reason.removeprefix("Skipped: ")
-        reasons[reason] = reasons.get(reason, 0) + 1
+    reasons = collections.Counter(
+        (r.longrepr[2] if isinstance(r.longrepr, tuple) else str(r.longrepr)).removeprefix("Skipped: ")
+        for r in terminalreporter.stats.get("skipped", [])
+    )
     if reasons:
         terminalreporter.write_sep("-", "skipped, by reason")
     for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
