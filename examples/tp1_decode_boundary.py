@@ -4,9 +4,10 @@ attention output -> residual add + post-attention Gemma RMSNorm + MXFP8 -> share
 MXFP8 rows, SwiGLU-OAI + MXFP8, down) -> MoE finalize + residual add + next layer's Gemma RMSNorm + MXFP8 -> QKV
 projection with q/k Gemma RMSNorm, RoPE and the NVFP4 KV-cache insert.
 
-Runs on a GPU, or on a CPU under the Triton interpreter at these small shapes (a minute):
+Runs on a GPU, or on a CPU under the Triton interpreter at these small shapes (seconds); with the README's
+environment (``PYTHON``):
 
-    PYTHONPATH=src python examples/tp1_decode_boundary.py
+    PYTHONPATH=src ${PYTHON:-python3} examples/tp1_decode_boundary.py
 
 At TP > 1 the same calls take a ``seam.LamportAllReduce`` and ``init_fused_moe_finalize(group=seam.DistGroup())``
 (README, "Using seam from an inference engine"). Shapes: M tokens, hidden H; heads are 128 wide.
@@ -47,9 +48,11 @@ seam.init_fused_moe_finalize(hidden_size=H, max_num_tokens=M, top_k=TOP_K, fp32_
 attn_out, residual = rand(M, H), rand(M, H)
 
 # 1. residual add + post-attention Gemma RMSNorm + MXFP8 (and the BF16 rows, for the router): one launch
-qa, residual, normed = seam.allreduce_gemma_rms_norm_mxfp8(attn_out, residual, post_norm_w, EPS, None, also_bf16=True)
+qa, residual, normed = seam.allreduce_gemma_rms_norm_mxfp8(attn_out, residual, post_norm_w, EPS, group=None,
+                                                          also_bf16=True)
 
 # 2. shared expert: gate_up reads the norm's MXFP8 rows (no second quantization); SwiGLU-OAI + MXFP8 in one launch
+#    (gate_up's rows [gate | up]; a checkpoint with them interleaved passes layout="interleaved")
 gate_up.set_prequant(normed, qa)
 values, scales, a_deq = seam.swiglu_oai_mxfp8(gate_up(normed), a_deq="auto")
 shared_out = down(seam.QuantizedActivation(values, scales, a_deq=a_deq))

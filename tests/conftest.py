@@ -17,7 +17,7 @@ if runtime.INTERPRET:
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available() and not runtime.INTERPRET:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (runs on the device machine)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
