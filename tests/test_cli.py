@@ -123,6 +123,17 @@ def test_verify_only_repeated_runs_the_union(monkeypatch, capsys):
     assert exit_.value.code == 2 and "--only 'nosuch' names no family" in capsys.readouterr().err
 
 
+def test_verify_only_family_names_a_few_of_the_ops_it_leaves_out(monkeypatch, capsys):
+    """--only mxfp8 runs the quantizer's family; the line naming the other ops with mxfp8 in their name shows three
+    and counts the rest (it listed all 13 on one 540-character line)."""
+    monkeypatch.setattr(runner, "main", lambda *args, **kwargs: 0)
+    assert main(["verify", "--only", "mxfp8", "--no-timing"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("--only mxfp8:"))
+    cases = runner.collect(Context.here())
+    others = runner.also_named(cases, runner.select(cases, "mxfp8"), "mxfp8")
+    assert len(others) > 3 and f"and {len(others) - 3} more (name one to run it)" in line and len(line) < 250
+
+
 def test_verify_only_runs_the_ops_the_table_names(capsys):
     assert main(["verify", "--only", "MXFP8_QUANTIZE[row_major]", "--no-timing"]) == 0
     out = capsys.readouterr().out

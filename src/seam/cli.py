@@ -145,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
             verify.error(str(exc))
         for name in args.only or ():
             if others := runner.also_named(every, cases, name):
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
                 print(f"--only {name}: the family {name.strip().lower()!r} only; not run, though their names "
-                      f"contain it: {', '.join(others)} (name one to run it)")
+                      f"contain it: {shown} (name one to run it)")
         workers = args.workers or runner.default_workers(ctx)
         return runner.main(ctx, cases, args.json, timing=not args.no_timing, workers=workers)
     if args.name not in _bench_names() and args.name not in _MULTI_PROCESS:
