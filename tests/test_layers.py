@@ -57,6 +57,24 @@ def test_prequant_ignored_for_other_input(device, counted_quantize):
     assert bytes_equal(y, layer(x))
 
 
+def test_prequant_consumed_by_a_forward_of_other_rank(device):
+    """A forward on x [..., K] of other than 2-D consumes the registration too (it is never the registered rows):
+    under inference_mode, where no version counter shows the registered buffer refilled, a registration left
+    behind would hand stale rows to the next 2-D forward on that buffer."""
+    layer = _layer(device)
+    with torch.inference_mode():
+        buf = torch.randn(3, 128).bfloat16().to(device)
+        layer.set_prequant(buf, seam.QuantizedActivation(*seam.mxfp8_quantize(buf)))
+        layer(torch.randn(2, 3, 128).bfloat16().to(device))
+        assert layer._prequant is None
+        buf.copy_(torch.randn(3, 128).bfloat16().to(device) * 4)  # the buffer refilled in place
+        assert bytes_equal(layer(buf), seam.mxfp8_linear(buf, layer.weight))
+        layer.set_prequant(buf, seam.QuantizedActivation(*seam.mxfp8_quantize(buf)))
+        with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 128\] \(in_features\)"):
+            layer(torch.randn(2, 3, 64).bfloat16().to(device))
+        assert layer._prequant is not None  # a refused call changes nothing
+
+
 def test_prequant_shape_checked(device):
     layer = _layer(device)
     x = torch.randn(5, 128).bfloat16().to(device)

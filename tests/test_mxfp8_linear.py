@@ -534,8 +534,9 @@ def test_linear_split_k_matches_single_program(split_k, device):
 
 
 def test_leading_dimensions_as_functional_linear(device):
-    """As torch.nn.functional.linear: x [..., K] (1-D too, and non-contiguous leading dimensions) gives [..., N], the
-    bytes of the flattened 2-D call; out= of that shape, checked at its own shape; M 0 in a leading dimension."""
+    """As torch.nn.functional.linear: x [..., K] (1-D too, non-contiguous leading dimensions, a strided last
+    dimension) gives [..., N], the bytes of the flattened 2-D call; out= of that shape, checked at its own shape and
+    against x itself; M 0 in a leading dimension."""
     x, w = _inputs(6, 64, 128, device=device)
     want = seam.mxfp8_linear(x, w)
     got = seam.mxfp8_linear(x.view(2, 3, 128), w)
@@ -548,6 +549,17 @@ def test_leading_dimensions_as_functional_linear(device):
     with pytest.raises(ValueError, match=r"out must have shape \[2, 3, 64\], got \[6, 64\]"):
         seam.mxfp8_linear(x.view(2, 3, 128), w, out=torch.empty(6, 64, dtype=torch.bfloat16, device=device))
     assert seam.mxfp8_linear(x.view(2, 3, 128)[:, :0], w).shape == (2, 0, 64)
+    # a strided last dimension (1-D, or [..., K]): copied, as torch.nn.functional.linear takes it
+    wide = torch.zeros(128, 6, dtype=torch.bfloat16, device=device)
+    wide.copy_(x.t())
+    assert bytes_equal(seam.mxfp8_linear(wide[:, 2], w), want[2])
+    assert wide.t().unsqueeze(0).stride(-1) == 6 and bytes_equal(seam.mxfp8_linear(wide.t().unsqueeze(0), w)[0], want)
+    # out is checked against x itself, not the copy the flattened rows may be
+    store = torch.zeros(2 * 6 * 128, dtype=torch.bfloat16, device=device)
+    xt = store[:768].view(128, 6)
+    xt.copy_(x.t())
+    with pytest.raises(ValueError, match="out overlaps input x"):
+        seam.mxfp8_linear(xt.t().unsqueeze(0), w, out=store[: 6 * 64].view(1, 6, 64))
 
 
 def test_linear_rejects_bad_arguments(device):

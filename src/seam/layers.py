@@ -233,15 +233,13 @@ class MXFP8Linear(torch.nn.Module):
                 CUDA-graph capture).
         """
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
-        if isinstance(x, torch.Tensor) and x.dim() != 2:
-            if x.dim() == 0 or x.shape[-1] != self.in_features:
-                raise ValueError(f"x must have shape [..., {self.in_features}] (in_features), got {list(x.shape)}")
-            return mxfp8_linear(x, self.weight, out=out, quantize=quantize)  # the hand-off is for 2-D rows only
+        if isinstance(x, torch.Tensor) and x.dim() != 2 and (x.dim() == 0 or x.shape[-1] != self.in_features):
+            raise ValueError(f"x must have shape [..., {self.in_features}] (in_features), got {list(x.shape)}")
         if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
             # rows used as they are; a traced forward takes no hand-off (set_prequant)
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         pending = self._prequant
-        x = self.take_prequant(x) or x
+        x = self.take_prequant(x) or x  # consumed by any BF16 forward; an x [..., K] of other than 2-D never matches
         try:
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         except (TypeError, ValueError):

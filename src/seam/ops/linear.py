@@ -211,7 +211,8 @@ def mxfp8_linear(
     Args:
         x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says
             (as ``torch.nn.functional.linear``, also [..., K], 1-D included: the leading dimensions are the
-            tokens, flattened by ``reshape``, and the output is [..., N]); or a :class:`seam.QuantizedActivation`
+            tokens, flattened by ``reshape``, a copy where the strides need one, and the output is [..., N]); or a
+            :class:`seam.QuantizedActivation`
             with swizzled scales, used as is (its ``dtype`` does not change the output's, BF16; its ``a_deq``:
             below). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
@@ -320,9 +321,12 @@ def mxfp8_linear(
             if x.dim() == 0 or x.shape[-1] != k:
                 raise ValueError(f"x must have shape [..., {k}] (the weight's K), got {list(x.shape)}")
             lead = tuple(x.shape[:-1])
-            if out is not None:  # checked at its own shape: the 2-D view below would hide what is wrong
+            if out is not None:  # checked at its own shape and against x itself: the rows below may be a copy
                 checks.tensor("out", out, dtype=torch.bfloat16, shape=(*lead, n), device=x.device, written=True)
+                checks.outputs_apart([("out", out)], [("x", x)])
             rows = x.reshape(-1, k)
+            if rows.stride(1) != 1 and k > 1:  # a strided last dimension: copied, as torch.nn.functional.linear takes it
+                rows = rows.contiguous()
             y = mxfp8_linear(rows, weight, out=None if out is None else out.view(rows.shape[0], n), tile=tile,
                              quantize=mode)
             return y.view(*lead, n) if out is None else out
