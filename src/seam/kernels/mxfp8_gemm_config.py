@@ -173,9 +173,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
 
     From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile streams
     A_deq beside the weight ring (:func:`~seam.kernels.wgmma_config.wgmma_a_stream`); its split fills one wave of
-    programs of >= 4 K steps
-    each, with 3 stages where the split is at most 2, else 2 (:func:`streamed_stages`; warp-specialized at splits up
-    to :data:`WS_MAX_SPLIT`, below, 4 stages). It replaced the ring
+    programs of >= 4 K steps each, with 3 stages where the split is at most 2, else 2 (:func:`streamed_stages`;
+    warp-specialized at splits up to :data:`WS_MAX_SPLIT`, below, 4 stages). It replaced the ring
     kernel's 128-token tile (``seam.kernels.mxfp8_wgmma_ring``, which converts every weight step into shared memory)
     at 65-128 tokens: with the weights as the register operand a step moves about 128 KB through shared memory, not
     193. H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 176-177, the GEMM alone given A_deq, weights past L2,

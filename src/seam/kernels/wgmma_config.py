@@ -72,8 +72,7 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     17.02 -> 17.44, M 2 15.76 -> 14.75, M 8 18.22 -> 17.33. One token lost there: its GEMM was the tl GEMV,
     which does not read A_deq, so the store (0.3 us) bought nothing. Since one token takes the Gluon tile
     at N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N` (run 122, producer + GEMM, MXFP8 without
-    A_deq into the GEMV ->
-    with A_deq into the 8-row tile): norm -> N 6144 x K 2048 8.72 -> 7.20, -> N 6144 x K 768 5.93 -> 4.96,
+    A_deq into the GEMV -> with A_deq into the 8-row tile): norm -> N 6144 x K 2048 8.72 -> 7.20, -> N 6144 x K 768 5.93 -> 4.96,
     -> N 2560 x K 6144 11.20 -> 11.06, -> N 4992 x 6144 15.47 -> 14.62, but -> N 1536 x 6144 8.72 -> 9.79
     (with A_deq into the 8-row tile; its GEMV would ignore the store): one token writes A_deq at K <=
     :data:`A_DEQ_ONE_TOKEN_MAX_K` only. The ring kernel
@@ -182,8 +181,7 @@ def wgmma_a_stream(block_m: int, k: int, split_k: int, stages: int, programs: in
     them on ``sms`` SMs, while streamed ones let two share an SM.
 
     At 64 rows the picker's split (:func:`~seam.kernels.mxfp8_gemm_config.pick_wgmma_tile`) keeps the resident
-    activations (16.9 KB a step) in
-    shared memory beside the ring; where N is wide that split takes two waves. H200 (2026-12-04,
+    activations (16.9 KB a step) in shared memory beside the ring; where N is wide that split takes two waves. H200 (2026-12-04,
     ``docs/benchmarks-log.md`` run 139d, the GEMM alone given A_deq, weights past L2, the weight dequantized by
     BF16 multiplies, as :func:`wgmma_bf16_mul` takes it from the resident bytes; us resident / streamed at the
     same split and 2 stages): N 4992 x K 6144 M 64 (split 6, 234 programs) 19.84 / 15.42 (streamed through fp32
