@@ -278,26 +278,29 @@ def mxfp8_linear(
         takes it at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over token tiles, at
         most 65535 of them); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
 
-    Paths:
+    Paths (``docs/gemm.md`` has each with its measurements):
         On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
-        weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, the decode kernel's launch rule may take BF16
-        multiplies for its weight tiles: the same bytes, ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and
-        multiplied on BF16 tensor cores: at M <= 64 (K a multiple of 128), and at 65 <= M <= 128 where K >= 2048, by
-        the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``; 65-96 tokens
-        on its 64 + tail tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; on those tiles always, on its
-        64-row tile at K 1536-2048 or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles,
-        activations without ``a_deq`` are dequantized by a launch before it: 2*M*K bytes of temporary BF16,
-        ``seam.kernels.wgmma_config.wgmma_dequantize_first``), at 129 <= M <= 384 where K >= 2048 and one
-        program per N tile and 128-token tile fits a wave (``pick_token_tiles``) by the decode kernel's
-        warp-specialized tiles over ceil(M / 128) token tiles (activations dequantized by a launch before it), else at
-        129 <= M <= 256 on wide layers (``pick_ring_tile``) by the Gluon ring kernel
-        (``seam.kernels.mxfp8_wgmma_ring``: weights and the activations, dequantized by a launch before it, through
-        one TMA ring; 2*M*K bytes of temporary BF16); one
-        token (M = 1) takes the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core
-        GEMV on fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``). From M = 65
-        (``PREFILL_MM_MIN_M``) on any CUDA GPU, where no Gluon kernel takes the shape, the prefill path dequantizes
-        both operands to BF16 and multiplies them with cuBLAS (fp32 accumulation, rounded once; temporary BF16
-        copies of A and W). The tl kernel runs the rest (and everything under the interpreter).
+        weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, by BF16 multiplies: the same bytes,
+        ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and multiplied on BF16 tensor cores, by M:
+
+        - 1: the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on
+          fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``).
+        - 2-64 (K a multiple of 128), and 65-128 where K >= 2048: the Gluon decode kernel
+          (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``); 65-96 tokens on its 64 + tail
+          tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile. On those tiles always, on its 64-row tile at K
+          1536-2048 or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles, activations
+          without ``a_deq`` are dequantized by a launch before it (2*M*K bytes of temporary BF16,
+          ``seam.kernels.wgmma_config.wgmma_dequantize_first``).
+        - 129-384 where K >= 2048 and one program per N tile and 128-token tile fits a wave (``pick_token_tiles``):
+          the decode kernel's warp-specialized tiles over ceil(M / 128) token tiles (activations dequantized by a
+          launch before it).
+        - else 129-256 on wide layers (``pick_ring_tile``): the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``:
+          weights and the activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of
+          temporary BF16).
+        - else from 65 (``PREFILL_MM_MIN_M``), on any CUDA GPU: the prefill path, both operands dequantized to BF16
+          and multiplied with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies of A and W).
+
+        The tl kernel runs the rest (and everything under the interpreter).
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):
