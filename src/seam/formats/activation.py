@@ -159,7 +159,7 @@ class QuantizedActivation:
 
         Raises:
             TypeError: layout not a str or :class:`seam.ScaleLayout`.
-            ValueError: layout not ``"swizzled"`` or ``"row_major"`` (any case).
+            ValueError: layout not ``"swizzled"`` (or ``"swizzled_128x4"``) or ``"row_major"`` (any case).
         """
         layout = ScaleLayout.parse(layout, "layout")
         if layout is self.layout:

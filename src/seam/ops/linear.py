@@ -209,10 +209,10 @@ def mxfp8_linear(
         y = seam.mxfp8_linear(seam.QuantizedActivation(values, scales), w)  # a fused kernel's MXFP8 rows
 
     Args:
-        x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says
-            (as ``torch.nn.functional.linear``, also [..., K], 1-D included: the leading dimensions are the
-            tokens, flattened by ``reshape``, a copy where the strides need one, and the output is [..., N]); or a
-            :class:`seam.QuantizedActivation`
+        x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says; also,
+            as ``torch.nn.functional.linear`` takes it, [..., K] of other than 2-D (1-D included): the leading
+            dimensions are the tokens, flattened by ``reshape`` (a copy where the strides need one, a strided last
+            dimension included), and the output is [..., N]. Or a :class:`seam.QuantizedActivation`
             with swizzled scales, used as is (its ``dtype`` does not change the output's, BF16; its ``a_deq``:
             below). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
@@ -254,7 +254,7 @@ def mxfp8_linear(
         129-256; the decode kernel's token tiles at 129-384 take an A_deq in its K order only, which producers
         write up to 128 tokens) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
         bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an A_deq also changes the
-        picked tile: the warp-specialized 64-row tile at the one-wave K split, which may differ from the split
+        picked tile where the one-wave K split is at most 6: the warp-specialized 64-row tile at that split, which may differ from the split
         picked without one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
 
     quantize:
@@ -275,8 +275,9 @@ def mxfp8_linear(
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
         64-128) runs the warp-specialized decode kernel (at M <= block_m the landed kernel's bytes; the picker
-        takes it at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over token tiles, at
-        most 65535 of them); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
+        takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over
+        token tiles, at most 65535 of them); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M,
+        on any device.
 
     Paths (``docs/gemm.md`` has each with its measurements):
         On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
@@ -297,8 +298,9 @@ def mxfp8_linear(
         - else 129-256 on wide layers (``pick_ring_tile``): the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``:
           weights and the activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of
           temporary BF16).
-        - else from 65 (``PREFILL_MM_MIN_M``), on any CUDA GPU: the prefill path, both operands dequantized to BF16
-          and multiplied with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies of A and W).
+        - else from 65 (``PREFILL_MM_MIN_M``), on any CUDA GPU with torch >= 2.8: the prefill path, both operands
+          dequantized to BF16 and multiplied with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies of A
+          and W).
 
         The tl kernel runs the rest (and everything under the interpreter).
     """
