@@ -233,13 +233,13 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
 
 
 def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monkeypatch):
-    """seam.kernels.mxfp8_gemm.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
+    """seam.kernels.gluon_launch.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
     goes to the decode kernel up to 128 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
     kernel from 129 (in place of its dequantization launch); a tile override that runs the other kernel (the
     ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none. The 128-token tile streams it always: given,
     written by the dequantization launch where none comes or TMA cannot read the one given; at this split it runs
     warp-specialized (mxfp8_wgmma_ws, which reads A_deq only), as picked at this split."""
-    from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
+    from seam.kernels import gluon_launch, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 
     seen, streams = [], []
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
@@ -262,7 +262,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
         a = a_deq_from_mxfp8(xq, xs)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
         seen.clear()
-        assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, tile, False, a_deq=a) is out
+        assert gluon_launch.launch_gluon(xq, xs, w.values, w.scales, out, tile, False, a_deq=a) is out
         (got_kernel, got_xq, got_xs, got_a_deq), = seen
         assert got_kernel == kernel, (m, tile)
         if kernel == "decode":  # the rows it stages are A_deq itself
@@ -279,7 +279,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
         for given in (None, shifted):
             seen.clear(), streams.clear()
             out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
-            assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
+            assert gluon_launch.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
             (kernel, got_xq, got_xs, got_a_deq), = seen
             assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == ["ws"]
             assert torch.equal(got_xq.view(torch.int16), a_deq_from_mxfp8(xq, xs).view(torch.int16))
@@ -289,7 +289,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     given = a_deq_from_mxfp8(xq, xs)
     seen.clear(), streams.clear()
     out = torch.empty(200, n, dtype=torch.bfloat16, device=device)
-    assert mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
+    assert gluon_launch.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
     (kernel, got_xq, got_xs, got_a_deq), = seen
     assert kernel == "decode" and got_xq is not given and got_xs is None and streams == ["ws"]
     want = torch.empty_like(given)
@@ -416,7 +416,7 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     the MXFP8 rows itself (``wgmma_dequantize_first`` off) up to 64 tokens, its dequantization launch writing the
     same A_deq above, where the 128-token tile runs warp-specialized (pick_qkv_tile at split 6); a zeroed A_deq
     changes them (the GEMM reads it)."""
-    from seam.kernels import mxfp8_gemm, mxfp8_wgmma, mxfp8_wgmma_ws
+    from seam.kernels import gluon_launch, mxfp8_wgmma, mxfp8_wgmma_ws
 
     streamed, launch, launch_ws = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma, mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
@@ -430,7 +430,7 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
     with monkeypatch.context() as patch:
         if m <= 64:  # the streamed 128-token tile has no staging of its own
-            patch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args, **kw: False)
+            patch.setattr(gluon_launch, "wgmma_dequantize_first", lambda *args, **kw: False)
         seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
     _assert_same_outputs(got, want)
     seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,

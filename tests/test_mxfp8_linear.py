@@ -782,7 +782,7 @@ def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, 
     dequantize A in a launch before their GEMM and quantize a BF16 x there under quantize="auto": no separate
     quantizer, the same bytes."""
     import seam.ops.linear as linear
-    from seam.kernels.mxfp8_gemm import dequantizes_first
+    from seam.kernels.gluon_launch import dequantizes_first
 
     n = 256
     if tile == "ring":

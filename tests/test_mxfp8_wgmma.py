@@ -24,8 +24,8 @@ import pytest
 import torch
 
 import seam
-from seam.kernels import mxfp8_gemm, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine, wgmma_config
-from seam.kernels.mxfp8_gemm import split_k_scratch
+from seam.kernels import gluon_launch, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine, wgmma_config
+from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     TAIL_STAGES,
     WGMMA_ONE_TOKEN_MIN_N,
@@ -351,7 +351,7 @@ def test_partials_reach_the_warp_specialized_launcher(device, monkeypatch):
     xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
     a = a_deq_from_mxfp8(xq, xs)
     tile = Tile(128, 128, 128, 8, 4, 3, wgmma=True, warp_specialized=True)
-    parts = mxfp8_gemm.launch_gluon(xq, xs, w.values, w.scales, None, tile, False, partials=True, a_deq=a)
+    parts = gluon_launch.launch_gluon(xq, xs, w.values, w.scales, None, tile, False, partials=True, a_deq=a)
     (got_a, out, work, partials), = seen
     assert got_a is a and partials and out is work
     assert parts.shape == (2, 3, 128, 128) and parts.data_ptr() == work.data_ptr()
@@ -847,10 +847,10 @@ def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n,
     assert tile.warp_specialized and tile.block_m in (64, 128)
     args = (a.values, a.scales, w.values, w.scales, None)
     launched = _spy_decode_kernels(monkeypatch)
-    ws = mxfp8_gemm.launch_gluon(*args, tile, True, partials=True, a_deq=a.a_deq).clone()  # shared scratch
+    ws = gluon_launch.launch_gluon(*args, tile, True, partials=True, a_deq=a.a_deq).clone()  # shared scratch
     fits = mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m > RESIDENT_MAX_M)
     landed_tile = dataclasses.replace(tile, warp_specialized=False, num_stages=min(tile.num_stages, fits))
-    landed = mxfp8_gemm.launch_gluon(*args, landed_tile, True, partials=True, a_deq=a.a_deq)
+    landed = gluon_launch.launch_gluon(*args, landed_tile, True, partials=True, a_deq=a.a_deq)
     assert launched == ["ws", "landed"]
     assert ws.shape == landed.shape == (-(-n // 128), tile.split_k, tile.block_m, 128)
     assert torch.equal(ws, landed), tile
@@ -1184,11 +1184,11 @@ def test_dequantize_first_writes_the_own_staging_bytes_gpu(monkeypatch, m, n, k,
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: launched.append((kw["a_deq"], kw["a_stream"])) or launch(*args, **kw))
-    dequantized, dequantize = [], mxfp8_gemm.dequantized_activations
-    monkeypatch.setattr(mxfp8_gemm, "dequantized_activations",
+    dequantized, dequantize = [], gluon_launch.dequantized_activations
+    monkeypatch.setattr(gluon_launch, "dequantized_activations",
                         lambda xq, xs, **kw: dequantized.append(xs is None) or dequantize(xq, xs, **kw))
     first = seam.mxfp8_linear(inp, w, **kw)
-    monkeypatch.setattr(mxfp8_gemm, "wgmma_dequantize_first", lambda *args, **kw: False)
+    monkeypatch.setattr(gluon_launch, "wgmma_dequantize_first", lambda *args, **kw: False)
     own = seam.mxfp8_linear(inp, w, **kw)
     assert launched == [(True, streams), (False, False)]
     assert dequantized == [quantize == "in_gemm"]  # BF16 rows quantized in the dequantization launch

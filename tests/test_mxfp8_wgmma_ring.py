@@ -20,7 +20,7 @@ import torch
 
 import seam
 from seam.kernels import mxfp8_wgmma_ring, wgmma_config
-from seam.kernels.mxfp8_gemm import split_k_scratch
+from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
     RING_256_MIN_STEPS,

@@ -36,7 +36,7 @@ from seam.kernels.mxfp8_gemm_config import (
     small_tile,
 )
 from seam.ops import qkv as qkv_ops
-from seam.kernels.mxfp8_gemm import gemm_scratch
+from seam.kernels.gemm_workspace import gemm_scratch
 from seam.kernels.qkv_config import epilogue_tile, epilogue_tile_after, workspace_floats
 from seam.kernels import qkv_epilogue as qkv_epilogue_mod
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue

@@ -36,14 +36,9 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.mxfp8_gemm import (
-    gemm_scratch,
-    launch_gluon,
-    launch_mxfp8_linear,
-    mxfp8_gemv_mainloop,
-    mxfp8_mainloop,
-    split_k_combine,
-)
+from seam.kernels.gemm_workspace import gemm_scratch
+from seam.kernels.gluon_launch import launch_gluon
+from seam.kernels.mxfp8_gemm import launch_mxfp8_linear, mxfp8_gemv_mainloop, mxfp8_mainloop, split_k_combine
 from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset

@@ -280,7 +280,7 @@ def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> in
 @dataclasses.dataclass(frozen=True)
 class WgmmaLaunch:
     """What a Gluon kernel's launch derives from its tile by the rules above: one place for the launcher
-    (``seam.kernels.mxfp8_gemm.launch_gluon``) and for ``tools/sm90_resources.py``, which compiles the
+    (``seam.kernels.gluon_launch.launch_gluon``) and for ``tools/sm90_resources.py``, which compiles the
     same kernels."""
 
     combine: int  #: :func:`combine_group`

@@ -13,7 +13,8 @@ from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
-from seam.kernels.mxfp8_gemm import dequantizes_first, launch_mxfp8_linear
+from seam.kernels.gluon_launch import dequantizes_first
+from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile
 from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_supported
 from seam.ops.a_deq import check_a_deq_bytes
@@ -56,7 +57,7 @@ _WRAP_HINT = "; wrap E4M3 rows and their scales in seam.QuantizedActivation(valu
 
 def dequantizes_a(tile: Tile, m: int, n: int, k: int, device: torch.device) -> bool:
     """Whether ``tile``'s path dequantizes the [m, k] activations in a launch before its GEMM (the ring kernel's,
-    the prefill path's, and the decode kernel's where :func:`seam.kernels.mxfp8_gemm.dequantizes_first` says),
+    the prefill path's, and the decode kernel's where :func:`seam.kernels.gluon_launch.dequantizes_first` says),
     where ``quantize="auto"`` quantizes a BF16 x in that launch: once per element, so nothing is repeated per N
     tile, and one launch and the E4M3 copy fewer than a separate quantizer."""
     return (tile.wgmma and tile.ring) or tile.bf16_mm or dequantizes_first(tile, m, n, k, device, bf16_rows=True)

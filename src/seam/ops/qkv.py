@@ -308,7 +308,7 @@ def qkv_index_fused_epilogue(
             warp-specialized kernel over token tiles, the ring kernel's or the prefill path), else a tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
-            (``seam.kernels.mxfp8_gemm.gemm_scratch``: split-K partials, multi-row
+            (``seam.kernels.gemm_workspace.gemm_scratch``: split-K partials, multi-row
             NVFP4 staging): launches must be ordered on one stream, and it must exist
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
         a_deq: optional BF16 [M, K] contiguous: A_deq of ``xq`` / ``xsf`` (``seam.formats.a_deq``, as

@@ -1,0 +1,93 @@
+"""Launch of the Gluon MXFP8 GEMM kernels for a picked ``wgmma`` tile (Hopper): the decode kernel
+(``seam.kernels.mxfp8_wgmma``), its warp-specialized form (``seam.kernels.mxfp8_wgmma_ws``) or the ring kernel
+(``seam.kernels.mxfp8_wgmma_ring``), with the dequantization launch before it where the launch rules say
+(``seam.kernels.wgmma_config``), into the output or the split-K partials. ``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``
+and the fused QKV op (``seam.kernels.qkv_epilogue``) call it; where TMA cannot read an operand it launches nothing
+and they run the tl kernel."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from seam import runtime
+from seam.formats.a_deq import permuted
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
+from seam.kernels.gemm_workspace import split_k_scratch
+from seam.kernels.mxfp8_dequant import dequantized_activations
+from seam.kernels.mxfp8_gemm_config import Tile
+from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_dequantize_first, wgmma_launch
+
+
+def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device, *, bf16_rows: bool) -> bool:
+    """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``
+    (activations MXFP8, or BF16 with ``bf16_rows``), runs the dequantization launch before the decode kernel
+    (:func:`~seam.kernels.wgmma_config.wgmma_dequantize_first`)."""
+    if not tile.wgmma or tile.ring:
+        return False
+    if tile.warp_specialized:  # it reads A_deq only
+        return True
+    programs = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m) * tile.split_k
+    return wgmma_dequantize_first(tile.block_m, k, tile.split_k, tile.num_stages, programs, runtime.num_sms(device),
+                                  bf16_rows=bf16_rows)
+
+
+def launch_gluon(
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor | None,
+    tile: Tile, use_pdl: bool, *, partials: bool = False, a_deq: torch.Tensor | None = None,
+    weight_bf16_mul: bool = False,
+) -> torch.Tensor | None:
+    """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
+    (``block_m`` <= 128) or the ring kernel (256), into ``out`` or, with ``partials`` (``out`` unused), each
+    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
+    (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
+    K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
+    kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. ``weight_bf16_mul``:
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` holds for the weight, so the kernel may dequantize it by
+    BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
+    reads, one is written first by the dequantization launch where
+    :func:`~seam.kernels.wgmma_config.wgmma_dequantize_first` says (same bytes; that launch reads rows of
+    any stride). A ``warp_specialized`` tile runs :mod:`seam.kernels.mxfp8_wgmma_ws` on A_deq (always: written first
+    where none comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
+    caller runs the tl kernel)."""
+    m, n = xq.shape[0], wq.shape[0]
+    if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
+        a_deq = None
+    elif not tile.ring:
+        xq, xs = a_deq, None
+    if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws)):
+        return None
+    if a_deq is None and dequantizes_first(tile, m, n, xq.shape[1], wq.device, bf16_rows=xs is None):
+        # reads rows of any stride, writes a contiguous A_deq that TMA reads
+        a_deq = dequantized_activations(xq, xs, permuted=True)
+        xq, xs = a_deq, None
+    # the ring kernel reads the activations from its own dequantized copy
+    if not tile.ring and not mxfp8_wgmma.operands_ready(xq, xs, wq, ws):
+        return None
+    tiles = triton.cdiv(n, tile.block_n) * triton.cdiv(m, tile.block_m)
+    # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its tiles of 64 rows and more only
+    sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m >= RESIDENT_MAX_M else 0
+    streams = a_deq is not None and sms > 0  # the decode kernel given A_deq may stream it (wgmma_a_stream)
+    rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
+                         a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0)
+    if partials or tile.split_k > 1:
+        work, counters = split_k_scratch(wq.device, tiles, tile)
+    else:
+        work, counters = out, out  # unused
+    args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
+            use_pdl, rules.combine)
+    if tile.ring:
+        mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
+                                                        a_deq=a_deq, bf16_mul=rules.bf16_mul and weight_bf16_mul)
+    elif tile.warp_specialized:  # A_deq streamed (xq here, xs None); BF16 multiplies where the weight allows (runs
+        # 190-191 measured it so)
+        mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(xq, wq, ws, args[4], *args[5:], combiners=rules.combiners,
+                                                    bf16_mul=weight_bf16_mul, partials=partials)
+    else:
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
+                                              smem_steps=rules.smem_steps, early_steps=rules.early_steps,
+                                              a_deq=a_deq is not None, bf16_mul=rules.bf16_mul and weight_bf16_mul,
+                                              a_stream=rules.a_stream)
+    if partials:
+        return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
+    return out
