@@ -489,8 +489,6 @@ def mxfp8_linear_kernel(
     tl.store(out_ptr + rows[:, None] * stride_om + cols[None, :], to_bf16_rne(acc), mask=mask)
 
 
-
-
 def launch_mxfp8_linear(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile,
     a_deq: torch.Tensor | None = None, weight_bf16_mul: bool = False,
