@@ -585,7 +585,6 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed
     assert mxfp8_gemm_config.pick_wgmma_tile(100, 6144, 768, 132) is None
     assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
-    monkeypatch.setattr("seam.ops.a_deq.a_deq_pays", wgmma_config.a_deq_pays)
     assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)
     assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps
     assert resolve_a_deq(True, 1, 128, cpu) and not resolve_a_deq(False, 16, 6144, cpu)

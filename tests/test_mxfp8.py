@@ -1,6 +1,7 @@
 """MXFP8 quantizer (docs/spec/mxfp8.md): Triton kernel vs reference bytes, spec edge cases,
 torchao's RCEIL as an independent oracle, layouts, round trips and bad input."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -391,6 +392,23 @@ def test_records_name_swapped_or_misread_scales(device):
     assert repr(qa) == (f"QuantizedActivation(M=40, K=96, dtype=torch.bfloat16, layout='swizzled', device={v.device}, "
                         "a_deq=None)")
 
+
+
+def test_records_compare_by_identity(device):
+    """The records that hold tensors compare and hash by identity, as torch.nn.Module does: a generated
+    field-wise == compared tensors and raised "Boolean value of Tensor with more than one value is ambiguous"."""
+    from seam.ops.allreduce_moe import MoEOutput, UnfinalizedMoEOutput
+
+    v, s = seam.mxfp8_quantize(torch.randn(4, 64).bfloat16().to(device))
+    routed = UnfinalizedMoEOutput(torch.zeros(2, 64, device=device), torch.ones(4, 1, device=device),
+                                  torch.zeros(4, 1, dtype=torch.int32, device=device))
+    shared = torch.zeros(4, 64, device=device)
+    pairs = [(seam.QuantizedActivation(v, s), seam.QuantizedActivation(v, s)),
+             (seam.MXFP8Weight(v, s), seam.MXFP8Weight(v, s)), (routed, dataclasses.replace(routed)),
+             (MoEOutput(routed, shared), MoEOutput(routed, shared))]
+    for a, b in pairs:
+        assert a == a and a != b and not (a == b), type(a).__name__
+        assert len({a, b, a}) == 2, type(a).__name__
 
 def test_swizzled_scales_must_be_flat(device):
     """Swizzled scales are flat [mxfp8_scale_numel(M, K)]. At M = 128, K = 128 the row-major [M, K/32] scales

@@ -230,7 +230,7 @@ def test_token_tile_overrides_checked(monkeypatch):
     tiles still need M <= block_m."""
     from seam.ops.linear import MAX_TOKEN_TILES, _check_wgmma_tile
 
-    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     cuda = torch.device("cuda")
     ws64, ws72 = (Tile(bm, 128, 128, 8, 4, 2, wgmma=True, warp_specialized=True) for bm in (64, 72))
     _check_wgmma_tile(ws72, 300, 6144, cuda)
@@ -243,8 +243,9 @@ def test_token_tile_overrides_checked(monkeypatch):
 
 def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
     """Runs 190-191: at 33-64 tokens given A_deq the warp-specialized 64-row tile at the one-wave split, 4 stages,
-    was 0.75-0.98x the landed kernel's pick at all 20 points of ten shapes whose one-wave split is at most 6; not
-    at split 8 and 11 (N 2048 and 1536 x 6144), nor measured at K < 2048; without A_deq the landed kernel stays."""
+    was 0.75-0.98x the plain decode kernel's pick at all 20 points of ten shapes whose one-wave split is at most 6; not
+    at split 8 and 11 (N 2048 and 1536 x 6144), nor measured at K < 2048; without A_deq the plain decode kernel
+    stays."""
     for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096), (3072, 2048), (2560, 2048), (2048, 6144)):
         tiles, steps = -(-n // 128), k // 128
         for m in range(2, RESIDENT_MAX_M + 1):
@@ -267,7 +268,7 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
 
 def test_warp_specialized_tile_checked_before_launch(device):
     """A warp_specialized override needs a wgmma tile of 64-128 rows and a ring that fits; the fused QKV op refuses
-    it (its epilogue reads the landed kernel's partials)."""
+    it (its epilogue reads the plain decode kernel's partials)."""
     with pytest.raises(ValueError, match="warp_specialized needs tile.wgmma"):
         check_tile(Tile(64, 128, 128, 8, 2, 1, warp_specialized=True), 2048, 40, device)
     if not wgmma_config.wgmma_supported(device):
@@ -637,7 +638,7 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
             assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
             assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
     # except past 64 tokens: the QKV op's partials run the 128-token tile (the 64 + tail tiles are not yet GPU-tested
-    # under the QKV epilogue), warp-specialized where mxfp8_linear's tile is, else at the landed kernel's depth
+    # under the QKV epilogue), warp-specialized where mxfp8_linear's tile is, else at the plain decode kernel's depth
     for m in (65, 80, 96, 100, 128):
         for nkv in (1, 2, 4):
             n = (19 * nkv + 1) * 128
@@ -821,7 +822,7 @@ def test_bit_exact_every_picked_tile_gpu(m, n, k):
 @pytest.mark.parametrize("warp_specialized", [True, False], ids=["ws", "landed"])
 def test_bit_exact_ring_refills_and_uneven_splits_gpu(monkeypatch, tile, k, warp_specialized):
     """Exact sums at ring depths, splits and stores the picker may not take; the 64-128-row tiles on both decode
-    kernels: warp-specialized and the landed one."""
+    kernels: warp-specialized and the plain one."""
     if warp_specialized and tile.block_m not in mxfp8_wgmma_ws.BLOCK_MS:
         pytest.skip("the 8-32-row tiles have one kernel")
     tile = dataclasses.replace(tile, warp_specialized=warp_specialized)
@@ -837,7 +838,7 @@ def test_bit_exact_ring_refills_and_uneven_splits_gpu(monkeypatch, tile, k, warp
                                          (90, 200, 2048, None), (70, 2560, 6144, 5), (40, 2560, 6144, 5)])
 def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n, k, split):
     """The fused QKV op's GEMM (partials only, summed by its epilogue) on the warp-specialized kernel writes the
-    landed decode kernel's partials bit for bit, [tiles, split, block_m, 128], at the 128-token tile pick_qkv_tile
+    plain decode kernel's partials bit for bit, [tiles, split, block_m, 128], at the 128-token tile pick_qkv_tile
     takes (splits 6, 3, 2; N 200 at split 4: rows past N), and at uneven splits (48 K steps over 5) on the 128- and
     64-row tiles."""
     w, a = _random_operands_with_a_deq(m, n, k)
@@ -862,7 +863,7 @@ def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n,
                                       (64, 6144, 768, False)])
 def test_bit_exact_64_row_tile_given_a_deq_gpu(monkeypatch, m, n, k, ws):
     """33-64 tokens given A_deq: the picked tile (warp-specialized at the one-wave split where it is at most 6 and K
-    >= 2048, else the landed kernel's) gives the exact sums' bytes."""
+    >= 2048, else the plain decode kernel's) gives the exact sums' bytes."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
@@ -898,7 +899,7 @@ def _random_operands_with_a_deq(m: int, n: int, k: int) -> tuple[seam.MXFP8Weigh
                                          (128, 1536, 6144, 6), (40, 2560, 6144, None), (64, 4992, 6144, 6),
                                          (33, 9856, 6144, 5), (64, 136, 2048, None), (50, 3072, 2048, 3)])
 def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n, k, split):
-    """At the same tile the warp-specialized kernel gives the landed decode kernel's bytes on random (inexact)
+    """At the same tile the warp-specialized kernel gives the plain decode kernel's bytes on random (inexact)
     sums, at the tiles picked given A_deq (the 64-row one too): the same products in the same k16 order per split,
     each 64-row half-tile combined in split order (4 combiners per half-tile at split 6, a half-tile wholly past N
     at N 136, an uneven split); twice in a row (its arrival counters return to zero)."""
@@ -909,7 +910,7 @@ def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n,
         tile = dataclasses.replace(tile, split_k=split, num_stages=4, warp_specialized=True)
     launched = _spy_decode_kernels(monkeypatch)
     ws = [seam.mxfp8_linear(a, w, tile=tile) for _ in range(2)]
-    # the landed kernel at a depth it fits (the ring's depth does not change the bytes)
+    # the plain decode kernel at a depth it fits (the ring's depth does not change the bytes)
     fits = mxfp8_wgmma.max_stages(tile.block_m, k, tile.split_k, streamed=tile.block_m > RESIDENT_MAX_M)
     landed = seam.mxfp8_linear(a, w, tile=dataclasses.replace(tile, warp_specialized=False,
                                                                num_stages=min(tile.num_stages, fits)))

@@ -84,7 +84,7 @@ def test_default_pick_on_hopper(monkeypatch):
 def test_ring_tiles_checked(monkeypatch):
     from seam.ops.linear import _check_wgmma_tile
 
-    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     cuda = torch.device("cuda")
     _check_wgmma_tile(Tile(256, 128, 128, 8, 2, 3, wgmma=True), 300, 6144, cuda)  # any M: M tiles
     _check_wgmma_tile(Tile(128, 128, 128, 8, 4, 6, wgmma=True), 128, 6144, cuda)  # the decode kernel's, streamed

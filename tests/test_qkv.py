@@ -549,7 +549,7 @@ def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, mo
     """Refused before any launch, every output as it was: a ring tile (any M in mxfp8_linear) with M above its 256
     rows (the epilogue sums the Gluon GEMM's partials of one M tile), mxfp8_linear's 64 + tail tiles (72, 80, 96
     tokens), which this op does not take yet (their partials path is not GPU-tested here)."""
-    monkeypatch.setattr("seam.ops.linear.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     p = make_problem(nkv=1, m=m, k=256, block_size=4, seed=63, device=device)
     xq, xsf = seam.mxfp8_quantize(p.x)
     out = p.outputs(fill=7)

@@ -37,7 +37,7 @@ def _cuobjdump() -> Path:
 
 
 def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, num_warps: int = 8,
-              num_stages: int = 3, max_registers: int | None = None, nkv: int = 1, k: int = 6144,
+              num_stages: int = 3, max_registers: int | None = None, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
               partials: bool = False, a_deq: bool = False, bf16_mul: bool | None = None, ptx: bool = False,
               a_stream: bool = False, warp_specialized: bool | None = None) -> dict:
@@ -259,7 +259,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-warps", type=int, default=8)
     p.add_argument("--num-stages", type=int, default=3)
     p.add_argument("--max-registers", type=int, default=None)
-    p.add_argument("--nkv", type=int, default=1)
     p.add_argument("--k", type=int, default=6144)
     p.add_argument("--has-qfp8", action="store_true")
     p.add_argument("--f16-operands", action="store_true")
@@ -268,12 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--a-deq", action="store_true", help="wgmma: reads A_deq (seam.formats.a_deq)")
     p.add_argument("--a-stream", action="store_true", help="wgmma: streams A_deq through --num-stages slots")
     p.add_argument("--warp-specialized", choices=("rule", "on", "off"), default="rule",
-                   help="wgmma: the warp-specialized kernel (on), the landed one (off), or as picked at 65-128 tokens")
+                   help="wgmma: the warp-specialized kernel (on), the plain one (off), or as picked at 65-128 tokens")
     p.add_argument("--bf16-mul", choices=("rule", "on", "off"), default="rule",
                    help="wgmma: weights dequantized by BF16 multiplies (on), through fp32 (off), or as launched")
     a = p.parse_args(argv)
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
-                               num_stages=a.num_stages, max_registers=a.max_registers, nkv=a.nkv, k=a.k,
+                               num_stages=a.num_stages, max_registers=a.max_registers, k=a.k,
                                has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16,
                                partials=a.partials, a_deq=a.a_deq, a_stream=a.a_stream,
                                bf16_mul={"rule": None, "on": True, "off": False}[a.bf16_mul],

@@ -22,7 +22,7 @@ from seam.formats.mxfp8 import (
 _SOURCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)  # tensors: == by identity, as torch.nn.Module
 class QuantizedActivation:
     """MXFP8 rows of an activation, as produced by seam's fused kernels.
 

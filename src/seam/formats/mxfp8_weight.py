@@ -33,7 +33,7 @@ class ByteFacts:
     nan_codes: bool  #: whether a value is an E4M3 NaN code (0x7F or 0xFF)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # tensors: == by identity, as torch.nn.Module
 class MXFP8Weight:
     """MXFP8 weight record.
 
@@ -57,7 +57,7 @@ class MXFP8Weight:
 
     values: torch.Tensor
     scales: torch.Tensor
-    _facts: tuple | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    _facts: tuple | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         v = checks.tensor("values", self.values, dtype=E4M3_DTYPES, contiguous=False).view(torch.float8_e4m3fn)

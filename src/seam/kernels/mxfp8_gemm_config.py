@@ -191,7 +191,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
     rounded up to 8, 16 or 32 tokens): the same split, 4 stages (:data:`TAIL_STAGES`), the MMA work of 64 + tail
     tokens rather than 128. Where two programs fit on an SM (2-3 stages, run 184's probe at 128 registers), under
     PDL the next launch's early programs double up on SMs while others idle; 4 stages hold more shared memory
-    than two programs may, so one per SM whatever the registers (110-144 as landed). H200 (2026-12-04,
+    than two programs may, so one per SM whatever the registers (110-144 registers). H200 (2026-12-04,
     ``docs/benchmarks-log.md`` run 184, the GEMM alone given A_deq, weights past L2, us at M 65 / 80 / 96, 128-token
     tile / 64 + tail at 2 stages / at 2 without PDL / at 4): N 6144 x K 2048 (split 2) 14.09 / 16.77 / 13.42 /
     11.92, 13.53 / 16.29 / 13.72 / 11.82, 13.59 / 16.86 / 14.24 / 12.38; N 4992 x 6144 (3) 21.28 / 28.73 / 22.17 /
@@ -262,12 +262,12 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     TMA producer warp, two consumer warpgroups that never wait for each other; ``Tile.warp_specialized``): the
     streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at K splits up to :data:`WS_MAX_SPLIT`, and the 64-row tile
     there too where the activations come with their A_deq (``a_deq``) and K >= :data:`STREAMED_MIN_K` (the kernel
-    reads A_deq only: without one, the landed kernel's own staging costs less than a dequantization launch first).
+    reads A_deq only: without one, the plain decode kernel's own staging costs less than a dequantization launch first).
     The fused QKV op takes it at 65-128 tokens, on the 128-token tile (``pick_qkv_tile``).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
-    65 / 96 / 128, the landed streamed tiles / warp-specialized at 4 stages, the same split and bytes): faster at
-    37 of 38 points of ten shapes split 1-6 ways, 0.74-1.0x (N 9856 x 6144 split 1 43.43 / 45.92 / 48.27 -> 33.83 /
+    65 / 96 / 128, the plain decode kernel's streamed tiles / warp-specialized at 4 stages, the same split and
+    bytes): faster at 37 of 38 points of ten shapes split 1-6 ways, 0.74-1.0x (N 9856 x 6144 split 1 43.43 / 45.92 / 48.27 -> 33.83 /
     34.64 / 35.79; N 6144 x 4096 (2) 19.66 / 19.45 / 21.74 -> 14.88 / 16.24 / 18.25; N 8192 x 2048 (2) 12.78 / 13.62 /
     15.04 -> 10.62 / 11.97 / 13.85; N 6144 x 2048 (2) 12.17 / 12.24 / 14.20 -> 10.03 / 10.97 / 12.57; N 4992 x 6144
     (3) 19.15 / 19.46 / 21.52 -> 15.61 / 17.16 / 18.73; N 4096 x 4096 (4) 12.56 / 13.17 / 14.10 -> 11.14 / 12.25 /
@@ -278,7 +278,7 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     each) 9.58 / 10.17 / 11.15 -> 9.93 / 10.95 / 12.59, N 2048 x 6144 (8) 11.05 / 12.03 / 12.41 -> 10.71 / 11.68 /
     13.37.
 
-    The 64-row tile given A_deq (same runs, us at M 40 / 64, the landed kernel's pick / warp-specialized at the
+    The 64-row tile given A_deq (same runs, us at M 40 / 64, the plain decode kernel's pick / warp-specialized at the
     one-wave split, 4 stages): faster at all 20 points of the ten shapes whose one-wave split is at most 6, 0.75-0.98x:
     N 9856 x 6144 (split 5 / 1) 31.86 / 33.08 -> 28.07 / 26.44; N 4992 x 6144 (6 / 3) 14.94 / 15.43 -> 13.62 / 14.19;
     N 6144 x 4096 (5 / 2) 13.35 / 13.46 -> 12.36 / 12.33; N 3072 x 2048 (4 / 4) 8.94 / 9.02 -> 6.72 / 7.02; N 6144 x
@@ -299,7 +299,7 @@ def one_wave_split(tiles: int, steps: int, sms: int) -> int:
 
 
 def streamed_stages(split_k: int) -> int:
-    """Ring depth of the landed decode kernel's streamed tile (:data:`STREAMED_BLOCK_M`) at a K split, where it runs it
+    """Ring depth of the plain decode kernel's streamed tile (:data:`STREAMED_BLOCK_M`) at a K split, where it runs it
     (splits above :data:`WS_MAX_SPLIT`): 3 where the split is at most 2 (there 2 stages
     were 1.0-1.4x slower), else 2 (3 were 0.98-1.06x slower; :func:`pick_wgmma_tile`)."""
     return 3 if split_k <= 2 else 2
@@ -331,7 +331,7 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     shapes (512 tokens: N 2560 40.01 against 37.71, N 4992 and 6144 x 2048 more than a wave). At 129-192 tokens the
     rule takes 64 + tail tiles (72-96 tokens each), as the decode kernel does at 65-96 tokens.
 
-    As landed (run 201, ``mxfp8_linear`` on MXFP8 rows, this pick / the pick before it, us, at M 129 / 192 / 256 /
+    H200 (run 201, ``mxfp8_linear`` on MXFP8 rows, this pick / the pick before it, us, at M 129 / 192 / 256 /
     384): N 2560 x 6144 18.40 / 20.19 / 22.10 / 28.06 against 27.85 / 28.96 / 29.43 / 36.69; N 4992 x 6144 36.31 /
     37.64 / 39.04 / 43.61 against 42.23 / 43.26 / 43.13 / 63.13; N 6144 x 2048 (to 256) 14.23 / 15.37 / 16.28
     against 19.55 / 23.98 / 22.05; N 1536 x 6144 15.27 / 16.82 / 18.21 / 21.96 against 18.84 / 20.95 / 22.08 / 24.76:
@@ -502,8 +502,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
         tile = pick_tile(m, n, k, device, token_tiles=False)  # the epilogue sums the partials of one token tile
         if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
             # the 128-token tile (the 64 + tail tiles are not yet run under the epilogue on a GPU): warp-specialized
-            # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the landed kernel's at 100
-            # tokens, splits 3, 2 and 6), else the landed kernel at its measured depth
+            # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the plain decode kernel's at
+            # 100 tokens, splits 3, 2 and 6), else the plain decode kernel at its measured depth
             ws = tile.warp_specialized
             return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M,
                                        num_stages=tile.num_stages if ws else streamed_stages(tile.split_k))

@@ -12,27 +12,28 @@ bytes at the same split. What differs is who waits for what:
   stage once both consumers have released it (``empty``, two arrivals), and never waits for an MMA.
 * **Two 4-warp consumers** (the default partition and a worker) each own 64 of the program's 128 weight rows: wait
   for a stage, convert their half of the E4M3 tile to BF16 in registers, run ``wgmma`` (one warpgroup each) and
-  release the stage. Neither waits for the other: in the landed kernel both warpgroups meet at a thread barrier
-  every step before the refill, so the slower one sets the pace of both and of the copy engine.
+  release the stage. Neither waits for the other: in the plain decode kernel (``seam.kernels.mxfp8_wgmma``) both
+  warpgroups meet at a thread barrier every step before the refill, so the slower one sets the pace of both and of
+  the copy engine.
 * **Each consumer stores its half as a 64-row tile of its own**: split-K partial, arrival counter and fixed-order
   combine per half-tile (``seam.kernels.wgmma_combine.store_tile`` with 64 rows: twice the counters, the same
   workspace floats), so no consumer waits for the other at the end either.
 
 H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us,
-the landed streamed tile / this kernel at 4 stages, the same split and bytes, at M 65 / 96 / 128): N 2560 x K 6144
-(split 6) 11.85 / 12.58 / 13.92 -> 10.97 / 12.27 / 13.74; N 4992 x 6144 (3) 19.15 / 19.46 / 21.52 -> 15.61 / 17.16 /
+the plain decode kernel's streamed tile / this kernel at 4 stages, the same split and bytes, at M 65 / 96 / 128):
+N 2560 x K 6144 (split 6) 11.85 / 12.58 / 13.92 -> 10.97 / 12.27 / 13.74; N 4992 x 6144 (3) 19.15 / 19.46 / 21.52 -> 15.61 / 17.16 /
 18.73; N 6144 x 2048 (2) 12.17 / 12.24 / 14.20 -> 10.03 / 10.97 / 12.57; N 9856 x 6144 (1) 43.43 / 45.92 / 48.27
 -> 33.83 / 34.64 / 35.79; N 6144 x 4096 (2) 19.66 / 19.45 / 21.74 -> 14.88 / 16.24 / 18.25. Where programs are
 short and many (N 1536 x 6144, split 11, 4-5 K steps each) it was 4-13% slower, and at N 2048 x 6144 (split 8)
-mixed: the picker keeps those splits on the landed kernel
+mixed: the picker keeps those splits on the plain decode kernel
 (:func:`seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized`).
 
 Registers: the launch caps every thread at :data:`MAX_REGISTERS` (Triton runs the three partitions on 12 warps'
 worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the consumers :data:`CONSUMER_REGISTERS`
 and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``).
 With ``PARTIALS`` (the fused QKV op's GEMM at 65-128 tokens) each consumer stores its rows of the program's partial
-in the landed kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's wait, as
-there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and at
+in the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's
+wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and at
 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
 every token tile's half-tiles on counters and partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
@@ -101,7 +102,7 @@ def stage_bytes(block_m: int) -> int:
 
 
 def max_stages(block_m: int, k: int, split_k: int) -> int:
-    """Deepest ring a launch takes: the landed kernel's streamed depth limit
+    """Deepest ring a launch takes: the plain decode kernel's streamed depth limit
     (:func:`seam.kernels.mxfp8_wgmma.max_stages`), no deeper than the steps. A stage here is smaller
     (:func:`stage_bytes`), but the two consumers' epilogue scratch (their layout conversions through shared memory,
     14-16 KB) comes on top: 72 columns at 6 stages compile to 228 KB, 80 at 6 to 241 KB (sm_90, over the 227 KiB

@@ -15,8 +15,8 @@ from seam.kernels.numerics import to_bf16_rne
 #: ``mxfp8_linear`` on MXFP8 rows, weights past L2, us, every column / stores only / stores and loads): 20
 #: tokens (32-row tile) N 6144 x K 2048 9.09 / 8.68 / 8.62, N 2560 x 6144 10.14 / 10.12 / 9.85, N 1536 x 6144
 #: 9.03 / 8.96 / 8.60; 40 tokens (64) 10.47 / 10.71 / 10.49, 12.31 / 12.25 / 12.11, 9.55 / 9.37 / 9.21; 65 tokens
-#: (the ring kernel's 128) 17.19 / 16.58 / 16.47, 19.22 / 18.72 / 19.18, 13.80 / 13.51 / 14.66 (split 11), where
-#: the masked loads lost at 96 tokens too (N 1536: 13.76 / 13.74 / 14.94).
+#: (a 128-token tile, the ring kernel's at the time) 17.19 / 16.58 / 16.47, 19.22 / 18.72 / 19.18, 13.80 / 13.51 /
+#: 14.66 (split 11), where the masked loads lost at 96 tokens too (N 1536: 13.76 / 13.74 / 14.94).
 TOKENS_ONLY_MAX_MP = gl.constexpr(64)
 
 

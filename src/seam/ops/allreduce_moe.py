@@ -21,7 +21,7 @@ from seam.ops.norm import gemma_norm_mxfp8_activation
 from seam.ref.lamport import moe_finalize_ref
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # tensors: == by identity, as torch.nn.Module
 class UnfinalizedMoEOutput:
     """A TP-partial routed MoE output before the top-k weighted sum.
 
@@ -40,7 +40,7 @@ class UnfinalizedMoEOutput:
     expanded_idx_to_permuted_idx: torch.Tensor
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class MoEOutput:
     """An MoE layer's TP-partial output: routed part (unfinalized) and shared-expert part.
 

@@ -12,11 +12,11 @@ from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import dequantizes_first
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile
-from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_supported
+from seam.kernels.wgmma_config import RESIDENT_MAX_M
 from seam.ops.a_deq import check_a_deq_bytes
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
@@ -99,9 +99,9 @@ MAX_TOKEN_TILES = 65535
 
 def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
-    if not wgmma_supported(device):
+    if not wgmma_config.wgmma_supported(device):  # through the module: one binding to patch in tests
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
-    # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the landed decode kernel one
+    # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the plain decode kernel one
     if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and (m <= tile.block_m or tile.warp_specialized)
             or tile.block_m == 256):
         raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel; "
@@ -275,7 +275,7 @@ def mxfp8_linear(
         tiles) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a multiple of 128 (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
-        64-128) runs the warp-specialized decode kernel (at M <= block_m the landed kernel's bytes; the picker
+        64-128) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the picker
         takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over
         token tiles, at most 65535 of them); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M,
         on any device.
