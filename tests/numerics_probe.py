@@ -1,4 +1,4 @@
-"""Test entry points that run the ``numerics`` helpers element-wise over a tensor.
+"""Kernels that run the ``seam.kernels.numerics`` helpers element-wise over a tensor.
 
 They exist so the helpers can be checked on their own, exhaustively, against torch's
 conversions (``tests/test_numerics.py``) on both the GPU and the interpreter.
