@@ -325,7 +325,10 @@ def test_m_outside_capacity(device):
         (lambda moe: moe.__setitem__(2, moe[2].long()), TypeError,
          "expanded_idx_to_permuted_idx must have dtype torch.int32"),
         (lambda moe: moe.__setitem__(2, moe[2][:2].contiguous()), ValueError,
-         r"expanded_idx_to_permuted_idx must have shape \[3, 2\]"),
+         r"expanded_idx_to_permuted_idx has 2 rows but shared_output has 3: they must agree"),
+        # M comes from shared_output's rows: one of other rows is named, not the routing tensors
+        (lambda moe: moe.__setitem__(3, moe[3][:2].contiguous()), ValueError,
+         r"expert_weights has 3 rows but shared_output has 2: they must agree"),
         (lambda moe: moe.__setitem__(0, moe[0][:, :64].contiguous()), ValueError,
          r"gemm2_permuted must have shape \[rows, 128\]"),
         (lambda moe: moe.__setitem__(3, moe[3][:, :64].contiguous()), ValueError,

@@ -533,6 +533,9 @@ def test_bad_moe_inputs_raise_before_launch():
          "routed_scaling_factor must be a float"),
         (MoEOutput(r, None), TypeError, r"shared_output must be a BF16 \[M, hidden\] tensor, got None"),
         (MoEOutput(r, good.shared_output.t().contiguous().t()), ValueError, "shared_output must be contiguous"),
+        # M comes from shared_output's rows: a shared_output of other rows is named, not the routed tensors
+        (MoEOutput(r, good.shared_output[:2]), ValueError, r"moe_output.routed.expert_weights has 3 rows but "
+         r"moe_output.shared_output has 2: they must agree"),
         (r, TypeError, "moe_output must be a MoEOutput"),
     ]
     for moe, exc, match in cases:
@@ -581,6 +584,10 @@ def test_constructor_validation():
     assert not seam.supports_fused_moe_finalize(g, expert_parallel=True)
     assert not seam.supports_fused_moe_finalize(SimulatedGroup(1))
     assert not seam.supports_fused_moe_finalize(g, dtype=torch.float16)
+    with pytest.raises(TypeError, match="expert_parallel must be a bool, got str"):
+        seam.supports_fused_moe_finalize(g, expert_parallel="no")
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype, got str"):
+        seam.supports_fused_moe_finalize(g, dtype="bfloat16")
     with pytest.raises(RuntimeError, match="init_fused_moe_finalize"):
         import seam.ops.allreduce_moe as moe
 
@@ -649,8 +656,10 @@ def test_sizes_and_ranks_reject_other_types():
         FinalizeAllReduceGemmaRMSNormMxfp8(**{**_NUMPY_SIZES, "top_k": 2.0}, group=g)
     with pytest.raises(TypeError, match="tp must be an int, got str"):
         SimulatedGroup("2")
-    with pytest.raises(ValueError, match="tp must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"tp=0 is outside \[1, 72\]"):
         SimulatedGroup(np.int64(0))
+    with pytest.raises(ValueError, match=r"tp=1000000000 is outside \[1, 72\]"):  # before any allocation
+        SimulatedGroup(10**9)
     comm = LamportAllReduce(hidden_size=128, max_num_tokens=4, group=g)
     with pytest.raises(TypeError, match="rank must be an int, got str"):
         comm.publish(_rand(2, 128, seed=0), rank="0")

@@ -88,6 +88,26 @@ def test_prequant_shape_checked(device):
         layer.set_prequant(x, (values, scales))
 
 
+def test_prequant_the_forward_cannot_use_is_refused_at_registration(device):
+    """Rows the forward would refuse (values not contiguous, K not in_features, another device) are refused by
+    set_prequant, naming qa: registered, they made every later forward with a valid x raise."""
+    layer = _layer(device)  # in_features 128
+    x = torch.randn(4, 128).bfloat16().to(device)
+    v, s = seam.mxfp8_quantize(x)
+    strided = torch.empty(4, 256, dtype=v.dtype, device=device)[:, ::2]
+    strided.view(torch.uint8).copy_(v.view(torch.uint8))
+    with pytest.raises(ValueError, match=r"qa.values must be contiguous"):
+        layer.set_prequant(x, seam.QuantizedActivation(strided, s))
+    wide = torch.randn(4, 256).bfloat16().to(device)
+    with pytest.raises(ValueError, match=r"x must have shape \[M, 128\] \(in_features"):
+        layer.set_prequant(wide, seam.QuantizedActivation(*seam.mxfp8_quantize(wide)))
+    meta = seam.QuantizedActivation(v.to("meta"), s.to("meta"))
+    with pytest.raises(ValueError, match="meta"):
+        layer.set_prequant(x, meta)
+    assert layer._prequant is None
+    assert torch.equal(layer(x).view(torch.int16), layer(x.clone()).view(torch.int16))  # the layer still works
+
+
 def test_seam_debug_refuses_prequant_rows_of_other_data(device, monkeypatch):
     """With SEAM_DEBUG, set_prequant compares qa with mxfp8_quantize(x): rows of other data raise ValueError
     (without it they would be used silently, as documented); x's own rows register as before."""
@@ -359,6 +379,31 @@ def test_checkpoint_bytes_in_float8_dtypes_load_as_bytes(device, assign):
     bad = {**state, "weight_scales": state["weight_scales"].float()}
     with pytest.raises(RuntimeError, match=r"weight_scales: expected the bytes as torch\.uint8 or .*got torch\.float32"):
         _layer(device, seed=0).load_state_dict(bad, assign=assign)
+
+
+@pytest.mark.parametrize("assign", [False, True], ids=["copy", "assign"])
+def test_a_refused_half_of_a_weight_loads_nothing(device, assign):
+    """A weight's values and scales load together or not at all: where one is refused (dtype, shape) or absent,
+    the other is not loaded either, so a caller that catches the error keeps the whole old weight (torch loads
+    every other key before it raises)."""
+    source, layer = _layer(device, seed=1), _layer(device, seed=0)
+    before = {k: v.clone() for k, v in layer.state_dict().items()}
+    state = source.state_dict()
+    n, k = source.out_features, source.in_features
+    cases = [
+        ({**state, "weight_scales": state["weight_scales"].int()}, r"weight_values: not loaded, since a weight's "
+         r"values and scales load together \(weight_scales refused\)"),
+        ({**state, "weight_values": torch.zeros(n + 1, k, dtype=torch.uint8, device=device)},
+         r"weight_scales: not loaded, .*\(weight_values mismatched\)\n\tsize mismatch for weight_values"),
+        ({"weight_values": state["weight_values"]}, r"weight_values: not loaded, .*\(weight_scales absent\)"),
+        ({"weight_scales": state["weight_scales"]}, r"weight_scales: not loaded, .*\(weight_values absent\)"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            layer.load_state_dict(bad, assign=assign, strict=False)
+        assert all(bytes_equal(layer.state_dict()[key], before[key]) for key in before), message
+    layer.load_state_dict(state, assign=assign)
+    assert bytes_equal(layer.weight_values, source.weight_values)
 
 
 @pytest.mark.parametrize("assign", [False, True], ids=["copy", "assign"])

@@ -41,6 +41,16 @@ def test_new_call_before_every_rank_collected(device):
     ar.publish(x, rank=0)  # now a new call may start
 
 
+def test_messages_name_the_step_in_its_tense():
+    from seam.comm.ledger import CallLedger
+
+    for verb, done in (("collect", "collected"), ("consume", "consumed")):
+        ledger = CallLedger(2, True, verb)
+        ledger.published(0, 2)
+        with pytest.raises(ValueError, match=rf"rank 0 already published 2 rows that were not {done}; run its {verb}"):
+            ledger.check_publish(0, 2)
+
+
 def test_mhc_consume_before_every_rank_published(device):
     op = seam.AllReduceMHC(hidden_size=H, hc_mult=1, max_num_tokens=4, top_k=1, group=seam.SimulatedGroup(2, device),
                            residual_only=True)

@@ -410,6 +410,27 @@ def test_records_compare_by_identity(device):
         assert a == a and a != b and not (a == b), type(a).__name__
         assert len({a, b, a}) == 2, type(a).__name__
 
+
+def test_odd_arguments_get_the_checks_own_errors(device):
+    """Arguments no check expected: a None beside a tensor (the swap hint read its shape), an int past the float
+    range (float() overflowed), a sparse tensor (reported by its strides), a bad layout name (named as another
+    argument), scales without columns (reported as K)."""
+    x = torch.randn(4, 64).bfloat16().to(device)
+    v, s = seam.mxfp8_quantize(x)
+    with pytest.raises(ValueError, match=r"values must be \[M, K\] when shape is not given, got \[64\]$"):
+        seam.QuantizedActivation(v[0], None)
+    with pytest.raises(ValueError, match=r"shape K=33 must be a positive multiple of 32 \(the MXFP8 block\)$"):
+        seam.QuantizedActivation(None, s, shape=(4, 33))
+    with pytest.raises(ValueError, match=r"eps must be a finite float .* got inf"):
+        seam.gemma_rms_norm(x, x[0], 10**400)
+    if device == "cpu":  # sparse CUDA tensors need cuSPARSE builds; the check is on the layout either way
+        with pytest.raises(TypeError, match=r"x must be a dense \(strided\) tensor, got layout torch.sparse_coo"):
+            seam.gemma_rms_norm(x.to_sparse(), x[0], 1e-6)
+    with pytest.raises(ValueError, match=r"^layout must be 'row_major', 'swizzled' or 'swizzled_128x4', got 'bogus'"):
+        seam.QuantizedActivation(v, s).require_layout("bogus")
+    with pytest.raises(ValueError, match=r"scales must have at least one column .* got shape \[4, 0\]"):
+        seam.swizzle_scales(torch.zeros(4, 0, dtype=torch.uint8, device=device))
+
 def test_swizzled_scales_must_be_flat(device):
     """Swizzled scales are flat [mxfp8_scale_numel(M, K)]. At M = 128, K = 128 the row-major [M, K/32] scales
     have the swizzled byte count, and were read as swizzled bytes without a word (QuantizedActivation,

@@ -598,8 +598,13 @@ def test_linear_rejects_bad_arguments(device):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 1, split_k=3))
     with pytest.raises(ValueError, match="tile.split_k must be >= 1, got 0"):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 1, split_k=0))
-    with pytest.raises(ValueError, match="tile.block_k must be a power of two >= 32, got 16"):
+    with pytest.raises(ValueError, match=r"tile.block_k must be a power of two in \[32, 256\], got 16"):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 16, 4, 1))
+    for big in (Tile(16, 2**20, 32, 4, 1), Tile(2**20, 128, 32, 4, 1), Tile(16, 128, 512, 4, 1)):  # past Triton's
+        with pytest.raises(ValueError, match=r"power of two in \[\d+, 256\]"):  # largest tensor
+            seam.mxfp8_linear(x, w, tile=big)
+    with pytest.raises(ValueError, match=r"tile.num_stages must be in \[1, 8\], got 9"):
+        seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 4, 9))
     with pytest.raises(ValueError, match="num_warps"):
         seam.mxfp8_linear(x, w, tile=Tile(16, 128, 128, 3, 1))
     with pytest.raises(ValueError, match="num_stages"):

@@ -246,8 +246,10 @@ def test_quantize_rejects_bad_width():
     (lambda: nvfp4.empty_kv_cache(2, 1, 4, page_pad=8), ValueError, "page_pad must be a non-negative multiple of 32"),
     (lambda: nvfp4.empty_index_cache(2.0, 16), TypeError, "num_blocks must be an int, got float"),
     (lambda: nvfp4.empty_index_cache(2, True), TypeError, "block_size must be an int, got bool"),
+    (lambda: nvfp4.empty_kv_cache(2, 1, 4, "gpu"), ValueError, "device must name a device .*got 'gpu'"),
+    (lambda: nvfp4.empty_index_cache(2, 4, device=True), TypeError, "device must be a torch.device.*got bool"),
 ])
-def test_cache_constructors_check_their_sizes(call, exc, match):
+def test_cache_constructors_check_their_arguments(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
 

@@ -1,6 +1,7 @@
 """``out=`` buffers, every op that takes them: a non-contiguous one is refused with its strides against the
-contiguous ones (its shape may match), and one that requires grad is refused while grad mode is on, as
-torch refuses its own out= arguments; both before any launch, changing nothing."""
+contiguous ones (its shape may match), one that requires grad is refused while grad mode is on, and an
+inference tensor outside inference mode, as torch refuses its own out= arguments and in-place updates; all
+before any launch, changing nothing."""
 
 import pytest
 import torch
@@ -103,6 +104,33 @@ def test_out_requiring_grad_refused_as_torch_does(device, op):
     want = call(None)
     for g, wnt in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         assert bytes_equal(g.detach(), wnt)
+
+
+@pytest.mark.parametrize("op", CASES)
+def test_inference_tensor_out_refused_outside_inference_mode(device, op):
+    call, make_out, name, index = _cases(device)[op]
+    with torch.inference_mode():
+        good = make_out()
+    out = good if index is None else _spoil(make_out(), index, lambda _: good[index])
+    before = _snapshot(out)
+    with pytest.raises(ValueError, match=rf"{name} is an inference tensor.*call under torch.inference_mode\(\)"):
+        call(out)
+    assert _unchanged(out, before)
+    with torch.inference_mode():  # accepted there, as torch accepts the in-place update
+        got = call(out)
+    want = call(None)
+    for g, wnt in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert bytes_equal(g, wnt)
+
+
+def test_torch_refuses_in_place_updates_of_inference_tensors_outside_inference_mode():
+    """The rule the test above holds seam to, on this torch."""
+    with torch.inference_mode():
+        t = torch.zeros(3)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        torch.add(torch.ones(3), torch.ones(3), out=t)
+    with torch.inference_mode():
+        torch.add(torch.ones(3), torch.ones(3), out=t)
 
 
 def test_torch_refuses_out_requiring_grad_outside_no_grad_only():

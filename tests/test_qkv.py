@@ -662,6 +662,8 @@ def _bad_cases(p: Problem, xq, xsf):
     kv = base["kv_cache"]
     misaligned_raw = torch.zeros(kv.numel() + 64, dtype=torch.uint8, device=dev)
     misaligned = misaligned_raw[1 : 1 + kv.numel()].view(kv.shape)
+    with torch.inference_mode():
+        inference_kv = kv.clone()
     return [
         ("xq", dict(xq=xq.view(torch.uint8)), TypeError, "xq must have dtype"),
         ("xq K", dict(xq=xq[:, :96].contiguous()), ValueError, "multiple of 128"),
@@ -682,6 +684,7 @@ def _bad_cases(p: Problem, xq, xsf):
         ("q_fp8", dict(q_fp8_out=base["q_out"]), TypeError, "q_fp8_out must have dtype"),
         ("index_q", dict(index_q_out=base["index_q_out"].view(torch.uint8)), TypeError, "index_q_out"),
         ("kv dtype", dict(kv_cache=kv.view(torch.int8)), TypeError, "kv_cache must have dtype"),
+        ("kv inference", dict(kv_cache=inference_kv), ValueError, "kv_cache is an inference tensor"),
         ("kv heads", dict(kv_cache=nvfp4.empty_kv_cache(2, 2, p.block_size, dev)), ValueError, "kv_cache must have shape"),
         ("block size", dict(kv_cache=_raw_kv_cache(2, p.nkv, 6, dev)), ValueError, "multiple of 4"),
         ("kv strides", dict(kv_cache=kv.transpose(1, 2)), ValueError, "kv_cache"),
@@ -696,6 +699,7 @@ def _bad_cases(p: Problem, xq, xsf):
         ("index bs", dict(index_cache=nvfp4.empty_index_cache(2, 2 * p.block_size, dev)), ValueError, "index_cache"),
         ("eps", dict(eps=-1.0), ValueError, "eps"),
         ("eps type", dict(eps="1e-6"), TypeError, "eps"),
+        ("eps past float", dict(eps=10**400), ValueError, "eps must be a finite float .* got inf"),
         ("k_scale", dict(k_scale=0.0), ValueError, "k_scale"),
         ("v_scale", dict(v_scale=float("nan")), ValueError, "v_scale"),
         ("q_fp8_scale huge", dict(q_fp8_scale=1e38), ValueError, r"q_fp8_scale must be in \[2\^-126"),

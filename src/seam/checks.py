@@ -7,6 +7,7 @@ Python type or dtype, ``ValueError`` for shapes, devices, strides, alignment, ra
 from __future__ import annotations
 
 import enum
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
@@ -39,15 +40,18 @@ def tensor(
         device: device it must share with the op's other tensors.
         contiguous: require ``t.is_contiguous()``.
         align: required byte alignment of ``data_ptr()`` (0: none).
-        written: the op writes ``t`` in place (an ``out=`` buffer): refuse it where it requires grad
-            and grad mode is on, as torch refuses out= arguments (:func:`not_requiring_grad`).
+        written: the op writes ``t`` in place (an ``out=`` buffer, a cache): refuse it where torch would
+            refuse an in-place update (:func:`writable`).
 
     Raises:
-        TypeError: not a tensor, or wrong dtype.
-        ValueError: wrong shape, device, strides or alignment; a written tensor that requires grad.
+        TypeError: not a tensor, not dense (a sparse layout), or wrong dtype.
+        ValueError: wrong shape, device, strides or alignment; a written tensor that requires grad, or an
+            inference tensor outside inference mode.
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type_name(t)}")
+    if t.layout is not torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {t.layout}")
     if dtype is not None:
         allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
         if t.dtype not in allowed:
@@ -64,7 +68,7 @@ def tensor(
     if align and not torch.compiler.is_compiling() and t.data_ptr() % align:
         raise ValueError(f"{name} must be {align}-byte aligned (data_ptr % {align} = {t.data_ptr() % align})")
     if written:
-        not_requiring_grad(name, t)
+        writable(name, t)
     return t
 
 
@@ -82,11 +86,19 @@ def _not_contiguous(name: str, t: torch.Tensor, written: bool) -> str:
     return msg
 
 
-def not_requiring_grad(name: str, t: torch.Tensor) -> None:
-    """Raise ValueError for a buffer the op writes in place (``out=``) that requires grad while grad mode is
-    on: seam's ops record no autograd graph, so the write would leave a tensor whose gradient is silently
-    wrong. torch's own out= arguments are refused there too ("functions with out=... arguments don't support
-    automatic differentiation") and accepted under ``torch.no_grad()`` / ``torch.inference_mode()``."""
+def writable(name: str, t: torch.Tensor) -> None:
+    """Raise ValueError for a buffer the op writes in place (``out=``, a cache) where torch refuses an
+    in-place update. One that requires grad while grad mode is on: seam's ops record no autograd graph, so
+    the write would leave a tensor whose gradient is silently wrong (torch's own out= arguments are refused
+    there too, "functions with out=... arguments don't support automatic differentiation", and accepted under
+    ``torch.no_grad()`` / ``torch.inference_mode()``). An inference tensor (made under
+    ``torch.inference_mode()``) outside inference mode: torch refuses "Inplace update to inference tensor
+    outside InferenceMode", and a kernel's write would bypass that rule. (Not while ``torch.compile`` traces:
+    fake tensors do not answer ``is_inference()``.)"""
+    if not torch.compiler.is_compiling() and t.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(f"{name} is an inference tensor (made under torch.inference_mode()), which torch does not "
+                         "let be updated in place outside inference mode: call under torch.inference_mode(), or "
+                         "pass a tensor made outside it")
     if t.requires_grad and torch.is_grad_enabled():
         raise ValueError(f"{name} requires grad, but seam's ops write it in place and do not support automatic "
                          "differentiation (as torch's out= arguments): pass a tensor that does not require grad, "
@@ -157,6 +169,16 @@ def integer(name: str, value: object) -> int:
     return int(value)
 
 
+def same_rows(m: int, source: str, *named: tuple[str, object]) -> None:
+    """Raise ValueError naming both where a named tensor's rows (its first dimension) differ from the M that
+    ``source`` gave: the message then blames the tensor that disagrees with ``source``, not one whose whole
+    shape merely differs from [M, ...]. Non-tensors and 0-d tensors are left to their own checks."""
+    for name, t in named:
+        if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] != m:
+            raise ValueError(f"{name} has {t.shape[0]} rows but {source} has {m}: they must agree (one row per "
+                             "token)")
+
+
 def multiple_of(name: str, value: int, k: int) -> None:
     """Raise ValueError unless ``value`` is a positive multiple of ``k``."""
     if value <= 0 or value % k:
@@ -189,7 +211,10 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     kernels use it. Raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int past the float range
+        v = math.inf
     if not abs(v) <= _FP32_MAX or (positive and v <= 0):
         raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the "
                          f"kernels use it), got {v}")

@@ -18,9 +18,9 @@ import torch
 from seam import runtime
 from seam.compare import bytes_equal
 from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, ScaleLayout, mxfp8_scale_numel, swizzle_scales
+from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_scale_numel, swizzle_scales
 from seam.formats.mxfp8_weight import MXFP8Weight
-from seam.ops.linear import LinearQuantize, mxfp8_linear
+from seam.ops.linear import LinearQuantize, check_quantized_rows, mxfp8_linear
 from seam.ops.mxfp8 import mxfp8_quantize
 
 
@@ -102,10 +102,35 @@ class MXFP8Linear(torch.nn.Module):
                 state_dict.pop(prefix + name)  # nothing of it loads
                 refused.append(prefix + name)
         refused += self._swizzle_row_major_scales(state_dict, prefix, error_msgs)
+        refused += self._load_together(state_dict, prefix, refused, error_msgs)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
         missing_keys[:] = [key for key in missing_keys if key not in refused]  # present, refused above
         self._weight = None  # built again: inference-tensor buffers have no version counter to show the copy
+
+    def _load_together(self, state_dict, prefix, refused, error_msgs) -> list[str]:
+        """A weight's values and scales load together or not at all: where one is absent, refused above, or of
+        another shape than its buffer (torch's size check then reports it), the other is taken out of
+        ``state_dict`` too, with a message, so the layer keeps its whole weight rather than half of a new one
+        (torch loads every other key before it raises). Returns the keys taken out."""
+        keys = [prefix + name for name in self._BYTE_DTYPES]
+        present = [key for key in keys if key in state_dict]
+        if not present:
+            return []
+        held = {prefix + name: getattr(self, name) for name in self._BYTE_DTYPES}
+        bad = [key for key in keys if key in refused or key not in state_dict
+               or not isinstance(state_dict[key], torch.Tensor) or state_dict[key].shape != held[key].shape]
+        if not bad:
+            return []
+        why = ", ".join(f"{key} {'refused' if key in refused else 'absent' if key not in state_dict else 'mismatched'}"
+                        for key in bad)
+        out = []
+        for key in present:
+            if key not in bad:
+                error_msgs.append(f"{key}: not loaded, since a weight's values and scales load together ({why})")
+                state_dict.pop(key)
+                out.append(key)
+        return out
 
     def _swizzle_row_major_scales(self, state_dict, prefix, error_msgs) -> list[str]:
         """A checkpoint's row-major weight scales [N, K/32] (the usual on-disk form) swizzled in ``state_dict``
@@ -178,8 +203,9 @@ class MXFP8Linear(torch.nn.Module):
 
         Raises:
             TypeError: x not a BF16 tensor or qa not a QuantizedActivation.
-            ValueError: qa's shape differs from x's, or qa has row-major scales; with ``SEAM_DEBUG``, qa is
-                not x's MXFP8 rows.
+            ValueError: qa's shape differs from x's, x is not [M, in_features], qa has row-major scales,
+                values or scales that are not contiguous, or x, qa and the weight are not on one device; with
+                ``SEAM_DEBUG``, qa is not x's MXFP8 rows.
         """
         if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16:
             raise TypeError(f"x must be a BF16 torch.Tensor, got {getattr(x, 'dtype', type(x).__name__)}")
@@ -187,7 +213,13 @@ class MXFP8Linear(torch.nn.Module):
             raise TypeError(f"qa must be a seam.QuantizedActivation, got {type(qa).__name__}")
         if tuple(qa.shape) != tuple(x.shape):
             raise ValueError(f"qa has shape {list(qa.shape)} but x has {list(x.shape)}")
-        qa.require_layout(ScaleLayout.SWIZZLED, "qa")
+        # what the forward would refuse is refused here, naming qa, not at every later call with x
+        if x.dim() != 2 or x.shape[1] != self.in_features:
+            raise ValueError(f"x must have shape [M, {self.in_features}] (in_features; the hand-off is for 2-D "
+                             f"rows), got {list(x.shape)}")
+        if check_quantized_rows("qa", qa) != x.device or x.device != self.weight_values.device:
+            raise ValueError(f"qa is on {qa.values.device} and x on {x.device}; the layer's weight is on "
+                             f"{self.weight_values.device}: all three must be on one device")
         if torch.compiler.is_compiling():
             return
         if runtime.debug_checks(x.device):

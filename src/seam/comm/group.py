@@ -116,18 +116,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+#: Most ranks a :class:`SimulatedGroup` takes: the largest NVLink domain (72 GPUs). Each simulated rank holds a
+#: mailbox with a slot per rank, so the memory grows with tp squared.
+MAX_SIMULATED_TP = 72
+
+
 class SimulatedGroup(Group):
     """``tp`` ranks in this process on one device: each rank its own mailbox and stage_state.
 
     Args:
-        tp: number of simulated ranks (>= 1).
+        tp: number of simulated ranks, 1 to :data:`MAX_SIMULATED_TP`.
         device: where the mailboxes live; default ``seam.runtime.kernel_device()``.
     """
 
     def __init__(self, tp: int, device: torch.device | str | None = None) -> None:
         tp = checks.integer("tp", tp)
-        if tp < 1:
-            raise ValueError(f"tp must be >= 1, got {tp}")
+        checks.in_range("tp", tp, 1, MAX_SIMULATED_TP)
         self.tp = tp
         self.ranks = tuple(range(tp))
         self.device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()

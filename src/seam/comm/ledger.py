@@ -25,6 +25,7 @@ class CallLedger:
         self.tp = tp
         self.whole_call = whole_call
         self.verb = collect_verb
+        self.done = collect_verb + ("d" if collect_verb.endswith("e") else "ed")  # "collected", "consumed"
         self._pending: dict[int, int] = {}  # rank -> M of its publish, until collected
         self._collected: set[int] = set()  # ranks that collected the current call (whole_call)
 
@@ -32,7 +33,7 @@ class CallLedger:
         """Raise ValueError unless ``rank`` may publish M rows now."""
         if rank in self._pending:
             raise ValueError(
-                f"rank {rank} already published {self._pending[rank]} rows that were not {self.verb}ed; "
+                f"rank {rank} already published {self._pending[rank]} rows that were not {self.done}; "
                 f"run its {self.verb} first"
             )
         if not self.whole_call:
@@ -40,7 +41,7 @@ class CallLedger:
         if self._collected:
             waiting = sorted(set(range(self.tp)) - self._collected)
             raise ValueError(
-                f"rank {rank} publishes a new call while ranks {waiting} have not {self.verb}ed the last one: "
+                f"rank {rank} publishes a new call while ranks {waiting} have not {self.done} the last one: "
                 f"publish every rank, then {self.verb} every rank"
             )
         other = next(iter(self._pending.values()), m)

@@ -174,7 +174,7 @@ class QuantizedActivation:
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:
         """Raise ValueError if the scales are not in ``layout`` (what a consumer reads); the message names
         :meth:`with_layout`, which converts them."""
-        layout = ScaleLayout.parse(layout)
+        layout = ScaleLayout.parse(layout, "layout")
         if self.layout is not layout:
             raise ValueError(
                 f"{name} has {self.layout.value} scales; this consumer needs {layout.value} "

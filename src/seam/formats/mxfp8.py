@@ -75,7 +75,10 @@ def mxfp8_scale_numel(num_tokens: int, hidden_size: int) -> int:
 
 def swap_hint(values: torch.Tensor, scales: torch.Tensor) -> str:
     """A suffix for a shape error where ``values`` and ``scales`` look passed in each other's place (E4M3 values
-    are [rows, K]; swizzled scales flat, row-major ones [rows, K/32]), else ""."""
+    are [rows, K]; swizzled scales flat, row-major ones [rows, K/32]), else "" (also where either is no tensor:
+    its own check names it)."""
+    if not (isinstance(values, torch.Tensor) and isinstance(scales, torch.Tensor)):
+        return ""
     if values.dim() == 1 and scales.dim() == 2:
         return " (values and scales look swapped: values are [rows, K], swizzled scales flat)"
     if (values.dim() == 2 and scales.dim() == 2 and values.shape[0] == scales.shape[0]
@@ -151,13 +154,15 @@ def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
 
     Raises:
         TypeError: scales not a uint8 or float8_e8m0fnu tensor.
-        ValueError: scales not 2-D.
+        ValueError: scales not 2-D, or without columns.
     """
     checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
     if scales.dim() != 2:
         raise ValueError(f"scales must be row-major UE8M0 [M, cols], got shape {list(scales.shape)}")
     scales = scales.view(torch.uint8)
     m, cols = scales.shape
+    if cols == 0:
+        raise ValueError(f"scales must have at least one column (one per 32 values of a row), got shape {[m, 0]}")
     out = torch.zeros(mxfp8_scale_numel(m, cols * MXFP8_BLOCK), dtype=torch.uint8, device=scales.device)
     out[swizzled_offsets(m, cols, scales.device).flatten()] = scales.flatten()
     return out

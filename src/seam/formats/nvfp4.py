@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from seam import checks
+from seam import checks, runtime
 from seam.formats.mxfp8 import e4m3_saturate_ref
 
 HEAD_DIM = 128
@@ -241,17 +241,24 @@ def check_nkv(nkv: object) -> int:
     return nkv
 
 
+def _cache_device(device: object) -> torch.device | None:
+    """A cache's ``device`` argument, checked (:func:`seam.runtime.device_arg`); None: torch's default device."""
+    return None if device is None else runtime.device_arg("device", device)
+
+
 def empty_kv_cache(num_blocks: int, nkv: int, block_size: int, device=None, page_pad: int = 0) -> torch.Tensor:
     """A zeroed ``kv_cache`` [num_blocks, 2*nkv, block_size, 72]; ``page_pad`` extra bytes per page
     (a multiple of 32) exercise a page stride larger than a packed page.
 
     Raises:
-        TypeError: a size not a Python or NumPy int.
+        TypeError: a size not a Python or NumPy int; device not a torch.device, str or int.
         ValueError: num_blocks < 1, nkv not 1, 2 or 4 (what the fused QKV op writes), block_size not a
-            positive multiple of 4, page_pad not a non-negative multiple of 32.
+            positive multiple of 4, page_pad not a non-negative multiple of 32; device not one seam's kernels
+            run on here.
     """
     num_blocks, block_size, page_pad = _check_cache_sizes(num_blocks, block_size, page_pad)
     nkv = check_nkv(nkv)
+    device = _cache_device(device)
     page = 2 * nkv * block_size * TOKEN_BYTES + page_pad
     raw = torch.zeros(num_blocks, page, dtype=torch.uint8, device=device)
     return raw.as_strided(
@@ -262,6 +269,7 @@ def empty_kv_cache(num_blocks: int, nkv: int, block_size: int, device=None, page
 def empty_index_cache(num_blocks: int, block_size: int, device=None, page_pad: int = 0) -> torch.Tensor:
     """A zeroed ``index_cache`` [num_blocks, block_size, 72] (``page_pad`` and errors as in :func:`empty_kv_cache`)."""
     num_blocks, block_size, page_pad = _check_cache_sizes(num_blocks, block_size, page_pad)
+    device = _cache_device(device)
     page = block_size * TOKEN_BYTES + page_pad
     raw = torch.zeros(num_blocks, page, dtype=torch.uint8, device=device)
     return raw.as_strided((num_blocks, block_size, TOKEN_BYTES), (page, TOKEN_BYTES, 1))

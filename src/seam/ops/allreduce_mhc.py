@@ -144,6 +144,8 @@ class AllReduceMHC(LamportBase):
     def _check_finalize(self, gemm2_permuted, expert_weights, expanded_idx_to_permuted_idx, shared_output) -> int:
         """Check an unfinalized MoE output (the arguments of :meth:`publish_finalize`); return M."""
         m = self._rows("shared_output", shared_output)
+        checks.same_rows(m, "shared_output", ("expert_weights", expert_weights),
+                         ("expanded_idx_to_permuted_idx", expanded_idx_to_permuted_idx))
         checks.tensor("gemm2_permuted", gemm2_permuted, dtype=torch.bfloat16, device=self.device, align=16)
         if gemm2_permuted.dim() != 2 or gemm2_permuted.shape[1] != self.hidden_size:
             raise ValueError(

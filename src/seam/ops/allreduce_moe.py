@@ -131,6 +131,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             raise TypeError("moe_output.shared_output must be a BF16 [M, hidden] tensor, got None "
                             "(an MoE without a shared expert passes zeros)")
         m = self._rows("moe_output.shared_output", moe_output.shared_output)
+        checks.same_rows(m, "moe_output.shared_output", ("moe_output.routed.expert_weights", routed.expert_weights),
+                         ("moe_output.routed.expanded_idx_to_permuted_idx", routed.expanded_idx_to_permuted_idx))
         checks.tensor(
             "moe_output.routed.gemm2_permuted", routed.gemm2_permuted, dtype=torch.bfloat16,
             shape=(-1, self.hidden_size), device=self.device, align=16,
@@ -258,9 +260,15 @@ def supports_fused_moe_finalize(
         group: the TP group (every rank calls this).
         expert_parallel: whether the MoE uses expert parallelism.
         dtype: the model's activation dtype.
+
+    Raises:
+        TypeError: group not a seam.comm.Group, expert_parallel not a bool, dtype not a torch.dtype.
     """
     if not isinstance(group, Group):
         raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
+    expert_parallel = checks.flag("expert_parallel", expert_parallel)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {checks.type_name(dtype)}")
     return (
         group.tp > 1
         and not expert_parallel

@@ -95,6 +95,10 @@ _linear = register("mxfp8_linear", ("out",), _launch)
 
 #: Most token tiles a warp-specialized tile override may run (CUDA's limit on a grid's second axis).
 MAX_TOKEN_TILES = 65535
+#: Largest block_m, block_n and block_k of a tl tile override (the pickers' largest: 128).
+TL_TILE_MAX = 256
+#: Deepest K pipeline of a tl tile override (the pickers' deepest: 4).
+TL_MAX_STAGES = 8
 
 
 def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
@@ -163,16 +167,19 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
             raise ValueError("tile.wgmma (the Gluon decode kernel) applies to a GEMM launch only")
         _check_wgmma_tile(tile, m, k, device)
         return tile
-    if tile.block_m != 1 and (tile.block_m < 16 or tile.block_m & (tile.block_m - 1)):
-        raise ValueError(f"tile.block_m must be 1 (the GEMV mainloop) or a power of two >= 16, got {tile.block_m}")
+    # TL_TILE_MAX bounds each side: a [block_m, block_n] fp32 accumulator and the [block_n, block_k] weight tile
+    # stay far below Triton's largest tensor (2^20 elements), and in reach of an SM's registers
+    if tile.block_m != 1 and (not 16 <= tile.block_m <= TL_TILE_MAX or tile.block_m & (tile.block_m - 1)):
+        raise ValueError(f"tile.block_m must be 1 (the GEMV mainloop) or a power of two in [16, {TL_TILE_MAX}], "
+                         f"got {tile.block_m}")
     for name, least in (("block_n", 16), ("block_k", 32)):  # block_k: whole MXFP8 blocks
         v = getattr(tile, name)
-        if v < least or v & (v - 1):
-            raise ValueError(f"tile.{name} must be a power of two >= {least}, got {v}")
+        if not least <= v <= TL_TILE_MAX or v & (v - 1):
+            raise ValueError(f"tile.{name} must be a power of two in [{least}, {TL_TILE_MAX}], got {v}")
     if tile.num_warps not in (1, 2, 4, 8, 16):
         raise ValueError(f"tile.num_warps must be 1, 2, 4, 8 or 16, got {tile.num_warps}")
-    if tile.num_stages < 1:
-        raise ValueError(f"tile.num_stages must be >= 1, got {tile.num_stages}")
+    if not 1 <= tile.num_stages <= TL_MAX_STAGES:
+        raise ValueError(f"tile.num_stages must be in [1, {TL_MAX_STAGES}], got {tile.num_stages}")
     if tile.split_k < 1:
         raise ValueError(f"tile.split_k must be >= 1, got {tile.split_k}")
     if tile.split_k > 1 and k % (tile.split_k * tile.block_k):
@@ -310,11 +317,8 @@ def mxfp8_linear(
         raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
     n, k = weight.shape
     if isinstance(x, QuantizedActivation):
-        x.require_layout(ScaleLayout.SWIZZLED, "x")
         m, kx = x.shape
-        device = checks.kernel_device("x.values", x.values)
-        checks.tensor("x.values", x.values, device=device)
-        checks.tensor("x.scales", x.scales, device=device)
+        device = check_quantized_rows("x", x)
     else:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got {checks.type_name(x)}"
@@ -367,6 +371,16 @@ def mxfp8_linear(
         x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
     _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq, _weight_bf16_mul(weight, device))
     return out
+
+
+def check_quantized_rows(name: str, qa: QuantizedActivation) -> torch.device:
+    """Check MXFP8 rows as :func:`mxfp8_linear` reads them (swizzled scales, values and scales contiguous on
+    one device seam's kernels run on); return that device. Raises ValueError naming ``name``."""
+    qa.require_layout(ScaleLayout.SWIZZLED, name)
+    device = checks.kernel_device(f"{name}.values", qa.values)
+    checks.tensor(f"{name}.values", qa.values, device=device)
+    checks.tensor(f"{name}.scales", qa.scales, device=device)
+    return device
 
 
 def _weight_bf16_mul(weight: MXFP8Weight, device: torch.device) -> bool:

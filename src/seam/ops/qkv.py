@@ -155,7 +155,7 @@ def _check_epilogue(
     checks.tensor("index_q_out", index_q_out, dtype=torch.float8_e4m3fn, shape=(m, nkv * HEAD_DIM), device=device,
                   written=True)
 
-    checks.tensor("kv_cache", kv_cache, dtype=torch.uint8, device=device, contiguous=False)
+    checks.tensor("kv_cache", kv_cache, dtype=torch.uint8, device=device, contiguous=False, written=True)
     if kv_cache.dim() != 4 or kv_cache.shape[1] != 2 * nkv or kv_cache.shape[3] != TOKEN_BYTES:
         raise ValueError(f"kv_cache must have shape [num_blocks, {2 * nkv}, block_size, 72], got {list(kv_cache.shape)}")
     block_size = kv_cache.shape[2]
@@ -166,7 +166,7 @@ def _check_epilogue(
             f"kv_cache pages must be packed inside (strides [*, {block_size * TOKEN_BYTES}, {TOKEN_BYTES}, 1]), "
             f"got {list(kv_cache.stride())}"
         )
-    checks.tensor("index_cache", index_cache, dtype=torch.uint8, device=device, contiguous=False)
+    checks.tensor("index_cache", index_cache, dtype=torch.uint8, device=device, contiguous=False, written=True)
     if index_cache.dim() != 3 or tuple(index_cache.shape[1:]) != (block_size, TOKEN_BYTES):
         raise ValueError(
             f"index_cache must have shape [num_blocks, {block_size}, 72] (block_size of kv_cache), "
