@@ -473,6 +473,33 @@ def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
         assert pick_qkv_tile(129, 2560, 6144, cuda) == BF16_MM_TILE
 
 
+
+def test_a_tile_traced_at_fewer_tokens_is_picked_again(monkeypatch):
+    """A tile picked while tracing is recorded for the traced M; an engine that skips Dynamo's guards (vLLM)
+    replays it at other M. The plain decode kernel's tile runs block_m tokens only, so the launch picks again
+    where the tile does not cover M (mxfp8_gemm_config.covers); every other tile runs any M as it is. The decode
+    launcher itself refuses M above block_m (its rows past it would be left unwritten)."""
+    from seam.kernels import mxfp8_gemm, mxfp8_wgmma
+    from seam.kernels.mxfp8_gemm_config import covers
+
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    ran = []
+    monkeypatch.setattr(mxfp8_gemm, "launch_gluon", lambda xq, xs, wq, ws, out, tile, *a, **kw: ran.append(tile) or out)
+    n, k = 256, 256
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16())
+    decode8 = Tile(8, 128, 128, 8, 2, 1, wgmma=True)
+    ring, ws = Tile(256, 128, 128, 8, 2, 1, wgmma=True), Tile(128, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True)
+    for m, tile, runs in ((8, decode8, decode8), (40, ring, ring), (300, ws, ws), (40, decode8, None)):
+        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16())
+        ran.clear()
+        launch_mxfp8_linear(xq, xs, w.values, w.scales, torch.empty(m, n, dtype=torch.bfloat16), tile)
+        assert ran == [runs or pick_tile(m, n, k, xq.device)] and covers(ran[0], m), (m, tile)
+    assert not covers(decode8, 9) and covers(decode8, 8)
+    x, t = torch.zeros(9, 256, dtype=torch.bfloat16), torch.zeros(128, 256, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="M=9 exceeds block_m 8: this kernel runs one token tile"):
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, t, t, x, 8, 1, 2, x, x, False, 1, early_steps=0, smem_steps=0,
+                                              combiners=1, a_deq=True)
+
 def test_prefill_tile_checked(device):
     x, w = _inputs(4, 128, 64, device=device)
     out = torch.zeros(4, 128, dtype=torch.bfloat16, device=device)

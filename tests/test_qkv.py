@@ -220,6 +220,32 @@ def test_epilogue_sums_the_gluon_gemms_partials_in_split_order(device):
     _assert_outputs_equal(got, want, nan_aware_q=True)
 
 
+def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
+    """The fused op's launch on a decode-kernel tile recorded for fewer tokens (a trace replayed at another M by an
+    engine that skips Dynamo's guards) picks again for M (mxfp8_gemm_config.covers): the Gluon GEMM gets a tile
+    that covers M (here refused by a stand-in, so the tl path runs), and the bytes are the reference's."""
+    from seam.kernels import qkv_epilogue as launch_mod
+    from seam.kernels.mxfp8_gemm_config import covers
+
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    ran = []
+    monkeypatch.setattr(launch_mod, "launch_gluon", lambda *a, **kw: ran.append(a[5]))  # None: TMA cannot read
+    m = 20
+    p = make_problem(nkv=1, m=m, k=256, block_size=4, seed=65, device=device, integer=True)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    got, want = p.outputs(fill=2), p.outputs(fill=2)
+    with np.errstate(all="ignore"):
+        launch_qkv_epilogue(
+            xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
+            cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
+            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
+            tile=Tile(8, 128, 128, 8, 2, 1, wgmma=True),
+        )
+    assert len(ran) == 1 and covers(ran[0], m) and ran[0] == pick_qkv_tile(m, p.n, 256, xq.device)
+    qkv_epilogue_ref(qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales), *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
+
+
 @pytest.mark.parametrize(
     "m, block_m, split, want",
     [

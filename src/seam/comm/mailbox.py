@@ -32,6 +32,8 @@ class LamportRankState:
         stage_state: int32 ``[2]`` = ``[NEXT, ACTIVE]``.
         peer_offsets: int64 ``[TP]``: element offset of rank p's mailbox from ``mailbox``.
         error: int32 ``[1]``: 1 after a bounded spin timed out.
+        address: ``mailbox.data_ptr()`` when made (not an argument): the address ``peer_offsets`` count from,
+            which every launch checks (``seam.kernels.lamport.check_mailbox``).
     """
 
     rank: int
@@ -39,6 +41,10 @@ class LamportRankState:
     stage_state: torch.Tensor
     peer_offsets: torch.Tensor
     error: torch.Tensor
+    address: int = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", self.mailbox.data_ptr())
 
     def arm(self) -> None:
         """Sentinel in every slot, stage_state ``[0, 0]``, error flag clear (all ranks together)."""
@@ -124,13 +130,13 @@ class LamportMailbox:
         """
         for rank, row in rows.items():
             s = self.state(rank)
-            launch_lamport_publish(1, row, s.mailbox, s.peer_offsets, s.stage_state, rank)
+            launch_lamport_publish(1, row, s.mailbox, s.address, s.peer_offsets, s.stage_state, rank)
         sums = {}
         for rank, row in rows.items():
             s = self.state(rank)
             sums[rank] = torch.empty_like(row)
-            launch_lamport_consumer(1, EPILOGUE_ALL_REDUCE, s.mailbox, s.stage_state, s.error, out=sums[rank],
-                                    spin_limit=spin_limit)
+            launch_lamport_consumer(1, EPILOGUE_ALL_REDUCE, s.mailbox, s.address, s.stage_state, s.error,
+                                    out=sums[rank], spin_limit=spin_limit)
             self.check_error(rank)
         return sums
 

@@ -343,10 +343,24 @@ def _publish_block(hidden: int) -> tuple[int, int]:
     return block_n, 4
 
 
+def check_mailbox(mailbox: torch.Tensor, address: int) -> None:
+    """Raise RuntimeError unless ``mailbox`` is the rank's own mailbox, at ``address``
+    (``LamportRankState.address``): the kernels reach the peers' mailboxes at offsets from it, so a copy (a
+    ``torch.compile`` backend that functionalizes the op's mutated arguments without writing them back in place,
+    such as ``aot_eager``) would have them write other memory and read a stale mailbox."""
+    if mailbox.data_ptr() != address:
+        raise RuntimeError(
+            "the Lamport mailbox reached the kernel as a copy, not the rank's own buffer (a torch.compile backend "
+            "that does not run seam's ops in place, e.g. aot_eager): its peers are addressed from it. Compile "
+            "with the inductor backend, or call the op outside the compiled region"
+        )
+
+
 def launch_lamport_publish(
     m: int,
     x: torch.Tensor,
     mailbox: torch.Tensor,
+    mailbox_address: int,
     peer_offsets: torch.Tensor,
     stage_state: torch.Tensor,
     rank: int,
@@ -356,7 +370,9 @@ def launch_lamport_publish(
     use_pdl: bool = False,
 ) -> None:
     """Publish M rows: ``x`` is the contribution, or ``shared_output`` when gemm2/weights/idx are given.
-    Flat annotated arguments (no keyword-only tensors), so ``seam.ops.allreduce_base`` registers it as is."""
+    Flat annotated arguments (no keyword-only tensors), so ``seam.ops.allreduce_base`` registers it as is.
+    ``mailbox_address``: the rank's mailbox's address (:func:`check_mailbox`)."""
+    check_mailbox(mailbox, mailbox_address)
     _, tp, capacity, hidden = mailbox.shape
     finalize = gemm2 is not None
     top_k = weights.shape[1] if finalize else 1
@@ -389,6 +405,7 @@ def launch_lamport_consumer(
     m: int,
     epilogue: int,
     mailbox: torch.Tensor,
+    mailbox_address: int,
     stage_state: torch.Tensor,
     error: torch.Tensor,
     residual: torch.Tensor | None = None,
@@ -405,7 +422,8 @@ def launch_lamport_consumer(
 ) -> None:
     """Collect M rows from this rank's mailbox and run ``epilogue`` (EPILOGUE_* constant). Registered as is
     (``seam.ops.allreduce_base``): flat annotated arguments, each output optional (``a_deq``: with the MXFP8
-    epilogue, A_deq of its rows, ``seam.formats.a_deq``)."""
+    epilogue, A_deq of its rows, ``seam.formats.a_deq``; ``mailbox_address``: as :func:`check_mailbox`)."""
+    check_mailbox(mailbox, mailbox_address)
     _, tp, capacity, hidden = mailbox.shape
     block_h = max(triton.next_power_of_2(hidden), 128)  # >= 128: holds the padded scale columns
     # MXFP8: programs past M zero the swizzle padding scale rows, PAD_ROWS each.

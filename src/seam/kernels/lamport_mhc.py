@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.kernels.lamport import lamport_collect, lamport_consumer_generation
+from seam.kernels.lamport import check_mailbox, lamport_collect, lamport_consumer_generation
 from seam.kernels.mhc import (
     mhc_load_mixes,
     mhc_load_streams,
@@ -134,6 +134,7 @@ def lamport_mhc_consumer_kernel(
 
 def launch_lamport_mhc_consumer(
     mailbox: torch.Tensor,
+    mailbox_address: int,
     stage_state: torch.Tensor,
     error: torch.Tensor,
     residual: torch.Tensor,
@@ -156,8 +157,10 @@ def launch_lamport_mhc_consumer(
     ``seam.kernels.mhc.new_split_scratch`` for at least M rows and
     ``seam.kernels.mhc_config.max_split(hidden)`` programs per row, owned by the caller; launches
     sharing them must be stream-ordered.
-    Flat annotated arguments, so ``seam.ops.allreduce_mhc`` registers this launcher as is.
+    Flat annotated arguments, so ``seam.ops.allreduce_mhc`` registers this launcher as is; ``mailbox_address``:
+    as ``seam.kernels.lamport.check_mailbox``.
     """
+    check_mailbox(mailbox, mailbox_address)
     _, tp, capacity, hidden = mailbox.shape
     m, hc, _ = residual.shape
     shape = launch_shape(m, hidden, hc, residual.device)

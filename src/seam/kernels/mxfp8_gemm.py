@@ -50,7 +50,7 @@ from seam import runtime
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.gluon_launch import launch_gluon
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
-from seam.kernels.mxfp8_gemm_config import Tile, pick_tile
+from seam.kernels.mxfp8_gemm_config import Tile, covers, pick_tile
 from seam.kernels.numerics import (
     EMULATE_CONVERSIONS,
     bits_f32,
@@ -504,11 +504,14 @@ def launch_mxfp8_linear(
     the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`). ``a_deq``: the
     activations' A_deq (:mod:`seam.formats.a_deq`), which the Gluon kernels read in place of ``xq`` as
     :func:`~seam.kernels.gluon_launch.launch_gluon` says; every other path ignores it, and ``weight_bf16_mul`` (idem).
+    A ``tile`` that does not cover M (:func:`~seam.kernels.mxfp8_gemm_config.covers`) is picked again for M.
     """
     m, k = xq.shape
     n = wq.shape[0]
     if m == 0:
         return
+    if not covers(tile, m):  # a tile traced at fewer tokens
+        tile = pick_tile(m, n, k, out.device, a_deq=a_deq is not None)
     if tile.bf16_mm:
         launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out)
         return

@@ -633,8 +633,8 @@ def launch_mxfp8_linear_wgmma(
     Raises:
         ValueError: ``early_steps``, ``smem_steps`` or ``combiners`` out of range
             (:func:`seam.kernels.wgmma_combine.check_combiners`), ``a_deq`` with scales, ``block_m`` not in
-            :data:`BLOCK_MS`, ``a_stream`` without ``a_deq`` or with ``smem_steps``, ``block_m`` above 64 without
-            ``a_stream``, or a 64 + tail ``block_m`` with ``early_steps`` 2."""
+            :data:`BLOCK_MS`, M above ``block_m``, ``a_stream`` without ``a_deq`` or with ``smem_steps``, ``block_m``
+            above 64 without ``a_stream``, or a 64 + tail ``block_m`` with ``early_steps`` 2."""
     if early_steps not in (0, 1, 2):
         raise ValueError(f"early_steps must be 0, 1 or 2, got {early_steps}")
     if smem_steps not in (0, 1, 2) or (smem_steps and early_steps == 2):
@@ -652,6 +652,8 @@ def launch_mxfp8_linear_wgmma(
     if block_m in TAIL_TILES and early_steps == 2:
         raise ValueError(f"block_m {block_m} (64 + tail) takes early_steps 0 or 1, got 2")
     m, k = xq.shape
+    if m > block_m:  # one program per N tile and split: the rows past block_m would be left unwritten
+        raise ValueError(f"M={m} exceeds block_m {block_m}: this kernel runs one token tile")
     n = wq.shape[0]
     bk = BLOCK_K.value
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))

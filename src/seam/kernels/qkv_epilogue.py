@@ -39,7 +39,7 @@ from seam import runtime
 from seam.kernels.gemm_workspace import gemm_scratch
 from seam.kernels.gluon_launch import launch_gluon
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear, mxfp8_gemv_mainloop, mxfp8_mainloop, split_k_combine
-from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import Tile, covers, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
 from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile_after, needs_workspace, workspace_floats
@@ -532,6 +532,8 @@ def launch_qkv_epilogue(
         return
     use_pdl = runtime.supports_pdl(positions.device)
     heads = 19 * nkv + 1
+    if acc is None and not covers(tile, m):  # a tile traced at fewer tokens (mxfp8_gemm_config.covers)
+        tile = pick_qkv_tile(m, wq.shape[0], wq.shape[1], positions.device)
     gluon_partials = False  # the decode GEMM launched here, which triggers this kernel past its own wait
     # one workspace for the launch(es) here: the Gluon GEMM's partials first, any staged rows of the epilogue after
     scratch = qkv_scratch(positions.device, workspace_floats(m, tile, heads))

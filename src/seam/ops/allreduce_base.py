@@ -209,7 +209,8 @@ class LamportBase:
         publish). Runs :meth:`_check_publish` first."""
         self._check_publish(rank, m)
         s = self.mailbox.state(rank)
-        _publish_op(m, x, s.mailbox, s.peer_offsets, s.stage_state, rank, gemm2=gemm2, weights=weights, idx=idx,
+        _publish_op(m, x, s.mailbox, s.address, s.peer_offsets, s.stage_state, rank, gemm2=gemm2, weights=weights,
+                    idx=idx,
                     use_pdl=self.use_pdl)
         self._ledger.published(rank, m)
 
@@ -218,7 +219,7 @@ class LamportBase:
         with one ``EPILOGUE_*`` on checked ``buffers`` (its keyword arguments: residual, weight, eps, gemma,
         out, residual_out, values, scales), then :meth:`_collected`."""
         s = self.mailbox.state(rank)
-        _consume_op(m, epilogue, s.mailbox, s.stage_state, s.error, **buffers, spin_limit=self.spin_limit,
+        _consume_op(m, epilogue, s.mailbox, s.address, s.stage_state, s.error, **buffers, spin_limit=self.spin_limit,
                     use_pdl=self.use_pdl)
         self._collected(rank)
 

@@ -363,7 +363,7 @@ class AllReduceMHC(LamportBase):
             layer_input = torch.empty((m, self.hidden_size), dtype=torch.bfloat16, device=self.device)
         values, scales = mxfp8 if mxfp8 is not None else (None, None)
         _mhc_consume(
-            state.mailbox, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
+            state.mailbox, state.address, state.stage_state, state.error, residual, post, comb, pre, norm_weight, eps,
             residual_out, layer_input, values, scales, *self._split_scratch, self.spin_limit,
         )
         self._collected(rank)
