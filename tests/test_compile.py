@@ -118,6 +118,52 @@ def test_fullgraph_qkv_fused_epilogue(device, monkeypatch):
     assert got["kv_cache"].any()  # slot 5 was written
 
 
+
+def test_one_trace_serves_every_m(device):
+    """With a dynamic M (torch.compile(dynamic=True), what an engine compiles once for every batch size) a
+    boundary traces once: norm + MXFP8 -> MXFP8Linear on the hand-off, mxfp8_linear on BF16 rows, the fused QKV
+    op. Their M-dependent choices (the GEMM tile, where BF16 rows are quantized, the QKV launch's tile) are made
+    in the ops at call time, so the graph holds no guard on M; each M gives the eager bytes. (M 1 is compiled
+    apart: torch specializes sizes 0 and 1. The producers' a_deq="auto" rule depends on M, off Hopper not at all.)"""
+    from torch._dynamo.testing import CompileCounter
+
+    from seam.formats import nvfp4
+    from seam.ops.norm import gemma_norm_mxfp8_activation
+
+    k, n = 128, 20 * 128  # the QKV op's N at nkv 1
+    g = torch.Generator().manual_seed(11)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().to(device))
+    small = seam.MXFP8Weight.from_bf16((torch.randn(128, k, generator=g) * 0.05).bfloat16().to(device))
+    layer = seam.MXFP8Linear(small)
+    norm_w = torch.randn(k, generator=g).bfloat16().to(device)
+    cos_sin = torch.randn(512, 64, generator=g).bfloat16().to(device)
+    norms = [torch.randn(128, generator=g).bfloat16().to(device) for _ in range(4)]
+
+    def boundary(x, res, positions, slots, out):
+        qa, res_out = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6)
+        seam.qkv_index_fused_epilogue(qa.values, qa.scales, w.values, w.scales, positions, cos_sin, *norms, 1e-6,
+                                      slot_mapping=slots, index_slot_mapping=slots, **out)
+        return layer(qa), seam.mxfp8_linear(res_out, small), res_out
+
+    counter = CompileCounter()
+    compiled = torch.compile(boundary, backend=counter, dynamic=True, fullgraph=True)
+    for m in (3, 17, 33, 70):  # across the pickers' bounds; not 2 or 4, other sizes of the caches
+        x, res = (torch.randn(m, k, generator=g).bfloat16().to(device) for _ in range(2))
+        positions = torch.randint(0, 512, (m,), generator=g).to(device)
+        slots = torch.randperm(4 * m, generator=g)[:m].to(device)
+
+        def outputs():
+            return dict(kv_cache=nvfp4.empty_kv_cache(m, 1, 4, device),
+                        index_cache=nvfp4.empty_index_cache(m, 4, device),
+                        index_q_out=torch.zeros(m, 128, dtype=torch.float8_e4m3fn, device=device),
+                        q_out=torch.zeros(m, 16 * 128, dtype=torch.bfloat16, device=device))
+
+        got_out, want_out = outputs(), outputs()
+        got, want = compiled(x, res, positions, slots, got_out), boundary(x, res, positions, slots, want_out)
+        assert all(bytes_equal(a, b) for a, b in zip(got, want)), m
+        assert all(bytes_equal(got_out[name], want_out[name]) for name in got_out), m
+    assert counter.frame_count == 1
+
 def test_fullgraph_prequant_hand_off(device):
     """README's hand-off (norm + MXFP8 -> set_prequant -> layer) traces whole. Traced tensors have no
     address or version counter (nor is_inference()), so a traced set_prequant registers nothing and

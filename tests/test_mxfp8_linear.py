@@ -756,8 +756,8 @@ def test_auto_quantizes_in_gemm_up_to_the_carve_out(m, quantizer_calls, device, 
 
     assert linear.IN_GEMM_MAX_M == 16
     calls = []
-    real = linear.mxfp8_quantize
-    monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = linear.launch_mxfp8_quant
+    monkeypatch.setattr(linear, "launch_mxfp8_quant", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     x, w = _inputs(m, 128, 128, seed=m, device=device)
     tile = pick_tile(m, 128, 128, x.device, tl_only=True)
     got = seam.mxfp8_linear(x, w, tile=tile)  # quantize="auto"
@@ -784,8 +784,8 @@ def test_auto_hands_bf16_rows_to_the_decode_kernels_dequantization_launch(m, blo
     seen, quantized = [], []
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda xq, xs, *args, a_deq, **kw: seen.append((xq.clone(), xs, a_deq)))
-    real = linear.mxfp8_quantize
-    monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: quantized.append(1) or real(*a, **kw))
+    real = linear.launch_mxfp8_quant
+    monkeypatch.setattr(linear, "launch_mxfp8_quant", lambda *a, **kw: quantized.append(1) or real(*a, **kw))
     k, n = 256, 128
     x, w = _inputs(m, n, k, seed=m, device=device)
     if row_stride:
@@ -828,8 +828,8 @@ def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, 
         # them itself
         assert dequantizes_first(tile, m, n, k, torch.device(device), bf16_rows=False) == (m > 32)
     calls = []
-    real = linear.mxfp8_quantize
-    monkeypatch.setattr(linear, "mxfp8_quantize", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = linear.launch_mxfp8_quant
+    monkeypatch.setattr(linear, "launch_mxfp8_quant", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     x, w = _inputs(m, n, k, seed=m, device=device)
     got = seam.mxfp8_linear(x, w, tile=tile)  # quantize="auto"
     assert not calls

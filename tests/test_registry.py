@@ -8,8 +8,8 @@ import torch
 
 from seam.kernels.mxfp8_gemm_config import Tile
 
-# What an op's schema may take: tensors and scalars, each optionally None; no lists, tuples or records.
-FLAT_TYPES = {"Tensor", "int", "SymInt", "float", "bool"}
+# What an op's schema may take: tensors and scalars (str too), each optionally None; no lists, tuples or records.
+FLAT_TYPES = {"Tensor", "int", "SymInt", "float", "bool", "str"}
 
 
 def _registered() -> dict[str, torch._ops.OpOverload]:

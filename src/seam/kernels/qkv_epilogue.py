@@ -42,7 +42,13 @@ from seam.kernels.mxfp8_gemm import launch_mxfp8_linear, mxfp8_gemv_mainloop, mx
 from seam.kernels.mxfp8_gemm_config import Tile, covers, pick_qkv_tile
 from seam.kernels.numerics import e4m3_saturate_bits, to_bf16_rne, to_f32
 from seam.kernels.nvfp4 import nvfp4_quantize_group, v_scale_offset
-from seam.kernels.qkv_config import STAGED_NVFP4_MAX_ROWS, epilogue_tile_after, needs_workspace, workspace_floats
+from seam.kernels.qkv_config import (
+    STAGED_NVFP4_MAX_ROWS,
+    epilogue_tile,
+    epilogue_tile_after,
+    needs_workspace,
+    workspace_floats,
+)
 
 _INV_HEAD_DIM = tl.constexpr(0.0078125)  # 1/128, exact
 
@@ -512,10 +518,12 @@ def launch_qkv_epilogue(
     q_fp8_out: torch.Tensor | None,
     inv_scales: tuple[float, float, float],
     nkv: int,
-    tile: Tile,
+    tile: Tile | None,
     a_deq: torch.Tensor | None = None,
 ) -> None:
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
+    ``tile`` None: picked here for M (``pick_qkv_tile``, or on a given accumulator
+    :func:`seam.kernels.qkv_config.epilogue_tile`), at call time.
     ``a_deq``: A_deq of ``xq`` (``seam.formats.a_deq``), which the Gluon GEMM whose K order it has reads
     in its place.
 
@@ -532,7 +540,9 @@ def launch_qkv_epilogue(
         return
     use_pdl = runtime.supports_pdl(positions.device)
     heads = 19 * nkv + 1
-    if acc is None and not covers(tile, m):  # a tile traced at fewer tokens (mxfp8_gemm_config.covers)
+    if tile is None and acc is not None:
+        tile = epilogue_tile(m)
+    elif tile is None or not covers(tile, m):  # not covers: a tile traced at fewer tokens (mxfp8_gemm_config.covers)
         tile = pick_qkv_tile(m, wq.shape[0], wq.shape[1], positions.device)
     gluon_partials = False  # the decode GEMM launched here, which triggers this kernel past its own wait
     # one workspace for the launch(es) here: the Gluon GEMM's partials first, any staged rows of the epilogue after

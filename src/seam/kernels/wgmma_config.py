@@ -81,10 +81,10 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     16.78; norm -> fused QKV nkv 1 23.50 -> 22.45, 24.19 -> 22.72, 25.17 -> 22.93; nkv 2 33.68 -> 32.35,
     34.94 -> 33.93, 36.46 -> 35.57 (the norm's store 0.35-1.0 us there).
     """
-    min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
-    if k % 128 or not min_m <= m <= A_DEQ_MAX_M:
+    if k % 128 or not wgmma_supported(device):  # first: elsewhere no comparison with M (a traced M's guards)
         return False
-    return (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K) and wgmma_supported(device)
+    min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
+    return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K)
 
 
 def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:

@@ -10,15 +10,15 @@ import torch
 
 from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import ScaleLayout
+from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import dequantizes_first
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
-from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, Tile, pick_tile
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, Tile, pick_tile
+from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.kernels.wgmma_config import RESIDENT_MAX_M
 from seam.ops.a_deq import check_a_deq_bytes
-from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.registry import register
 
 
@@ -82,11 +82,28 @@ def _launch(
     warp_specialized: bool,
     a_deq: Optional[torch.Tensor],
     weight_bf16_mul: bool,
+    pick: bool,
+    quantize: str,
 ) -> None:
-    # A custom op takes no Tile: its fields travel as Tile.to_args(). xs None: x is BF16, quantized in the GEMM.
-    # a_deq: the QuantizedActivation's A_deq, or None. weight_bf16_mul: mxfp8_wgmma.bf16_mul_exact of the weight.
-    tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
-                          wgmma, bf16_mm, warp_specialized)
+    # A custom op takes no Tile: its fields travel as Tile.to_args(), a caller's override; with pick (no override)
+    # they are ignored and the tile is picked here. xs None: x is BF16, quantized as ``quantize`` (a LinearQuantize
+    # value) says. a_deq: the QuantizedActivation's A_deq, or None. weight_bf16_mul: mxfp8_wgmma.bf16_mul_exact of
+    # the weight. Every choice that depends on M is made here, at call time: a traced graph holds none, so it runs
+    # at any M without guards on it (torch.compile with a dynamic M, engines that replay one graph at every M).
+    m, k = x.shape
+    n = wq.shape[0]
+    if pick:  # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would not pay
+        tile = pick_tile(m, n, k, x.device, a_deq=a_deq is not None and mxfp8_wgmma.tma_ready(a_deq))
+    else:
+        tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
+                              wgmma, bf16_mm, warp_specialized)
+    mode = LinearQuantize(quantize)
+    if xs is None and not (mode is LinearQuantize.IN_GEMM or (
+            mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile, m, n, k, x.device)))):
+        values = torch.empty((m, k), dtype=torch.float8_e4m3fn, device=x.device)
+        scales = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=x.device)
+        launch_mxfp8_quant(x, values, scales, True)  # swizzled, what the GEMM reads
+        x, xs = values, scales
     launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq, weight_bf16_mul)
 
 
@@ -356,20 +373,15 @@ def mxfp8_linear(
         checks.tensor("out", out, dtype=torch.bfloat16, shape=(m, n), device=device, written=True)
         inputs = _activation_inputs(x)
         checks.outputs_apart([("out", out)], inputs + [("weight.values", weight.values), ("weight.scales", weight.scales)])
-    # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would dequantize first
-    given = isinstance(x, QuantizedActivation) and x.a_deq is not None and mxfp8_wgmma.tma_ready(x.a_deq)
-    tile = tile or pick_tile(m, n, k, device, a_deq=given)
-    a_deq = None
+    xs = a_deq = None
     if isinstance(x, QuantizedActivation):
         x, xs, a_deq = x.values, x.scales, x.a_deq
         if a_deq is not None:
             check_a_deq_bytes("x.a_deq", a_deq, x, xs)
-    elif mode is LinearQuantize.IN_GEMM or (mode is LinearQuantize.AUTO
-                                            and (m <= IN_GEMM_MAX_M or dequantizes_a(tile, m, n, k, device))):
-        xs = None
-    else:
-        x, xs = mxfp8_quantize(x, scale_layout=ScaleLayout.SWIZZLED)
-    _linear(x, xs, weight.values, weight.scales, out, *tile.to_args(), a_deq, _weight_bf16_mul(weight, device))
+    # the tile and where a BF16 x is quantized are chosen in the op, at call time (_launch); an override's fields
+    # travel as they are, the pick's as GEMV_TILE's (unused)
+    _linear(x, xs, weight.values, weight.scales, out, *(tile or GEMV_TILE).to_args(), a_deq,
+            _weight_bf16_mul(weight, device), tile is None, mode.value)
     return out
 
 

@@ -24,7 +24,7 @@ from seam.formats.nvfp4 import (
     empty_kv_cache,
     f32_reciprocal,
 )
-from seam.kernels.mxfp8_gemm_config import Tile, pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import GEMV_TILE, Tile, pick_qkv_tile
 from seam.kernels.mxfp8_wgmma import TAIL_TILES
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
@@ -75,6 +75,7 @@ def _launch(
     bf16_mm: bool,
     warp_specialized: bool,
     a_deq: Optional[torch.Tensor],
+    pick: bool,
 ) -> None:
     launch_qkv_epilogue(
         xq=xq, xsf=xsf, wq=wq, wsf=wsf, acc=acc,
@@ -85,9 +86,10 @@ def _launch(
         q_out=q_out, q_fp8_out=q_fp8_out,
         inv_scales=(inv_q_fp8_scale, inv_k_scale, inv_v_scale),
         nkv=nkv,
-        # A custom op takes no Tile: its fields travel as Tile.to_args().
-        tile=Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
-                            wgmma, bf16_mm, warp_specialized),
+        # A custom op takes no Tile: its fields travel as Tile.to_args(), a caller's override; with pick (none) the
+        # launch picks the tile for M, at call time, so a traced graph runs at any M without guards on it
+        tile=None if pick else Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers,
+                                              f16_operands, wgmma, bf16_mm, warp_specialized),
         a_deq=a_deq,
     )
 
@@ -347,7 +349,20 @@ def qkv_index_fused_epilogue(
         kv_cache, index_cache, index_q_out, q_out, q_fp8_out, (q_fp8_scale, k_scale, v_scale),
         [("xq", xq), ("xsf", xsf), ("wq", wq), ("wsf", wsf)] + ([("a_deq", a_deq)] if a_deq is not None else []),
     )
-    tile = check_tile(tile, k, m, device) or pick_qkv_tile(m, wq.shape[0], k, device)
+    tile = check_tile(tile, k, m, device)
+    if tile is not None:
+        _check_fused_tile(tile, m, k)
+    if a_deq is not None:
+        check_a_deq_bytes("a_deq", a_deq, xq, xsf)
+    _qkv(
+        xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
+        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
+        *(tile or GEMV_TILE).to_args(), a_deq, tile is None,  # no override: picked in the launch (GEMV_TILE unused)
+    )
+
+
+def _check_fused_tile(tile: Tile, m: int, k: int) -> None:
+    """Refuse a caller's tile the fused launch cannot run at [m, k] (after :func:`check_tile`)."""
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
     if tile.wgmma and m > tile.block_m:  # the epilogue sums the partials of one M tile
@@ -358,13 +373,6 @@ def qkv_index_fused_epilogue(
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
-    if a_deq is not None:
-        check_a_deq_bytes("a_deq", a_deq, xq, xsf)
-    _qkv(
-        xq, xsf, wq, wsf, None, positions, cos_sin_cache, *norm_weights, eps,
-        slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
-        *tile.to_args(), a_deq,
-    )
 
 
 def _check_staged_rows(tile: Tile) -> None:
@@ -415,13 +423,14 @@ def prepare_epilogue(
     )
     if isinstance(tile, Tile):  # no K here (the accumulator is given): a caller's K split does not apply
         tile = dataclasses.replace(tile, split_k=1)
-    tile = check_tile(tile, 128) or epilogue_tile(m)
-    _check_staged_rows(tile)
-    tile_args = dataclasses.replace(tile, block_n=128).to_args()  # one head per program, whatever the caller's block_n
+    tile = check_tile(tile, 128)
+    if tile is not None:
+        _check_staged_rows(tile)
+        tile = dataclasses.replace(tile, block_n=128)  # one head per program, whatever the caller's block_n
     return lambda: _qkv(
         None, None, None, None, acc, positions, cos_sin_cache, *norm_weights, eps,
         slot_mapping, index_slot_mapping, kv_cache, index_cache, index_q_out, q_out, q_fp8_out, *inv, nkv,
-        *tile_args, None,
+        *(tile or GEMV_TILE).to_args(), None, tile is None,  # no override: epilogue_tile(M) in the launch
     )
 
 
