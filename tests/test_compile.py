@@ -200,3 +200,31 @@ def test_fullgraph_op_call_leaving_optional_outputs_out(device):
     got = _compile(lambda x, r: seam.gemma_fused_add_rms_norm(x, r, w, 1e-6), device)(x, r)
     want = seam.gemma_fused_add_rms_norm(x, r, w, 1e-6)
     assert all(bytes_equal(a, b) for a, b in zip(got, want))
+
+
+def test_export_with_a_dynamic_m(device):
+    """torch.export with a dynamic M (its sizes are torch.SymInt there, which the checks take as ints): one
+    exported program, the eager bytes at every M."""
+    from seam.ops.norm import gemma_norm_mxfp8_activation
+
+    k = 128
+    g = torch.Generator().manual_seed(12)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(128, k, generator=g) * 0.05).bfloat16().to(device))
+    norm_w = torch.randn(k, generator=g).bfloat16().to(device)
+
+    class Boundary(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = seam.MXFP8Linear(w)
+
+        def forward(self, x, res):
+            qa, res_out = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6)
+            return self.linear(qa), seam.mxfp8_linear(res_out, w), res_out
+
+    module = Boundary()
+    m = torch.export.Dim("m", min=2, max=8192)
+    x, res = (torch.randn(5, k, generator=g).bfloat16().to(device) for _ in range(2))
+    program = torch.export.export(module, (x, res), dynamic_shapes=({0: m}, {0: m}))
+    for rows in (3, 40, 70):
+        x, res = (torch.randn(rows, k, generator=g).bfloat16().to(device) for _ in range(2))
+        assert all(bytes_equal(a, b) for a, b in zip(program.module()(x, res), module(x, res))), rows

@@ -51,3 +51,65 @@ def test_tile_args_round_trip_every_field(field):
     assert args[[f.name for f in dataclasses.fields(Tile)].index(field.name)] == _distinct(field)
     assert Tile.from_args(*args) == t
     assert all(not isinstance(a, (tuple, list, Tile)) for a in args)
+
+
+def _captured_call(monkeypatch, module, name: str, public_call) -> tuple:
+    """(the torch.ops.seam op, its positional arguments) of the call that ``public_call`` makes through
+    ``module.name`` (a ``seam.ops.registry.register`` callable), recorded as it runs."""
+    registered, seen = getattr(module, name), []
+
+    def record(*args, **kwargs):
+        seen.append(registered.op_args(*args, **kwargs))
+        return registered(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, record)
+    public_call()
+    monkeypatch.setattr(module, name, registered)
+    (args,) = seen
+    return registered.op, args
+
+
+def _op_calls(device):
+    """Public calls of every op but the Lamport ones (whose spins wait on state a repeated call does not
+    re-arm), each with the op module and attribute it goes through."""
+    import seam
+    from seam.formats import nvfp4
+    from seam.ops import linear, mhc, mxfp8, norm, qkv, swiglu
+
+    g = torch.Generator().manual_seed(3)
+    x, r = (torch.randn(5, 128, generator=g).bfloat16().to(device) for _ in range(2))
+    w = torch.randn(128, generator=g).bfloat16().to(device)
+    weight = seam.MXFP8Weight.from_bf16((torch.randn(2560, 128, generator=g) * 0.05).bfloat16().to(device))
+    qa, _ = norm.gemma_norm_mxfp8_activation(x, r, w, 1e-6)
+    cos_sin = torch.randn(16, 64, generator=g).bfloat16().to(device)
+    slots = torch.tensor([0, 3, -1, 6, 7], device=device)
+    caches = dict(kv_cache=nvfp4.empty_kv_cache(2, 1, 4, device), index_cache=nvfp4.empty_index_cache(2, 4, device),
+                  index_q_out=torch.empty(5, 128, dtype=torch.float8_e4m3fn, device=device),
+                  q_out=torch.empty(5, 2048, dtype=torch.bfloat16, device=device))
+    hc = 2
+    res3 = torch.randn(5, hc, 128, generator=g).bfloat16().to(device)
+    post, comb, pre = (torch.rand(shape, generator=g).to(device) for shape in ((5, hc), (5, hc, hc), (5, hc)))
+    return {
+        "fused_add_rms_norm": (norm, "_norm", lambda: seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6)),
+        "swiglu_oai": (swiglu, "_swiglu", lambda: seam.swiglu_oai_mxfp8(torch.cat([x, r], 1), a_deq=True)),  # I 128
+        "mxfp8_quantize": (mxfp8, "_quantize", lambda: seam.mxfp8_quantize(x)),
+        "mxfp8_linear": (linear, "_linear", lambda: seam.mxfp8_linear(x, weight)),
+        "mxfp8_linear rows": (linear, "_linear", lambda: seam.mxfp8_linear(qa, weight)),
+        "qkv_index_fused_epilogue": (qkv, "_qkv", lambda: seam.qkv_index_fused_epilogue(
+            qa.values, qa.scales, weight.values, weight.scales, torch.arange(5, device=device), cos_sin,
+            w, w, w, w, 1e-6, slot_mapping=slots, index_slot_mapping=slots, **caches)),
+        "mhc_post_collapse_rms_norm": (mhc, "_mhc", lambda: seam.mhc_post_collapse_rms_norm(
+            x, res3, post, comb, pre, w, 1e-6)),
+    }
+
+
+@pytest.mark.parametrize("name", ["fused_add_rms_norm", "swiglu_oai", "mxfp8_quantize", "mxfp8_linear",
+                                  "mxfp8_linear rows", "qkv_index_fused_epilogue", "mhc_post_collapse_rms_norm"])
+def test_opcheck(name, device, monkeypatch):
+    """torch.library.opcheck on each op, on the arguments a public call gives it: its fake implementation, its
+    aliasing as the schema declares it (the written buffers), and AOT dispatch with dynamic shapes. Not its
+    test_schema: torch's schema checker compares float8 outputs with allclose, which has no float8 kernel."""
+    module, attr, public_call = _op_calls(device)[name]
+    op, args = _captured_call(monkeypatch, module, attr, public_call)
+    torch.library.opcheck(op, args, test_utils=("test_autograd_registration", "test_faketensor",
+                                                "test_aot_dispatch_dynamic"))

@@ -163,7 +163,10 @@ def out_buffers(name: str, out: object, names: Sequence[str]) -> tuple:
 
 
 def integer(name: str, value: object) -> int:
-    """A Python or NumPy int argument (not a bool), as an int; raise TypeError otherwise."""
+    """A Python or NumPy int argument (not a bool), as an int, or a traced one (``torch.SymInt``: a dynamic size
+    while ``torch.export`` or ``torch.compile`` traces) as it is; raise TypeError otherwise."""
+    if isinstance(value, torch.SymInt):
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type_name(value)}")
     return int(value)

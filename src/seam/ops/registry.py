@@ -42,8 +42,9 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     inferred from their annotations); an output a variant does not write is an optional
     tensor passed as None. Returns a callable with the launcher's signature (arguments by
     position or name) that goes through the dispatcher while ``torch.compile`` traces and
-    calls ``launcher`` directly otherwise. Under the interpreter both run it without NumPy's
-    floating-point warnings.
+    calls ``launcher`` directly otherwise; its ``op`` is the ``torch.ops.seam`` op and its
+    ``op_args(*args, **kwargs)`` the op's positional arguments for such a call (defaults filled in).
+    Under the interpreter both run it without NumPy's floating-point warnings.
     """
     schema = _schema_without_defaults(launcher, mutates)
     run = _quiet_numpy(launcher) if runtime.INTERPRET else launcher
@@ -56,16 +57,19 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     defaults = {n: p.default for n, p in signature.items() if p.default is not p.empty}
     written = [(params.index(arg), arg) for arg in mutates]
 
+    def op_args(*args, **kwargs) -> tuple:
+        # Every argument, defaults included: the schema has none (_schema_without_defaults).
+        return (*args, *(kwargs[n] if n in kwargs else defaults[n] for n in params[len(args):]))
+
     def call(*args, **kwargs):
         if torch.compiler.is_compiling():
-            # Every argument, defaults included: the schema has none (_schema_without_defaults).
-            op(*args, *(kwargs[n] if n in kwargs else defaults[n] for n in params[len(args):]))
+            op(*op_args(*args, **kwargs))
         else:
             run(*args, **kwargs)
             outs = [args[i] if i < len(args) else kwargs.get(arg) for i, arg in written]
             torch.autograd.graph.increment_version([t for t in outs if isinstance(t, torch.Tensor)])
 
-    call.op = op
+    call.op, call.op_args = op, op_args
     return call
 
 
