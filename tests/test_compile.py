@@ -124,7 +124,7 @@ def test_one_trace_serves_every_m(device):
     boundary traces once: norm + MXFP8 -> MXFP8Linear on the hand-off, mxfp8_linear on BF16 rows, the fused QKV
     op. Their M-dependent choices (the GEMM tile, where BF16 rows are quantized, the QKV launch's tile) are made
     in the ops at call time, so the graph holds no guard on M; each M gives the eager bytes. (M 1 is compiled
-    apart: torch specializes sizes 0 and 1. The producers' a_deq="auto" rule depends on M, off Hopper not at all.)"""
+    apart: torch specializes sizes 0 and 1. The producers' a_deq="auto" rule depends on M on Hopper: a_deq=False.)"""
     from torch._dynamo.testing import CompileCounter
 
     from seam.formats import nvfp4
@@ -140,7 +140,8 @@ def test_one_trace_serves_every_m(device):
     norms = [torch.randn(128, generator=g).bfloat16().to(device) for _ in range(4)]
 
     def boundary(x, res, positions, slots, out):
-        qa, res_out = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6)
+        # a_deq="auto" (the default) depends on M on a Hopper GPU, where Dynamo would guard its bounds
+        qa, res_out = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6, a_deq=False)
         seam.qkv_index_fused_epilogue(qa.values, qa.scales, w.values, w.scales, positions, cos_sin, *norms, 1e-6,
                                       slot_mapping=slots, index_slot_mapping=slots, **out)
         return layer(qa), seam.mxfp8_linear(res_out, small), res_out
@@ -218,7 +219,7 @@ def test_export_with_a_dynamic_m(device):
             self.linear = seam.MXFP8Linear(w)
 
         def forward(self, x, res):
-            qa, res_out = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6)
+            qa, res_out = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6, a_deq=False)  # "auto": as above
             return self.linear(qa), seam.mxfp8_linear(res_out, w), res_out
 
     module = Boundary()

@@ -474,7 +474,7 @@ def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
 
 
 
-def test_a_tile_traced_at_fewer_tokens_is_picked_again(monkeypatch):
+def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
     """A tile picked while tracing is recorded for the traced M; an engine that skips Dynamo's guards (vLLM)
     replays it at other M. The plain decode kernel's tile runs block_m tokens only, so the launch picks again
     where the tile does not cover M (mxfp8_gemm_config.covers); every other tile runs any M as it is. The decode
@@ -486,16 +486,16 @@ def test_a_tile_traced_at_fewer_tokens_is_picked_again(monkeypatch):
     ran = []
     monkeypatch.setattr(mxfp8_gemm, "launch_gluon", lambda xq, xs, wq, ws, out, tile, *a, **kw: ran.append(tile) or out)
     n, k = 256, 256
-    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16())
+    w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
     decode8 = Tile(8, 128, 128, 8, 2, 1, wgmma=True)
     ring, ws = Tile(256, 128, 128, 8, 2, 1, wgmma=True), Tile(128, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True)
     for m, tile, runs in ((8, decode8, decode8), (40, ring, ring), (300, ws, ws), (40, decode8, None)):
-        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16())
+        xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
         ran.clear()
-        launch_mxfp8_linear(xq, xs, w.values, w.scales, torch.empty(m, n, dtype=torch.bfloat16), tile)
+        launch_mxfp8_linear(xq, xs, w.values, w.scales, torch.empty(m, n, dtype=torch.bfloat16, device=device), tile)
         assert ran == [runs or pick_tile(m, n, k, xq.device)] and covers(ran[0], m), (m, tile)
     assert not covers(decode8, 9) and covers(decode8, 8)
-    x, t = torch.zeros(9, 256, dtype=torch.bfloat16), torch.zeros(128, 256, dtype=torch.uint8)
+    x, t = torch.zeros(9, 256, dtype=torch.bfloat16), torch.zeros(128, 256, dtype=torch.uint8)  # refused first
     with pytest.raises(ValueError, match="M=9 exceeds block_m 8: this kernel runs one token tile"):
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, t, t, x, 8, 1, 2, x, x, False, 1, early_steps=0, smem_steps=0,
                                               combiners=1, a_deq=True)

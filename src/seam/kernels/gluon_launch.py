@@ -19,6 +19,12 @@ from seam.kernels.mxfp8_gemm_config import Tile
 from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_dequantize_first, wgmma_launch
 
 
+def a_deq_readable(a_deq: torch.Tensor | None) -> bool:
+    """Whether the Gluon kernels can read ``a_deq`` (given, and TMA-readable: :func:`launch_gluon` ignores any
+    other), which the pickers' ``a_deq`` takes."""
+    return a_deq is not None and mxfp8_wgmma.tma_ready(a_deq)
+
+
 def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device, *, bf16_rows: bool) -> bool:
     """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``
     (activations MXFP8, or BF16 with ``bf16_rows``), runs the dequantization launch before the decode kernel
@@ -51,7 +57,7 @@ def launch_gluon(
     where none comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
     caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
-    if a_deq is None or tile.ring == permuted(m) or not mxfp8_wgmma.tma_ready(a_deq):
+    if not a_deq_readable(a_deq) or tile.ring == permuted(m):
         a_deq = None
     elif not tile.ring:
         xq, xs = a_deq, None

@@ -48,7 +48,7 @@ import triton.language as tl
 
 from seam import runtime
 from seam.kernels.gemm_workspace import split_k_scratch
-from seam.kernels.gluon_launch import launch_gluon
+from seam.kernels.gluon_launch import a_deq_readable, launch_gluon
 from seam.kernels.mxfp8_dequant import launch_mxfp8_linear_bf16_mm
 from seam.kernels.mxfp8_gemm_config import Tile, covers, pick_tile
 from seam.kernels.numerics import (
@@ -511,7 +511,7 @@ def launch_mxfp8_linear(
     if m == 0:
         return
     if not covers(tile, m):  # a tile traced at fewer tokens
-        tile = pick_tile(m, n, k, out.device, a_deq=a_deq is not None)
+        tile = pick_tile(m, n, k, out.device, a_deq=a_deq_readable(a_deq))
     if tile.bf16_mm:
         launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out)
         return

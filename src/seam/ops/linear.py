@@ -13,7 +13,7 @@ from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
-from seam.kernels.gluon_launch import dequantizes_first
+from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, Tile, pick_tile
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
@@ -93,7 +93,7 @@ def _launch(
     m, k = x.shape
     n = wq.shape[0]
     if pick:  # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would not pay
-        tile = pick_tile(m, n, k, x.device, a_deq=a_deq is not None and mxfp8_wgmma.tma_ready(a_deq))
+        tile = pick_tile(m, n, k, x.device, a_deq=a_deq_readable(a_deq))
     else:
         tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
                               wgmma, bf16_mm, warp_specialized)
