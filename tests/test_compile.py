@@ -229,3 +229,41 @@ def test_export_with_a_dynamic_m(device):
     for rows in (3, 40, 70):
         x, res = (torch.randn(rows, k, generator=g).bfloat16().to(device) for _ in range(2))
         assert all(bytes_equal(a, b) for a, b in zip(program.module()(x, res), module(x, res))), rows
+
+
+def test_choices_that_compare_m_are_made_without_it_while_tracing(device, monkeypatch):
+    """At a traced (dynamic) M nothing of seam's compares M: the producers' a_deq="auto" writes no A_deq (on
+    Hopper its rule compares M, which mark_dynamic refused as a constraint violation; the rule is faked here), and
+    QuantizedActivation.rows copies the scales (a view of them was guarded on M % 128, and a graph replayed
+    without its guards read other rows' scales) and drops A_deq. One graph each, the eager bytes at every M."""
+    from torch._dynamo.testing import CompileCounter
+
+    from seam.ops.norm import gemma_norm_mxfp8_activation
+
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)  # the Hopper rule
+    k = 128
+    g = torch.Generator().manual_seed(13)
+    norm_w = torch.randn(k, generator=g).bfloat16().to(device)
+
+    def produce(x, res):
+        qa, _ = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6)  # a_deq="auto"
+        return qa.values, qa.scales, qa.a_deq is None
+
+    def cut(x, res):
+        qa, _ = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6, a_deq=True)
+        half = qa.rows(x.shape[0] // 2, x.shape[0])
+        return half.values, half.scales, half.a_deq is None
+
+    for fn, mark in ((produce, True), (cut, False)):
+        counter = CompileCounter()
+        compiled = torch.compile(fn, backend=counter, fullgraph=True, dynamic=True)
+        for m in (256, 300, 260):
+            x, res = (torch.randn(m, k, generator=g).bfloat16().to(device) for _ in range(2))
+            if mark:  # the range mark_dynamic promises for every M: the a_deq rule's guards broke it
+                torch._dynamo.mark_dynamic(x, 0, min=2, max=4096)
+                torch._dynamo.mark_dynamic(res, 0, min=2, max=4096)
+            values, scales, no_a_deq = compiled(x, res)
+            normed = seam.gemma_fused_add_rms_norm(x, res, norm_w, 1e-6)[0]
+            want = seam.mxfp8_quantize(normed if fn is produce else normed[m // 2:].contiguous())
+            assert no_a_deq and bytes_equal(values, want[0]) and bytes_equal(scales, want[1]), (fn.__name__, m)
+        assert counter.frame_count == 1, fn.__name__

@@ -125,7 +125,9 @@ class QuantizedActivation:
         are a view where ``start`` is a multiple of 128 and the cut ends at M or after whole 128-row chunks
         (the padding bytes stay zero), else a copy in the new M's layout (a few small torch launches).
         ``a_deq`` is sliced where its K order is the same at the new M (``seam.formats.a_deq.permuted``),
-        else dropped (None: the GEMM then dequantizes ``values`` itself).
+        else dropped (None: the GEMM then dequantizes ``values`` itself). While ``torch.compile`` traces, the
+        scales are always copied and ``a_deq`` dropped: both choices compare M, and a graph replayed at another M
+        (without its guards) would keep the traced M's view of other rows' scales.
 
         Raises:
             TypeError: start or stop not an int.
@@ -136,9 +138,10 @@ class QuantizedActivation:
         if not 0 <= start <= stop <= m:
             raise ValueError(f"rows must satisfy 0 <= start <= stop <= M={m}, got start={start}, stop={stop}")
         rows = stop - start
+        tracing = torch.compiler.is_compiling()
         if self.layout is ScaleLayout.ROW_MAJOR:
             scales = self.scales[start:stop]
-        elif start % 128 == 0 and (stop == m or rows % 128 == 0):
+        elif not tracing and start % 128 == 0 and (stop == m or rows % 128 == 0):
             chunk = scale_numel(128, k, self.layout)  # one 128-row chunk of every column
             first = start // 128 * chunk
             scales = self.scales[first:first + scale_numel(rows, k, self.layout)]
@@ -146,7 +149,7 @@ class QuantizedActivation:
             scales = swizzle_scales(unswizzle_scales(self.scales, m, k)[start:stop].contiguous())
         a_deq = self.a_deq
         if a_deq is not None:
-            a_deq = a_deq[start:stop] if permuted(rows) == permuted(m) else None
+            a_deq = a_deq[start:stop] if not tracing and permuted(rows) == permuted(m) else None
         return QuantizedActivation(self.values[start:stop], scales, self.dtype, (rows, k), self.layout, a_deq)
 
     def with_layout(self, layout: ScaleLayout | str) -> QuantizedActivation:

@@ -29,7 +29,10 @@ def check_a_deq(a_deq: object) -> bool | str:
 
 
 def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name: str = "hidden") -> bool:
-    """Whether a producer of M rows of K columns on ``device`` writes A_deq.
+    """Whether a producer of M rows of K columns on ``device`` writes A_deq. ``"auto"`` writes none while
+    ``torch.compile`` or ``torch.export`` traces: its rule compares M, which with a dynamic M would put guards on
+    it (and fail ``mark_dynamic`` / ``Dim`` ranges across them), and traced code cannot tell a dynamic M from a
+    static one; pass True where a traced graph's M is a decode size.
 
     Raises:
         TypeError, ValueError: as :func:`check_a_deq`; ValueError for ``a_deq`` True with K (named
@@ -37,7 +40,7 @@ def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name
     """
     a_deq = check_a_deq(a_deq)
     if a_deq == "auto":
-        return a_deq_pays(m, k, device)
+        return not torch.compiler.is_compiling() and a_deq_pays(m, k, device)
     if a_deq:
         checks.multiple_of(f"{k_name} with a_deq", k, A_DEQ_STEP)
     return a_deq
