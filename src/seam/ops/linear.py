@@ -10,7 +10,7 @@ import torch
 
 from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
-from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
+from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
@@ -19,6 +19,7 @@ from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, Tile, pick_t
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.kernels.wgmma_config import RESIDENT_MAX_M
 from seam.ops.a_deq import check_a_deq_bytes
+from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
 
 
@@ -100,9 +101,8 @@ def _launch(
     mode = LinearQuantize(quantize)
     if xs is None and not (mode is LinearQuantize.IN_GEMM or (
             mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile, m, n, k, x.device)))):
-        values = torch.empty((m, k), dtype=torch.float8_e4m3fn, device=x.device)
-        scales = torch.empty(mxfp8_scale_numel(m, k), dtype=torch.uint8, device=x.device)
-        launch_mxfp8_quant(x, values, scales, True)  # swizzled, what the GEMM reads
+        values, scales = check_mxfp8_out(None, m, k, ScaleLayout.SWIZZLED, x.device)  # allocated: what the GEMM reads
+        launch_mxfp8_quant(x, values, scales, True)
         x, xs = values, scales
     launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq, weight_bf16_mul)
 
