@@ -267,3 +267,35 @@ def test_choices_that_compare_m_are_made_without_it_while_tracing(device, monkey
             want = seam.mxfp8_quantize(normed if fn is produce else normed[m // 2:].contiguous())
             assert no_a_deq and bytes_equal(values, want[0]) and bytes_equal(scales, want[1]), (fn.__name__, m)
         assert counter.frame_count == 1, fn.__name__
+
+
+def test_make_fx_and_fake_tensor_mode_trace_the_ops(device):
+    """Tracers that are not Dynamo (make_fx's proxy mode, FakeTensorMode: a dispatch mode on the stack) see seam's
+    ops too: make_fx records the torch.ops.seam nodes, whose graph replays the eager bytes; under FakeTensorMode
+    the public calls return fake outputs of the right shapes without launching (a launch on fake tensors fails)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from seam.ops.norm import gemma_norm_mxfp8_activation
+
+    g = torch.Generator().manual_seed(13)
+    x, res = (torch.randn(4, 256, generator=g).bfloat16().to(device) for _ in range(2))
+    norm_w = torch.randn(256, generator=g).bfloat16().to(device)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(2560, 256, generator=g) * 0.05).bfloat16().to(device))
+
+    def boundary(x):
+        return seam.mxfp8_linear(gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6)[0], w)
+
+    graph = make_fx(boundary)(x)
+    assert [str(n.target) for n in graph.graph.nodes if "seam" in str(n.target)] == [
+        "seam.fused_add_rms_norm.default", "seam.mxfp8_linear.default"]
+    assert bytes_equal(graph(x), boundary(x))
+
+    with FakeTensorMode() as mode:
+        fx, fres, fnorm = (mode.from_tensor(t) for t in (x, res, norm_w))
+        fw = seam.MXFP8Weight(mode.from_tensor(w.values), mode.from_tensor(w.scales))
+        values, scales, res_out = seam.gemma_fused_add_rms_norm_mxfp8(fx, fres, fnorm, 1e-6)
+        out = seam.mxfp8_linear(fx, fw)
+        swiglu_values, swiglu_scales = seam.swiglu_oai_mxfp8(torch.cat([fx, fres], 1))
+    assert (values.shape, res_out.shape, out.shape, swiglu_values.shape) == ((4, 256), (4, 256), (4, 2560), (4, 256))
+    assert out.dtype == torch.bfloat16 and scales.dtype == swiglu_scales.dtype == torch.uint8

@@ -18,7 +18,7 @@ from seam import runtime
 from seam.comm import SimulatedGroup
 from seam.compare import bf16_ulp_diff, bytes_equal
 from seam.ops.allreduce import LamportAllReduce
-from seam.ops.allreduce_base import LamportBase
+from seam.ops.allreduce_base import LamportBase, moe_finalize
 from seam.ops.allreduce_moe import FinalizeAllReduceGemmaRMSNormMxfp8, MoEOutput, UnfinalizedMoEOutput
 from seam.ref.lamport import (
     all_reduce_ref,
@@ -334,6 +334,40 @@ def test_finalize_reference_skips_out_of_range_indices():
     assert same_bits(got, moe_finalize_ref(r.gemm2_permuted, r.expert_weights, skipped, moe.shared_output))
     empty = moe_finalize_ref(r.gemm2_permuted[:0], r.expert_weights, bad, moe.shared_output)
     assert same_bits(empty, moe.shared_output)  # no routed rows: the shared output alone (bf16 -> f32 -> bf16)
+
+
+@pytest.mark.parametrize("hidden, top_k, fp32_weights", [(128, 1, True), (96, 4, False), (1056, 3, True)])
+def test_fallback_finalize_kernel_is_the_reference(hidden, top_k, fp32_weights):
+    """The fallback's finalize kernel (no peer access, TP 1) gives the reference's bytes: -1 and out-of-range
+    indices skipped (the rows they would name hold inf and NaN), a gemm2 with no rows, one token, a row of two
+    column blocks (1056 > 1024), BF16 weights, a -0.0 sum."""
+    m, rows = 5, 6
+    moe = make_moe(m, hidden, top_k, rows=rows, seed=43, fp32_weights=fp32_weights)
+    r = moe.routed
+    gemm2 = torch.cat([r.gemm2_permuted, torch.full((2, hidden), float("nan"), dtype=torch.bfloat16, device=DEV)])
+    gemm2[rows + 1] = float("inf")
+    idx = r.expanded_idx_to_permuted_idx.clone()
+    idx[0, 0], idx[1, -1], idx[4, 0] = -1, rows + 1, 2**31 - 1
+    shared = moe.shared_output.clone()
+    shared[2] = -0.0  # with every expert skipped: -0.0 + 0 summed in fp32 gives +0.0, as the reference
+    idx[2] = -1
+    view = gemm2[:rows]  # rows past it are never read: the kernel skips their indices
+    for args in [(view, r.expert_weights, idx, shared), (view[:0], r.expert_weights, idx, shared),
+                 (view, r.expert_weights[:1], idx[:1], shared[:1])]:
+        got = moe_finalize(*args)
+        assert same_bits(got, moe_finalize_ref(*args))
+    assert bool(torch.isfinite(moe_finalize(view, r.expert_weights, idx, shared).float()).all())
+
+
+def test_fallback_finalize_products_not_fused():
+    """The fallback's kernel rounds each product to fp32 before its add (k=0 adds -(1 + 2^-7), k=1 adds
+    1 + 2^-7 + 2^-20 rounded: 2^-20; a fused multiply-add would keep 2^-20 (1 + 2^-7))."""
+    hidden = 128
+    gemm2 = torch.full((2, hidden), 1.0 + 2.0**-7, dtype=torch.bfloat16, device=DEV)
+    w = torch.tensor([[-1.0, 1.0 + 2.0**-20]], dtype=torch.float32, device=DEV)
+    idx = torch.tensor([[0, 1]], dtype=torch.int32, device=DEV)
+    got = moe_finalize(gemm2, w, idx, torch.zeros(1, hidden, dtype=torch.bfloat16, device=DEV))
+    assert bool((got.float() == 2.0**-20).all())
 
 
 def test_finalize_products_not_fused():

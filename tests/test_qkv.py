@@ -600,7 +600,8 @@ def test_warmup_compiles_and_writes_nothing_visible(device):
     for kw, exc, msg in [
         (dict(nkv=1.0), TypeError, "nkv must be an int"), (dict(nkv=True), TypeError, "nkv must be an int"),
         (dict(hidden_size=128.0), TypeError, "hidden_size must be an int"),
-        (dict(max_tokens=0), ValueError, "max_tokens must be >= 1"),
+        (dict(max_tokens=0), ValueError, r"max_tokens must be in \[1, 131072\], got 0"),
+        (dict(max_tokens=10**9), ValueError, r"max_tokens must be in \[1, 131072\], got 1000000000"),
         (dict(has_q="no"), TypeError, "has_q must be a bool, got str"),
         (dict(has_qfp8=1), TypeError, "has_qfp8 must be a bool, got int"),
         (dict(a_deq="yes"), ValueError, "a_deq must be True, False or 'auto', got 'yes'"),

@@ -22,7 +22,8 @@ def test_every_registered_op_has_a_flat_schema():
     ops = _registered()
     # Every op seam's public functions launch through, so the check is not vacuous.
     assert {"fused_add_rms_norm", "swiglu_oai", "mhc_post_collapse_rms_norm", "mxfp8_quantize", "mxfp8_linear",
-            "qkv_index_fused_epilogue", "lamport_publish", "lamport_consume", "lamport_mhc_consume"} <= set(ops)
+            "qkv_index_fused_epilogue", "lamport_publish", "lamport_consume", "lamport_mhc_consume",
+            "moe_finalize"} <= set(ops)
     for name, op in ops.items():
         schema = op._schema
         assert not schema.returns, f"seam::{name} returns {schema.returns}: outputs are caller buffers"
@@ -71,10 +72,11 @@ def _captured_call(monkeypatch, module, name: str, public_call) -> tuple:
 
 def _op_calls(device):
     """Public calls of every op but the Lamport ones (whose spins wait on state a repeated call does not
-    re-arm), each with the op module and attribute it goes through."""
+    re-arm; the MoE finalize of their fallback through its helper), each with the op module and attribute it
+    goes through."""
     import seam
     from seam.formats import nvfp4
-    from seam.ops import linear, mhc, mxfp8, norm, qkv, swiglu
+    from seam.ops import allreduce_base, linear, mhc, mxfp8, norm, qkv, swiglu
 
     g = torch.Generator().manual_seed(3)
     x, r = (torch.randn(5, 128, generator=g).bfloat16().to(device) for _ in range(2))
@@ -89,7 +91,12 @@ def _op_calls(device):
     hc = 2
     res3 = torch.randn(5, hc, 128, generator=g).bfloat16().to(device)
     post, comb, pre = (torch.rand(shape, generator=g).to(device) for shape in ((5, hc), (5, hc, hc), (5, hc)))
+    gemm2 = torch.randn(3, 128, generator=g).bfloat16().to(device)
+    experts = torch.tensor([[0, 2], [-1, 1], [2, -1], [1, 0], [-1, -1]], dtype=torch.int32, device=device)
+    expert_weights = torch.rand(5, 2, generator=g).to(device)
     return {
+        "moe_finalize": (allreduce_base, "_finalize_op", lambda: allreduce_base.moe_finalize(
+            gemm2, expert_weights, experts, x)),
         "fused_add_rms_norm": (norm, "_norm", lambda: seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6)),
         "swiglu_oai": (swiglu, "_swiglu", lambda: seam.swiglu_oai_mxfp8(torch.cat([x, r], 1), a_deq=True)),  # I 128
         "mxfp8_quantize": (mxfp8, "_quantize", lambda: seam.mxfp8_quantize(x)),
@@ -103,7 +110,7 @@ def _op_calls(device):
     }
 
 
-@pytest.mark.parametrize("name", ["fused_add_rms_norm", "swiglu_oai", "mxfp8_quantize", "mxfp8_linear",
+@pytest.mark.parametrize("name", ["moe_finalize", "fused_add_rms_norm", "swiglu_oai", "mxfp8_quantize", "mxfp8_linear",
                                   "mxfp8_linear rows", "qkv_index_fused_epilogue", "mhc_post_collapse_rms_norm"])
 def test_opcheck(name, device, monkeypatch):
     """torch.library.opcheck on each op, on the arguments a public call gives it: its fake implementation, its

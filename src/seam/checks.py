@@ -65,7 +65,7 @@ def tensor(
         raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
     if contiguous and not t.is_contiguous():
         raise ValueError(_not_contiguous(name, t, written))
-    if align and not torch.compiler.is_compiling() and t.data_ptr() % align:
+    if align and not runtime.tracing() and t.data_ptr() % align:
         raise ValueError(f"{name} must be {align}-byte aligned (data_ptr % {align} = {t.data_ptr() % align})")
     if written:
         writable(name, t)
@@ -95,7 +95,7 @@ def writable(name: str, t: torch.Tensor) -> None:
     ``torch.inference_mode()``) outside inference mode: torch refuses "Inplace update to inference tensor
     outside InferenceMode", and a kernel's write would bypass that rule. (Not while ``torch.compile`` traces:
     fake tensors do not answer ``is_inference()``.)"""
-    if not torch.compiler.is_compiling() and t.is_inference() and not torch.is_inference_mode_enabled():
+    if not runtime.tracing() and t.is_inference() and not torch.is_inference_mode_enabled():
         raise ValueError(f"{name} is an inference tensor (made under torch.inference_mode()), which torch does not "
                          "let be updated in place outside inference mode: call under torch.inference_mode(), or "
                          "pass a tensor made outside it")
@@ -235,9 +235,9 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 def no_overlap(*named: tuple[str, torch.Tensor | None]) -> None:
     """Raise ValueError if two of the named buffers (None entries skipped) share bytes.
 
-    Skipped while ``torch.compile`` traces: fake tensors have no addresses.
+    Skipped while traced (:func:`seam.runtime.tracing`): fake tensors have no addresses.
     """
-    if torch.compiler.is_compiling():
+    if runtime.tracing():
         return
     spans = sorted((*_span(t), name) for name, t in named if t is not None and t.numel())
     for (_s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
@@ -261,10 +261,10 @@ def outputs_apart(
     different programs in no fixed order, so an alias gives wrong results. Raises ValueError
     naming both buffers. ``in_place``: (output, input) name pairs that may be the very same view
     (:func:`same_view`), where the kernel reads every element before writing it in the same thread
-    (row-local kernels); any other overlap of them still raises. Skipped while ``torch.compile``
-    traces (fake tensors have no addresses).
+    (row-local kernels); any other overlap of them still raises. Skipped while traced
+    (:func:`seam.runtime.tracing`: fake tensors have no addresses).
     """
-    if torch.compiler.is_compiling():
+    if runtime.tracing():
         return
     no_overlap(*outputs)
     for on, o in outputs:

@@ -63,7 +63,7 @@ class MXFP8Linear(torch.nn.Module):
         that moves their version counters wrote them: building one checks it and measures its
         :meth:`~seam.MXFP8Weight.byte_facts`, one host sync)."""
         values, scales = self.weight_values, self.weight_scales
-        if torch.compiler.is_compiling():  # traced once: no cache to keep
+        if runtime.tracing():  # traced once: no cache to keep
             return MXFP8Weight(values.view(torch.float8_e4m3fn), scales)
         cached = self._weight
         # The record holds views of the buffers: ``.data =`` on a buffer keeps its identity and version, moves
@@ -220,7 +220,7 @@ class MXFP8Linear(torch.nn.Module):
         if check_quantized_rows("qa", qa) != x.device or x.device != self.weight_values.device:
             raise ValueError(f"qa is on {qa.values.device} and x on {x.device}; the layer's weight is on "
                              f"{self.weight_values.device}: all three must be on one device")
-        if torch.compiler.is_compiling():
+        if runtime.tracing():
             return
         if runtime.debug_checks(x.device):
             values, scales = mxfp8_quantize(x)
@@ -232,7 +232,7 @@ class MXFP8Linear(torch.nn.Module):
     def take_prequant(self, x: torch.Tensor) -> QuantizedActivation | None:
         """The registered rows if ``x`` is the registered tensor; clears the registration. While
         ``torch.compile`` traces: None, and the registration stays (see :meth:`set_prequant`)."""
-        if torch.compiler.is_compiling():
+        if runtime.tracing():
             return None
         pending, self._prequant = self._prequant, None
         if pending is None:
@@ -267,7 +267,7 @@ class MXFP8Linear(torch.nn.Module):
         quantize = LinearQuantize.parse(quantize)  # before the hand-off is consumed
         if isinstance(x, torch.Tensor) and x.dim() != 2 and (x.dim() == 0 or x.shape[-1] != self.in_features):
             raise ValueError(f"x must have shape [..., {self.in_features}] (in_features), got {list(x.shape)}")
-        if not isinstance(x, torch.Tensor) or torch.compiler.is_compiling():
+        if not isinstance(x, torch.Tensor) or runtime.tracing():
             # rows used as they are; a traced forward takes no hand-off (set_prequant)
             return mxfp8_linear(x, self.weight, out=out, quantize=quantize)
         pending = self._prequant

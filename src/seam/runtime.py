@@ -20,6 +20,7 @@ import os
 import sys
 
 import torch
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
@@ -81,10 +82,19 @@ for _var, _val in (
 DEBUG_ENV = "SEAM_DEBUG"
 
 
+def tracing() -> bool:
+    """Whether seam's ops are being traced rather than run: ``torch.compile`` / ``torch.export`` (Dynamo), or a
+    torch dispatch mode on the stack (``make_fx``'s proxy mode, ``FakeTensorMode``). Traced calls go through
+    the ``torch.library`` ops (``seam.ops.registry``) and skip what needs real tensors: addresses, host reads,
+    choices that compare M (a traced graph may run at another M)."""
+    # Dynamo folds is_compiling() to True, so it never traces the dispatch-stack query.
+    return torch.compiler.is_compiling() or is_in_torch_dispatch_mode()
+
+
 def host_reads_allowed(device: torch.device) -> bool:
-    """Whether the host may read device data now: not while ``torch.compile`` traces (no values)
+    """Whether the host may read device data now: not while traced (:func:`tracing`: no values)
     nor while a CUDA graph is captured (a sync would break the capture)."""
-    if torch.compiler.is_compiling():
+    if tracing():
         return False
     return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from seam import checks
+from seam import checks, runtime
 from seam.formats.a_deq import A_DEQ_STEP, permuted
 from seam.formats.mxfp8 import (
     E4M3_DTYPES,
@@ -138,7 +138,7 @@ class QuantizedActivation:
         if not 0 <= start <= stop <= m:
             raise ValueError(f"rows must satisfy 0 <= start <= stop <= M={m}, got start={start}, stop={stop}")
         rows = stop - start
-        tracing = torch.compiler.is_compiling()
+        tracing = runtime.tracing()
         if self.layout is ScaleLayout.ROW_MAJOR:
             scales = self.scales[start:stop]
         elif not tracing and start % 128 == 0 and (stop == m or rows % 128 == 0):

@@ -13,7 +13,7 @@ import dataclasses
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from seam import checks
+from seam import checks, runtime
 from seam.formats.mxfp8 import (
     E4M3_DTYPES,
     UE8M0_DTYPES,
@@ -113,7 +113,7 @@ class MXFP8Weight:
         DLPack or a raw kernel, and any write to tensors made under ``torch.inference_mode()`` (no version
         counter); build a new record after those (with ``SEAM_DEBUG``, ``mxfp8_linear`` measures them again at
         each call and raises if they changed). A CUDA graph keeps the path it captured."""
-        if self._facts is None or torch.compiler.is_compiling():
+        if self._facts is None or runtime.tracing():
             return None
         facts, versions = self._facts
         return facts if versions == _versions(self.values, self.scales) else None
@@ -139,7 +139,7 @@ def _versions(*tensors: torch.Tensor) -> tuple[tuple[int | None, int], ...]:
 def _measure(values: torch.Tensor, scales: torch.Tensor) -> tuple[ByteFacts, tuple] | None:
     """(:class:`ByteFacts`, the tensors' versions), in one host sync; None where there are no bytes to read (meta
     and fake tensors: ``FakeTensorMode``, ``make_fx``) or no sync may happen."""
-    if (values.is_meta or torch.compiler.is_compiling() or is_fake(values)
+    if (values.is_meta or runtime.tracing() or is_fake(values)
             or values.is_cuda and torch.cuda.is_current_stream_capturing()):
         return None
     return measure_byte_facts(values, scales), _versions(values, scales)

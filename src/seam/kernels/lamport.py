@@ -20,7 +20,7 @@ Pieces:
   ``g = NEXT``; the program that passes ``is_writer`` stores ``ACTIVE = g``.
 * :func:`lamport_publish_fragment`: stores a BF16 fragment of one token's contribution
   (-0.0 replaced by +0.0) into ``mailbox_p[g][rank][token][cols]`` of every rank p.
-* :func:`lamport_moe_finalize_fragment`: the MoE finalize contribution of one token's
+* :func:`seam.kernels.moe_finalize.moe_finalize_fragment`: the MoE finalize contribution of one token's
   columns as BF16 (spec formula, k order; launch the kernel with
   ``enable_fp_fusion=False`` so each product is rounded to fp32 before its add).
 * :func:`lamport_consumer_generation` (consumer, after ``gdc_wait``): returns
@@ -56,6 +56,7 @@ import triton.language as tl
 
 from seam.formats.a_deq import permuted
 from seam.kernels.a_deq import store_a_deq
+from seam.kernels.moe_finalize import finalize_block, moe_finalize_fragment
 from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne, to_f32
 
 #: Generations in the mailbox rotation.
@@ -123,39 +124,6 @@ def lamport_publish_fragment(
     for p in tl.static_range(TP):
         peer = tl.load(peer_offsets_ptr + p)
         tl.store(mailbox_ptr + peer + offs, frag, mask=mask)
-
-
-@triton.jit
-def lamport_moe_finalize_fragment(
-    gemm2_ptr,  # bf16 [rows, hidden], permuted expert GEMM2 output
-    weights_ptr,  # fp32 or bf16 [M, TOP_K]
-    idx_ptr,  # int32 [M, TOP_K] expanded -> permuted row, -1 = expert not on this rank
-    shared_ptr,  # bf16 [M, hidden]
-    token,
-    cols,
-    mask,
-    hidden,
-    rows,  # gemm2 rows: an index outside [0, rows) is skipped like -1
-    TOP_K: tl.constexpr,
-):
-    """BF16 contribution of ``token``'s columns: bf16(sum_k f32(row_k) * f32(w_k) + f32(shared)).
-
-    Products are separate from their adds only when the kernel is launched with
-    ``enable_fp_fusion=False``; skipped experts (idx < 0) are left out entirely, so an
-    inf/NaN in an unused row cannot leak in. So is an index past gemm2's rows, which only
-    ``SEAM_LAMPORT_DEBUG=1`` reports: the kernel never reads out of bounds.
-    """
-    token64 = token.to(tl.int64)
-    acc = tl.zeros(cols.shape, tl.float32)
-    for k in tl.static_range(TOP_K):
-        row = tl.load(idx_ptr + token64 * TOP_K + k)
-        used = (row >= 0) & (row < rows)
-        w = to_f32(tl.load(weights_ptr + token64 * TOP_K + k))
-        x = tl.load(gemm2_ptr + row.to(tl.int64) * hidden + cols, mask=mask & used, other=0.0)
-        acc = tl.where(used, acc + to_f32(x) * w, acc)
-    shared = tl.load(shared_ptr + token64 * hidden + cols, mask=mask, other=0.0)
-    acc = acc + to_f32(shared)
-    return to_bf16_rne(acc)
 
 
 @triton.jit
@@ -238,7 +206,7 @@ def lamport_publish_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     g = lamport_publish_generation(stage_state_ptr, (token == 0) & (tl.program_id(1) == 0))
     if FINALIZE:
-        frag = lamport_moe_finalize_fragment(
+        frag = moe_finalize_fragment(
             gemm2_ptr, weights_ptr, idx_ptr, x_ptr, token, cols, mask, hidden, gemm2_rows, TOP_K
         )
     else:
@@ -338,11 +306,6 @@ def lamport_consumer_kernel(
 # ---------------------------------------------------------------------------------------
 # Launchers (inputs validated by seam.ops.allreduce_base and its subclasses)
 # ---------------------------------------------------------------------------------------
-def _publish_block(hidden: int) -> tuple[int, int]:
-    block_n = min(triton.next_power_of_2(hidden), 1024)
-    return block_n, 4
-
-
 def check_mailbox(mailbox: torch.Tensor, address: int) -> None:
     """Raise RuntimeError unless ``mailbox`` is the rank's own mailbox, at ``address``
     (``LamportRankState.address``): the kernels reach the peers' mailboxes at offsets from it, so a copy (a
@@ -376,7 +339,7 @@ def launch_lamport_publish(
     _, tp, capacity, hidden = mailbox.shape
     finalize = gemm2 is not None
     top_k = weights.shape[1] if finalize else 1
-    block_n, num_warps = _publish_block(hidden)
+    block_n, num_warps = finalize_block(hidden)
     grid = (m, triton.cdiv(hidden, block_n))
     lamport_publish_kernel[grid](
         x,

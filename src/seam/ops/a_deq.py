@@ -40,7 +40,7 @@ def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name
     """
     a_deq = check_a_deq(a_deq)
     if a_deq == "auto":
-        return not torch.compiler.is_compiling() and a_deq_pays(m, k, device)
+        return not runtime.tracing() and a_deq_pays(m, k, device)
     if a_deq:
         checks.multiple_of(f"{k_name} with a_deq", k, A_DEQ_STEP)
     return a_deq

@@ -24,6 +24,7 @@ from seam.comm.ledger import CallLedger
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
 from seam.kernels.lamport import EPILOGUE_RMS_NORM_MXFP8, launch_lamport_consumer, launch_lamport_publish
+from seam.kernels.moe_finalize import launch_moe_finalize
 from seam.ops.a_deq import resolve_a_deq
 from seam.ops.registry import register
 
@@ -49,6 +50,16 @@ _consume_op = register(
     ("mailbox", "stage_state", "error", "out", "residual_out", "values", "scales", "a_deq"),
     launch_lamport_consumer,
 )
+_finalize_op = register("moe_finalize", ("out",), launch_moe_finalize)
+
+
+def moe_finalize(gemm2: torch.Tensor, weights: torch.Tensor, idx: torch.Tensor, shared: torch.Tensor) -> torch.Tensor:
+    """The fallback's MoE finalize (no peer access, TP 1) of checked operands, as
+    :func:`seam.kernels.moe_finalize.launch_moe_finalize` takes them: BF16 [M, hidden], the contribution the
+    fused path's publish stores (``docs/spec/lamport.md``, MoE finalize publish)."""
+    out = torch.empty_like(shared)
+    _finalize_op(gemm2, weights, idx, shared, out)
+    return out
 
 
 class LamportBase:

@@ -30,11 +30,10 @@ from seam.formats.mxfp8 import ScaleLayout
 from seam.kernels.lamport_mhc import launch_lamport_mhc_consumer
 from seam.kernels.mhc import new_split_scratch, split_scratch
 from seam.kernels.mhc_config import max_split
-from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase
+from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase, moe_finalize
 from seam.ops.mhc import HC_MULTS, check_mhc_inputs, launch_checked
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
-from seam.ref.lamport import moe_finalize_ref
 
 
 # As ``torch.ops.seam.lamport_mhc_consume``: traces under torch.compile, and eager calls bump the
@@ -334,9 +333,7 @@ class AllReduceMHC(LamportBase):
             return
         self._check_publish(rank, m)
         if gemm2_permuted is not None:
-            # The spec's formula in eager PyTorch, whose separate mul and add kernels keep the
-            # products rounded before each add.
-            x = moe_finalize_ref(gemm2_permuted, expert_weights, idx, x)
+            x = moe_finalize(gemm2_permuted, expert_weights, idx, x)
         self._gather(m, x)
         self._ledger.published(rank, m)
 

@@ -16,9 +16,8 @@ import torch
 from seam import checks, runtime
 from seam.comm.group import DistGroup, Group
 from seam.formats.activation import QuantizedActivation
-from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase
+from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase, moe_finalize
 from seam.ops.norm import gemma_norm_mxfp8_activation
-from seam.ref.lamport import moe_finalize_ref
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # tensors: == by identity, as torch.nn.Module
@@ -68,7 +67,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
     Spec: ``docs/spec/lamport.md`` (MoE finalize publish, Consumer A). Each instance owns
     a mailbox for ``max_num_tokens`` rows that all layers may share; construction is
     collective over the TP group. Without peer access (or on a real TP 1 group) a call
-    finalizes with :func:`seam.ref.lamport.moe_finalize_ref`, sums with
+    finalizes with :func:`seam.kernels.moe_finalize.launch_moe_finalize`, sums with
     ``torch.distributed.all_reduce`` and runs the fused norm kernel (the
     :class:`~seam.LamportAllReduce` fallback: the sum is rounded to BF16 before the residual add).
 
@@ -230,7 +229,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         eps = self._check_norm_inputs(m, residual, norm_weight, norm_eps, ("norm_weight", "norm_eps"))
         if not self.fused:
             routed = moe_output.routed
-            x = moe_finalize_ref(
+            x = moe_finalize(
                 routed.gemm2_permuted, routed.expert_weights, routed.expanded_idx_to_permuted_idx,
                 moe_output.shared_output,
             )

@@ -179,8 +179,8 @@ def _check_epilogue(
     for name, c in (("kv_cache", kv_cache), ("index_cache", index_cache)):
         if c.shape[0] < 1:
             raise ValueError(f"{name} must have at least one block")
-        # fake tensors have no address while torch.compile traces; the eager call checks it
-        if (not torch.compiler.is_compiling() and c.data_ptr() % 32) or c.stride(0) % 32:
+        # fake tensors have no address while traced; the eager call checks it
+        if (not runtime.tracing() and c.data_ptr() % 32) or c.stride(0) % 32:
             raise ValueError(
                 f"{name} must be 32-byte aligned with a page stride that is a multiple of 32 "
                 f"(data_ptr % 32 = {c.data_ptr() % 32}, stride(0) = {c.stride(0)})"
@@ -476,6 +476,11 @@ def qkv_epilogue(
     )()
 
 
+#: Largest ``max_tokens`` :func:`qkv_warmup` takes: it picks a tile at every M up to it (about 2 s at this
+#: bound) and allocates the workspace the largest M needs (GBs here at nkv 4).
+WARMUP_MAX_TOKENS = 1 << 17
+
+
 def qkv_warmup(
     nkv: int,
     *,
@@ -506,8 +511,8 @@ def qkv_warmup(
         TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q or has_qfp8 not a bool; a_deq
             neither a bool nor a string.
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
-            positive multiple of 128, max_tokens < 1, block_size not a positive multiple of 4,
-            a device seam's kernels do not run on here, a_deq a string other than "auto".
+            positive multiple of 128, max_tokens outside [1, :data:`WARMUP_MAX_TOKENS`], block_size not a
+            positive multiple of 4, a device seam's kernels do not run on here, a_deq a string other than "auto".
     """
     nkv = check_nkv(nkv)
     has_q, has_qfp8 = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8)
@@ -518,8 +523,8 @@ def qkv_warmup(
     if not (has_q or has_qfp8):
         raise ValueError("no q output: has_q and/or has_qfp8 must be True")
     checks.multiple_of("hidden_size", hidden_size, 128)
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if not 1 <= max_tokens <= WARMUP_MAX_TOKENS:
+        raise ValueError(f"max_tokens must be in [1, {WARMUP_MAX_TOKENS}], got {max_tokens}")
     checks.multiple_of("block_size", block_size, 4)
     device = runtime.device_arg("device", device) if device is not None else runtime.kernel_device()
     n, k = (19 * nkv + 1) * HEAD_DIM, hidden_size
