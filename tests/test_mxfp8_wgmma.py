@@ -204,25 +204,31 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
 
 
 def test_default_pick_at_129_to_384_tokens(monkeypatch):
-    """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; the fused QKV op keeps its
-    pick before them (its epilogue sums the partials of one token tile)."""
+    """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; so does the fused QKV op, as
+    128-token tiles (ceil(M / 128) of them either way: its epilogue reads their partials across token tiles), but
+    behind the ring kernel where that takes the shape (N 4992 at 129-256 tokens, log run 204)."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
     for m in (129, 200, 256, 384):
         for n, k in ((2560, 6144), (4992, 6144), (1536, 6144)):
-            assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == pick_token_tiles(m, n, k, 132)
-            assert not pick_qkv_tile(m, n, k, cuda).warp_specialized
+            t = pick_token_tiles(m, n, k, 132)
+            assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == t
+            q, ring = pick_qkv_tile(m, n, k, cuda), mxfp8_gemm_config.pick_ring_tile(m, n, k, 132)
+            if ring is not None:
+                assert q == ring and (n, m <= 256) == (4992, True)
+            else:
+                assert q == dataclasses.replace(t, block_m=128) and -(-m // q.block_m) == -(-m // t.block_m)
         assert pick_tile(m, 6144, 768, cuda) == mxfp8_gemm_config.BF16_MM_TILE
-    assert pick_qkv_tile(200, 4992, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 4992, 6144, 132)
-    assert pick_qkv_tile(200, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
+    assert pick_qkv_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(385, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
-    # a torch without the prefill path's mm: the QKV op's tl refit, as before the token tiles
+    # a torch without the prefill path's mm: the token tiles all the same, the tl refit past them
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: False)
-    t = pick_qkv_tile(200, 2560, 6144, cuda)
-    assert not (t.wgmma or t.bf16_mm) and t == pick_qkv_tile(200, 2560, 6144, cuda, tl_only=True)
+    assert pick_qkv_tile(200, 2560, 6144, cuda).warp_specialized
+    t = pick_qkv_tile(385, 2560, 6144, cuda)
+    assert not (t.wgmma or t.bf16_mm) and t == pick_qkv_tile(385, 2560, 6144, cuda, tl_only=True)
 
 
 def test_token_tile_overrides_checked(monkeypatch):

@@ -527,17 +527,18 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64, and 97..128 at K >= 2048; at 65..96 the
-    128-token tile at pick_tile's split, not its 64 + tail tile, not yet GPU-tested under the epilogue), its Gluon
-    ring tile (M 129..256 where pick_ring_tile takes the shape: nkv 2) and its prefill tile (M >= 129
-    otherwise; there mxfp8_linear takes the warp-specialized token tiles to 384 tokens, this op not yet); one token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only
-    keeps the one-kernel tl path, refit."""
+    128-token tile at pick_tile's split, not its 64 + tail tile, not yet GPU-tested under the epilogue), its
+    warp-specialized token tiles at 129..384 as 128-token tiles, but the ring kernel's tile where pick_ring_tile
+    takes the shape (129..256 tokens at nkv 2, where it was faster: log run 204), and its prefill tile above; one
+    token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the
+    one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
         n = (19 * nkv + 1) * 128
-        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 256, 257, 2048):
+        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 256, 257, 384, 385, 2048):
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
@@ -552,9 +553,12 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
             elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
                 assert t == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
                 assert linear.warp_specialized, m  # mxfp8_linear's token tiles (pick_token_tiles), not this op's
-            elif m >= 129:
-                assert t == BF16_MM_TILE, m
-                assert linear == (gemm_config.pick_token_tiles(m, n, 6144, 132) or BF16_MM_TILE), m
+            elif m <= 384:  # mxfp8_linear's token tiles as 128-token tiles: ceil(M / 128) of them either way
+                assert pick_ring_tile(m, n, 6144, 132) is None, m
+                assert linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
+                assert t == dataclasses.replace(linear, block_m=128), m
+            else:
+                assert t == linear == BF16_MM_TILE, m
 
 
 def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
@@ -568,12 +572,12 @@ def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
 
 
 @pytest.mark.parametrize("m, block_m, error", [
-    (300, 256, "tile.wgmma needs M <= block_m here, got M=300 and block_m=256"),
+    (300, 256, r"tile.wgmma needs M <= block_m here \(any M warp-specialized\), got M=300 and block_m=256"),
     (70, 72, "tile.block_m 72 \\(a 64 \\+ tail tile\\) runs mxfp8_linear only"),
 ])
 def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, monkeypatch):
     """Refused before any launch, every output as it was: a ring tile (any M in mxfp8_linear) with M above its 256
-    rows (the epilogue sums the Gluon GEMM's partials of one M tile), mxfp8_linear's 64 + tail tiles (72, 80, 96
+    rows (the epilogue sums the ring kernel's partials of one M tile), mxfp8_linear's 64 + tail tiles (72, 80, 96
     tokens), which this op does not take yet (their partials path is not GPU-tested here)."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     p = make_problem(nkv=1, m=m, k=256, block_size=4, seed=63, device=device)
@@ -908,7 +912,7 @@ def test_fused_full_shapes_gpu(nkv, m):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("nkv", [1, 2, 4])
-@pytest.mark.parametrize("m", [1, 2, 20, 64, 128, 192, 513])
+@pytest.mark.parametrize("m", [1, 2, 20, 64, 128, 192, 300, 513])
 def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     n = (19 * nkv + 1) * 128
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=70 + m, device="cuda", integer=True,
@@ -920,12 +924,14 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
 
 
 def test_workspace_holds_the_gluon_partials_and_the_staged_rows():
-    """After a Gluon GEMM the workspace holds its partials, then the epilogue's staged NVFP4 rows: none for
-    the one-row tile of epilogue_tile_after up to 128 tokens (the decode kernel), 16-row tiles past
-    that (the ring kernel at 129..256). After the prefill GEMM the 16-row epilogue tile stages its rows
-    there (its accumulator is not in it)."""
+    """After a Gluon GEMM the workspace holds its partials (every token tile's rows), then the epilogue's staged
+    NVFP4 rows: none for the one-row tile of epilogue_tile_after on the decode kernel's tiles (to 128 tokens, and
+    the warp-specialized token tiles to 384), 16-row tiles after the ring kernel (129..256). After the prefill GEMM
+    the 16-row epilogue tile stages its rows there (its accumulator is not in it)."""
     streamed = Tile(128, 128, 128, 8, 2, split_k=6, wgmma=True)
     assert workspace_floats(100, streamed, 20) == 20 * 6 * 128 * 128
+    token_tiles = Tile(128, 128, 128, 8, 4, split_k=2, wgmma=True, warp_specialized=True)
+    assert workspace_floats(300, token_tiles, 20) == 20 * 2 * 3 * 128 * 128
     ring256 = Tile(256, 128, 128, 8, 2, split_k=3, wgmma=True)
     assert workspace_floats(200, ring256, 20) == 20 * 3 * 256 * 128 + 20 * 13 * 16 * 128
     decode = Tile(16, 128, 128, 8, 2, split_k=12, wgmma=True)
@@ -961,10 +967,11 @@ def test_epilogue_stages_rows_past_partials_kept_in_the_workspace(in_workspace, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 200)])
+@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 300), (4, 200)])
 def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(nkv, m):
     """Two different problems launched back to back on the one workspace (no synchronization between them):
-    both give the reference bytes (after the 256-token ring GEMM, nkv 2 at 200 tokens, the epilogue stages
+    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; after the 256-token ring
+    GEMM, nkv 4 at 200 tokens, the epilogue stages
     NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
     rows must lie past them), and the counters are back at zero."""
     problems = [make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,

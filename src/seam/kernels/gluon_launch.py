@@ -45,7 +45,8 @@ def launch_gluon(
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
     (``block_m`` <= 128) or the ring kernel (256), into ``out`` or, with ``partials`` (``out`` unused), each
-    program's fp32 split-K partial into the workspace, returned as [tiles, split_k, block_m, 128]. ``a_deq``
+    program's fp32 split-K partial into the workspace, returned as [N tiles, split_k, token tiles x block_m, 128]
+    (token tiles: the warp-specialized kernel's, ceil(M / block_m); one elsewhere). ``a_deq``
     (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
     K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
     kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. ``weight_bf16_mul``:
@@ -94,6 +95,8 @@ def launch_gluon(
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,
                                               a_deq=a_deq is not None, bf16_mul=rules.bf16_mul and weight_bf16_mul,
                                               a_stream=rules.a_stream)
-    if partials:
-        return work[: tiles * tile.split_k * tile.block_m * 128].view(tiles, tile.split_k, tile.block_m, 128)
+    if partials:  # [N tiles, split, token tiles x block_m, 128] (the warp-specialized kernel's; one token tile else)
+        n_tiles, token_tiles = triton.cdiv(n, tile.block_n), triton.cdiv(m, tile.block_m)
+        return work[: tiles * tile.split_k * tile.block_m * 128].view(n_tiles, tile.split_k,
+                                                                        token_tiles * tile.block_m, 128)
     return out

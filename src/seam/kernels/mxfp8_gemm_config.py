@@ -414,8 +414,7 @@ def covers(tile: Tile, m: int) -> bool:
     return not (tile.wgmma and not (tile.ring or tile.warp_specialized) and m > tile.block_m)
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False,
-              token_tiles: bool = True) -> Tile:
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False) -> Tile:
     """:data:`GEMV_TILE` for one token (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
     waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
@@ -439,13 +438,12 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     shape; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
-    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`). ``token_tiles`` False leaves the token
-    tiles out (the fused QKV op, whose epilogue sums the partials of one token tile).
+    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`).
     """
     sms = runtime.num_sms(device)
     if not tl_only and wgmma_config.wgmma_supported(device):  # tests patch the module's
         wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
-                      or (pick_token_tiles(m, n, k, sms) if token_tiles else None) or pick_ring_tile(m, n, k, sms))
+                      or pick_token_tiles(m, n, k, sms) or pick_ring_tile(m, n, k, sms))
         if wgmma_tile is not None:
             return wgmma_tile
     if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
@@ -470,10 +468,15 @@ _CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
 def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
-    ``seam.kernels.qkv_epilogue.launch_qkv``), but at 129-384 tokens, where ``pick_tile`` takes the
-    warp-specialized token tiles (:func:`pick_token_tiles`), the ring kernel's tile or the prefill path as before
-    them (the epilogue sums the partials of one token tile); else, or with ``tl_only``, its tl choice refit to the
+    ``seam.kernels.qkv_epilogue.launch_qkv``; its warp-specialized decode tiles at 65-384 tokens as 128-token
+    tiles, whose partials the epilogue reads across token tiles), but the ring kernel's tile where
+    :func:`pick_ring_tile` takes the shape (129-256 tokens); else, or with ``tl_only``, its tl choice refit to the
     registers the fused kernel's epilogue takes.
+
+    At 129-384 tokens (H200, 2026-12-05, ``docs/benchmarks-log.md`` run 204, the op with rotated weights, us, the
+    pick before -> 128-token tiles): nkv 1 (N 2560, the prefill path before) M 129 32.66 -> 29.29, 192 33.34 ->
+    25.18, 256 33.91 -> 26.39, 384 41.16 -> 35.45; nkv 2 (N 4992) M 384 (prefill path) 72.20 -> 63.67, but at
+    129-256 the ring kernel kept its lead: 48.80 / 48.45 / 49.03 against 53.41 / 52.49 / 55.99.
 
     The two-launch path wins at every M it takes but one token at nkv 1 (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
     us, this path / the one-kernel tl tile, K 6144, nkv 1 then 2): M 8 10.79 / 13.19, 15.35 / 20.18;
@@ -510,11 +513,14 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
     if not tl_only:
-        tile = pick_tile(m, n, k, device, token_tiles=False)  # the epilogue sums the partials of one token tile
+        if wgmma_config.wgmma_supported(device) and (ring := pick_ring_tile(m, n, k, runtime.num_sms(device))):
+            return ring  # 129-256 tokens of wide layers: faster than the token tiles here (log run 204)
+        tile = pick_tile(m, n, k, device)
         if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
-            # the 128-token tile (the 64 + tail tiles are not yet run under the epilogue on a GPU): warp-specialized
-            # where mxfp8_linear's is (its partials-only launch, log run 188: 0.89-0.96x the plain decode kernel's at
-            # 100 tokens, splits 3, 2 and 6), else the plain decode kernel at its measured depth
+            # 128-token tiles (the 64 + tail tiles are not yet run under the epilogue on a GPU; ceil(M / 128) token
+            # tiles either way): warp-specialized where mxfp8_linear's is (its partials-only launch, log run 188:
+            # 0.89-0.96x the plain decode kernel's at 100 tokens, splits 3, 2 and 6), else the plain decode kernel
+            # at its measured depth
             ws = tile.warp_specialized
             return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M,
                                        num_stages=tile.num_stages if ws else streamed_stages(tile.split_k))

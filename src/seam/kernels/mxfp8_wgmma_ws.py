@@ -31,7 +31,7 @@ mixed: the picker keeps those splits on the plain decode kernel
 Registers: the launch caps every thread at :data:`MAX_REGISTERS` (Triton runs the three partitions on 12 warps'
 worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the consumers :data:`CONSUMER_REGISTERS`
 and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``).
-With ``PARTIALS`` (the fused QKV op's GEMM at 65-128 tokens) each consumer stores its rows of the program's partial
+With ``PARTIALS`` (the fused QKV op's GEMM at 65-384 tokens) each consumer stores its rows of the program's partial
 in the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's
 wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and at
 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
@@ -116,9 +116,10 @@ def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, co
               SPLIT_K: gl.constexpr, COMBINE: gl.constexpr, COMBINERS: gl.constexpr, BF16_MUL: gl.constexpr,
               PARTIALS: gl.constexpr):
     """Weight rows 64 * HALF.. of the program's tile (``tile``: its index among the grid's tiles, token tiles
-    included), against tokens m0..m0 + MP: every step's MMA, then their store (a 64-row tile of its own: index
-    2 * tile + HALF), or with ``PARTIALS`` their rows of the program's partial in the decode kernel's layout
-    ([tiles, SPLIT_K, MP, 128], what the QKV epilogue sums; one token tile)."""
+    included; with ``PARTIALS`` its partial's index), against tokens m0..m0 + MP: every step's MMA, then their store
+    (a 64-row tile of its own: index 2 * tile + HALF), or with ``PARTIALS`` their rows of the program's partial
+    ([N tiles, SPLIT_K, token tiles x MP, 128], what the QKV epilogue sums; one token tile: the decode kernel's
+    layout)."""
     MA: gl.constexpr = MP - TAIL
     TW: gl.constexpr = TAIL if TAIL > 0 else 8  # the tail accumulator's width (TAIL 0: unused)
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1],
@@ -148,7 +149,7 @@ def _consumer(w_ring, s_ring, x_ring, xt_ring, ready, empty, out_ptr, ws_ptr, co
         # along N, contiguous in the workspace (the MMA layout spreads a column over 8 lanes)
         EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [1, CONSUMER_WARPS], [0, 1])
         r = 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, EPI))
-        base = ws_ptr + (tile.to(gl.int64) * SPLIT_K + kid) * (MP * BLOCK_N) + r[:, None]
+        base = ws_ptr + tile.to(gl.int64) * (MP * BLOCK_N) + r[:, None]
         gl.store(base + gl.arange(0, MA, layout=gl.SliceLayout(0, EPI))[None, :] * BLOCK_N, gl.convert_layout(acc, EPI))
         if TAIL > 0:
             t = MA + gl.arange(0, TW, layout=gl.SliceLayout(0, EPI))
@@ -195,9 +196,10 @@ def mxfp8_linear_wgmma_ws_kernel(
     x_desc,  # A_deq [M, K] BF16, K-permuted (seam.formats.a_deq), block [MP - TAIL, BLOCK_K]
     xt_desc,  # with TAIL: A_deq's rows from MP - TAIL on, block [TAIL, BLOCK_K] (else unused)
     out_ptr,  # bf16 [M, N], row stride stride_om (unused with PARTIALS)
-    ws_ptr,  # fp32 split-K workspace [2 * tiles, SPLIT_K, MP, 64]; with PARTIALS the partials [tiles, SPLIT_K, MP, 128]
+    ws_ptr,  # fp32 split-K workspace [2 * tiles, SPLIT_K, MP, 64]; with PARTIALS the partials
+    # [N tiles, SPLIT_K, token tiles x MP, 128]
     counter_ptr,  # int32 [2 * tiles] arrival counters (one per half-tile), zero between launches
-    # (tiles: N tiles x token tiles; grid axis 1: the token tile, MP tokens each, one with PARTIALS)
+    # (tiles: N tiles x token tiles; grid axis 1: the token tile, MP tokens each)
     M,
     N,
     stride_om,
@@ -219,7 +221,10 @@ def mxfp8_linear_wgmma_ws_kernel(
     tile, kid, lo, n_steps = program_steps(K_STEPS, SPLIT_K)
     n0 = tile * BLOCK_N
     m0 = gl.program_id(1) * MP
-    tile += gl.program_id(1) * (gl.num_programs(0) // SPLIT_K)  # token tile-major: its own counters and partials
+    if PARTIALS:  # the program's partial: [N tiles, SPLIT_K, token tiles x MP, 128], a head's rows contiguous
+        tile = (tile * SPLIT_K + kid) * gl.num_programs(1) + gl.program_id(1)
+    else:  # token tile-major: its own counters and partials
+        tile += gl.program_id(1) * (gl.num_programs(0) // SPLIT_K)
     w_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
     s_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 16], s_desc.layout)
     x_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, MA, BLOCK_K], x_desc.layout)
@@ -251,24 +256,23 @@ def launch_mxfp8_linear_wgmma_ws(
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU, for validated operands that
     :func:`seam.kernels.mxfp8_wgmma.operands_ready` accepts: ``a_deq`` BF16 [M, K] in the decode kernel's K order
     (``seam.formats.a_deq``), ``wq`` / ``ws`` the MXFP8 weight and its swizzled scales. ``block_m``: one of
-    :data:`BLOCK_MS`: the tokens per program, ceil(M / block_m) token tiles (one with ``partials``); ``stages``: the
+    :data:`BLOCK_MS`: the tokens per program, ceil(M / block_m) token tiles; ``stages``: the
     ring depth, 1 to :func:`max_stages`; ``work``: fp32 split-K scratch of at least ``tiles * split_k * block_m *
     128`` floats, ``counters``: int32, at least ``2 * tiles``, zero (both unused at ``split_k`` 1; tiles = ceil(N /
     128) x the token tiles); ``combine`` / ``combiners``: as the decode kernel's launcher
     (combiners per 64-row half-tile); ``bf16_mul``: dequantize by BF16 multiplies, for a weight
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts. With ``partials`` (the fused QKV op) ``out`` and
-    ``counters`` are unused: each program stores its fp32 partial in ``work`` as the decode kernel's partials launch
-    does ([tiles, split_k, block_m, 128], split 1 too), and the QKV epilogue kernel sums them.
+    ``counters`` are unused: each program stores its fp32 partial in ``work``, [N tiles, split_k, token tiles x
+    block_m, 128] (split 1 too; one token tile: the decode kernel's partials layout), and the QKV epilogue kernel
+    sums them.
 
     Raises:
-        ValueError: ``block_m`` not in :data:`BLOCK_MS`, M > ``block_m`` with ``partials``, ``split_k`` not in
+        ValueError: ``block_m`` not in :data:`BLOCK_MS`, ``split_k`` not in
             [1, K / 128] (a program without steps would store before the PDL wait), ``stages`` out of range, or
             ``combiners`` out of range (:func:`seam.kernels.wgmma_combine.check_combiners`)."""
     if block_m not in BLOCK_MS:
         raise ValueError(f"block_m must be one of {BLOCK_MS}, got {block_m}")
     m, k = a_deq.shape
-    if partials and m > block_m:
-        raise ValueError(f"partials take one token tile: M must be at most block_m {block_m}, got {m}")
     n = wq.shape[0]
     if not 1 <= split_k <= k // BLOCK_K.value:
         raise ValueError(f"split_k must be in [1, K / 128 = {k // BLOCK_K.value}], got {split_k}")

@@ -49,8 +49,8 @@ def workspace_floats(m: int, tile: Tile, heads: int) -> int:
     def floats(t: Tile) -> int:
         return heads * -(-m // t.block_m) * t.split_k * t.block_m * 128 if needs_workspace(t) else 0
 
-    if tile.wgmma:  # the Gluon GEMM's partials (one M tile), then the epilogue on them
-        return heads * tile.split_k * tile.block_m * 128 + floats(epilogue_tile_after(tile))
+    if tile.wgmma:  # the Gluon GEMM's partials (its token tiles' rows), then the epilogue on them
+        return heads * tile.split_k * -(-m // tile.block_m) * tile.block_m * 128 + floats(epilogue_tile_after(tile))
     if tile.bf16_mm:  # the prefill GEMM writes its own accumulator
         return floats(epilogue_tile_after(tile))
     return floats(tile)

@@ -532,7 +532,7 @@ def launch_qkv_epilogue(
     split-K partials (in the workspace, with any rows this kernel stages past them:
     :func:`seam.kernels.qkv_config.workspace_floats`; this kernel sums them in split order), or the prefill
     GEMM's fp32 accumulator (4 * M * N bytes, temporary). Where TMA cannot read an operand as is, the one-kernel
-    path runs instead, on its tl tile. ``acc`` may be such partials, [heads, splits, MP, 128] fp32.
+    path runs instead, on its tl tile. ``acc`` may be such partials, [heads, splits, rows >= M, 128] fp32.
     ``inv_scales`` are the host fp32 reciprocals (1/q_fp8_scale, 1/k_scale, 1/v_scale).
     """
     m = positions.shape[0]
@@ -553,7 +553,8 @@ def launch_qkv_epilogue(
             acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
             launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
         else:
-            # one M tile; its partials land in scratch (the workspace reserved above is the one it takes)
+            # its partials (every token tile's rows) land in scratch (the workspace reserved above is the one it
+            # takes)
             acc = launch_gluon(xq, xsf, wq, wsf, None, tile, use_pdl, partials=True, a_deq=a_deq)
             # the decode kernel's PARTIALS mode triggers this launch only past its own wait (mxfp8_wgmma, and
             # mxfp8_wgmma_ws's producer warp); the

@@ -365,8 +365,9 @@ def _check_fused_tile(tile: Tile, m: int, k: int) -> None:
     """Refuse a caller's tile the fused launch cannot run at [m, k] (after :func:`check_tile`)."""
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
-    if tile.wgmma and m > tile.block_m:  # the epilogue sums the partials of one M tile
-        raise ValueError(f"tile.wgmma needs M <= block_m here, got M={m} and block_m={tile.block_m}")
+    if tile.wgmma and m > tile.block_m and not tile.warp_specialized:  # the epilogue sums one M tile's partials
+        raise ValueError(f"tile.wgmma needs M <= block_m here (any M warp-specialized), got M={m} and "
+                         f"block_m={tile.block_m}")
     if tile.block_m in TAIL_TILES:
         raise ValueError(f"tile.block_m {tile.block_m} (a 64 + tail tile) runs mxfp8_linear only; this op takes "
                          f"block_m 128 at 65-96 tokens (its partials path with these tiles is not yet GPU-tested)")
