@@ -119,19 +119,19 @@ def test_dequantization_launch_writes_a_deq_in_the_decode_order(m, device):
 
 
 def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
-    """A_deq's K order follows M: permuted up to 128 rows (the decode GEMM: seam.formats.a_deq.PERMUTED_MAX_M
-    is its largest M), natural order from 129 (the ring kernel reads the plain
-    dequantized rows); K must be whole 128-column steps either way."""
+    """A_deq's K order follows M: permuted up to 384 rows (the decode GEMM over its token tiles:
+    seam.formats.a_deq.PERMUTED_MAX_M is its largest M), natural order from 385 (no Gluon kernel reads it there);
+    K must be whole 128-column steps either way."""
     from seam.formats.a_deq import PERMUTED_MAX_M, permuted
-    from seam.kernels.wgmma_config import WGMMA_MAX_M
+    from seam.kernels.wgmma_config import TOKEN_TILES_MAX_M
 
-    assert PERMUTED_MAX_M == 128 and [m for m in range(1, 300) if permuted(m)] == list(range(1, 129))
-    assert PERMUTED_MAX_M == WGMMA_MAX_M
-    for m in (128, 129):
+    assert PERMUTED_MAX_M == 384 and [m for m in range(1, 500) if permuted(m)] == list(range(1, 385))
+    assert PERMUTED_MAX_M == TOKEN_TILES_MAX_M
+    for m in (128, 384, 385):
         xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m).to(device))
         deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
         a = a_deq_from_mxfp8(xq, xs)
-        want = deq if m > 128 else deq[:, torch.argsort(k_permutation(256)).to(device)]
+        want = deq if m > 384 else deq[:, torch.argsort(k_permutation(256)).to(device)]
         assert torch.equal(a.view(torch.int16), want.view(torch.int16))
     xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, 96, seed=1).to(device))
     with pytest.raises(ValueError, match="multiple of 128"):
@@ -234,9 +234,9 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
 
 def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monkeypatch):
     """seam.kernels.gluon_launch.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
-    goes to the decode kernel up to 128 tokens (in place of the MXFP8 rows, the A_DEQ variant) and to the ring
-    kernel from 129 (in place of its dequantization launch); a tile override that runs the other kernel (the
-    ring at 64 and 128 tokens, whose A_deq is K-permuted) gets none. The 128-token tile streams it always: given,
+    goes to the decode kernel up to 384 tokens (in place of the MXFP8 rows, the A_DEQ variant; over token tiles
+    from 129), K-permuted; the ring kernel, which reads natural order (an A_deq of more than 384 rows), gets none
+    (at 64-256 tokens its dequantization launch runs as before). The 128-token tile streams it always: given,
     written by the dequantization launch where none comes or TMA cannot read the one given; at this split it runs
     warp-specialized (mxfp8_wgmma_ws, which reads A_deq only), as picked at this split."""
     from seam.kernels import gluon_launch, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
@@ -256,8 +256,8 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     streamed = Tile(128, 128, 128, 8, 1, split_k=2, wgmma=True, warp_specialized=True)
     for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
                                    "decode", True), (65, streamed, "decode", True), (128, streamed, "decode", True),
-                                   (129, ring, "ring", True), (256, ring, "ring", True), (64, ring, "ring", False),
-                                   (128, ring, "ring", False)]:
+                                   (129, ring, "ring", False), (256, ring, "ring", False), (64, ring, "ring", False),
+                                   (128, ring, "ring", False), (200, streamed, "decode", True)]:
         xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
         a = a_deq_from_mxfp8(xq, xs)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
@@ -283,12 +283,12 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             (kernel, got_xq, got_xs, got_a_deq), = seen
             assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == ["ws"]
             assert torch.equal(got_xq.view(torch.int16), a_deq_from_mxfp8(xq, xs).view(torch.int16))
-    # over token tiles (M 200): a given A_deq is in natural K order there (permuted(200) is False), so the tile reads
-    # one written first in its own order instead
-    xq, xs = seam.mxfp8_quantize(torch.randn(200, k).bfloat16().to(device))
+    # over token tiles past 384 rows (a tile override: the picker stops at 384), a given A_deq is in natural K
+    # order (permuted(400) is False), so the tile reads one written first in its own order instead
+    xq, xs = seam.mxfp8_quantize(torch.randn(400, k).bfloat16().to(device))
     given = a_deq_from_mxfp8(xq, xs)
     seen.clear(), streams.clear()
-    out = torch.empty(200, n, dtype=torch.bfloat16, device=device)
+    out = torch.empty(400, n, dtype=torch.bfloat16, device=device)
     assert gluon_launch.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
     (kernel, got_xq, got_xs, got_a_deq), = seen
     assert kernel == "decode" and got_xq is not given and got_xs is None and streams == ["ws"]
@@ -299,16 +299,15 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
 
 _GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [
     (m, n, k, False) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)] + [
-    (m, 9856, 6144, True) for m in (129, 256)]  # where the token tiles take more than a wave
+    (m, 2560, 6144, False) for m in (129, 256, 384)]  # the token tiles
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k, ring", _GLUON_CASES)
 def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
-    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 1-128 tokens, at every decode
-    tile; natural order for the ring kernel at 129-256, asked for with a_deq=True): the bytes each gives on the
-    MXFP8 rows alone (its own staging, or its dequantization launch); and it does read A_deq (a zeroed copy gives
-    zeros)."""
+    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 1-384 tokens, at every decode
+    tile and over token tiles): the bytes each gives on the MXFP8 rows alone (its own staging, or its
+    dequantization launch); and it does read A_deq (a zeroed copy gives zeros)."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
     residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
@@ -324,10 +323,11 @@ def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
 
 
 @pytest.mark.gpu
-def test_a_deq_of_another_k_order_is_ignored_gpu():
-    """A tile override that runs the ring kernel at 64 tokens (whose A_deq is K-permuted, for the decode
-    kernel) leaves A_deq unread: the bytes of the same tile without it."""
-    m, n, k = 64, 2560, 6144
+@pytest.mark.parametrize("m, n", [(64, 2560), (200, 9856)])
+def test_a_deq_of_another_k_order_is_ignored_gpu(m, n):
+    """The ring kernel (a ring tile at 64 tokens, and at 200 tokens of N 9856, where pick_tile takes it: the token
+    tiles take more than a wave) leaves the K-permuted A_deq unread: the bytes of the same tile without it."""
+    k = 6144
     g = torch.Generator().manual_seed(5)
     qa, _ = gemma_norm_mxfp8_activation(torch.randn(m, k, generator=g).bfloat16().cuda(),
                                         torch.randn(m, k, generator=g).bfloat16().cuda(),
@@ -568,23 +568,22 @@ def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.wgmma_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
     on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
-    one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), the ring kernel at
-    65-128 tokens where K >= 2048 on its streamed tile (which takes no smaller K); never off whole 128-column
-    steps, nowhere on a
-    device without those kernels; resolve_a_deq checks the argument itself first."""
+    one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), and at 65-384 tokens where
+    K >= 2048 on its streamed tile and token tiles (which take no smaller K); never off whole 128-column steps,
+    nowhere on a device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config, wgmma_config
     from seam.ops.a_deq import resolve_a_deq
 
     cpu = torch.device("cpu")
-    assert not any(wgmma_config.a_deq_pays(m, 6144, cpu) for m in range(1, 300))
+    assert not any(wgmma_config.a_deq_pays(m, 6144, cpu) for m in range(1, 500))
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
-    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 6144, cpu)] == list(range(2, 129))
-    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
-    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 2048, cpu)] == list(range(1, 129))
-    assert [m for m in range(1, 300) if wgmma_config.a_deq_pays(m, 2176, cpu)] == list(range(2, 129))
+    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 6144, cpu)] == list(range(2, 385))
+    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
+    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2048, cpu)] == list(range(1, 385))
+    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2176, cpu)] == list(range(2, 385))
     assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed
     assert mxfp8_gemm_config.pick_wgmma_tile(100, 6144, 768, 132) is None
-    assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 300))
+    assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 500))
     assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)
     assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps
     assert resolve_a_deq(True, 1, 128, cpu) and not resolve_a_deq(False, 16, 6144, cpu)
@@ -632,14 +631,14 @@ def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, devic
 
 def test_seam_debug_refuses_an_a_deq_of_other_rows(monkeypatch, device):
     """With SEAM_DEBUG the consumers compare A_deq with its reference before any launch: rows cut from a
-    larger activation (a 130-row natural-order A_deq cut to 50 rows, which the decode kernel would read as
+    larger activation (a 390-row natural-order A_deq cut to 50 rows, which the decode kernel would read as
     K-permuted) and a stale copy are refused, naming the argument, with nothing written; the right A_deq
     passes. Without SEAM_DEBUG nothing is read on the host."""
     monkeypatch.setenv("SEAM_DEBUG", "1")
     k, n = 256, 128
-    x = edge_and_random_rows(130, k, seed=8).to(device)
+    x = edge_and_random_rows(390, k, seed=8).to(device)
     xq, xs = seam.mxfp8_quantize(x)
-    natural = a_deq_from_mxfp8(xq, xs)  # 130 rows: natural order
+    natural = a_deq_from_mxfp8(xq, xs)  # 390 rows: natural order
     cut_q, cut_s = seam.mxfp8_quantize(x[:50])  # the first 50 rows (quantized per row: the same E4M3 bytes)
     assert torch.equal(cut_q.view(torch.uint8), xq[:50].view(torch.uint8))
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(1)).bfloat16().to(device))

@@ -1,10 +1,10 @@
 """A_deq: MXFP8 rows dequantized to BF16 in the K order of the Hopper GEMM that reads them at their M.
 
 Hopper has no MXFP8 MMA: seam's Gluon GEMMs multiply BF16 copies of both operands. Up to
-:data:`PERMUTED_MAX_M` tokens the decode GEMM (``seam.kernels.mxfp8_wgmma``) holds each weight step in
-registers in a fixed permutation of its 128 K columns and stages the activations with the same permutation;
-above, the ring kernel (``seam.kernels.mxfp8_wgmma_ring``) reads the activations dequantized in natural
-order from a launch before it. A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
+:data:`PERMUTED_MAX_M` tokens the decode GEMM (``seam.kernels.mxfp8_wgmma``, and over token tiles at 129-384
+``seam.kernels.mxfp8_wgmma_ws``) holds each weight step in registers in a fixed permutation of its 128 K columns
+and stages the activations with the same permutation (the ring kernel, ``seam.kernels.mxfp8_wgmma_ring``, reads
+the activations from its own dequantization launch in natural order, the order above). A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
 carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM
 alone, ``docs/benchmarks-log.md``: run 102, the decode GEMM 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at
 16, from 0.9 us slower to 0.8 faster at 8; run 111, 0.95-3.24 us faster at 65-128 tokens, which the ring kernel
@@ -20,9 +20,9 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 
 #: Columns per K step of the decode GEMM: the permutation stays inside each such step.
 A_DEQ_STEP = 128
-#: Largest M whose A_deq is K-permuted (the decode GEMM's largest M,
-#: ``seam.kernels.wgmma_config.WGMMA_MAX_M``); above it A_deq is in natural order.
-PERMUTED_MAX_M = 128
+#: Largest M whose A_deq is K-permuted (the decode GEMM's largest M over its token tiles,
+#: ``seam.kernels.wgmma_config.TOKEN_TILES_MAX_M``); above it A_deq is in natural order.
+PERMUTED_MAX_M = 384
 
 
 def permuted(m: int) -> bool:

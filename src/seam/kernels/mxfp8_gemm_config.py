@@ -26,6 +26,7 @@ from seam.kernels.wgmma_config import (
     STREAMED_BLOCK_M,
     STREAMED_MIN_K,
     TAIL_MAX_M,
+    TOKEN_TILES_MAX_M,
     WGMMA_MAX_M,
     WS_MAX_SPLIT,
 )
@@ -305,17 +306,13 @@ def streamed_stages(split_k: int) -> int:
     return 3 if split_k <= 2 else 2
 
 
-#: Most tokens that :func:`pick_token_tiles` runs on the warp-specialized decode kernel, over token tiles.
-TOKEN_TILES_MAX_M = 384
-
-
 def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The warp-specialized decode kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`TOKEN_TILES_MAX_M` (K a
     multiple of 128, at least :data:`STREAMED_MIN_K`), else None: ceil(M / 128) token tiles (grid axis 1) of the
     decode tile for their share of M (a 64 + tail tile up to 96 tokens each, else 128), where one program per N
     tile and token tile fits one wave of ``sms``; the K split then fills that wave with programs of >= 4 steps, at
-    most :data:`WS_MAX_SPLIT` ways; :data:`WS_STAGES` stages. A_deq, K-permuted, is written first by the GEMM's
-    dequantization launch (the producers hand A_deq up to :data:`~seam.kernels.wgmma_config.A_DEQ_MAX_M` tokens only).
+    most :data:`WS_MAX_SPLIT` ways; :data:`WS_STAGES` stages. A_deq, K-permuted, comes from the producers
+    (:func:`~seam.kernels.wgmma_config.a_deq_pays`) or is written first by the GEMM's dequantization launch.
 
     Against the prefill path (dequantize, cuBLAS) and the ring kernel it replaces there, the weights stream once per
     token tile as the register operand and no BF16 weight copy is written. H200 (2026-12-04, ``docs/benchmarks-log.md``

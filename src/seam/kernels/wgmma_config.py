@@ -41,10 +41,13 @@ WGMMA_MAX_M = STREAMED_BLOCK_M
 #: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
 #: kernel); smaller K was not measured there and takes the prefill path.
 STREAMED_MIN_K = 2048
+#: Most tokens that :func:`~seam.kernels.mxfp8_gemm_config.pick_token_tiles` runs on the warp-specialized decode
+#: kernel, over token tiles.
+TOKEN_TILES_MAX_M = 384
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
-#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (the decode kernel's largest M).
+#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (the decode kernel's largest M over token tiles).
 A_DEQ_MIN_M = 2
-A_DEQ_MAX_M = WGMMA_MAX_M
+A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
 #: (N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads
 #: it); at K 6144 the input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
@@ -56,8 +59,12 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     Hopper GPU: where the Gluon decode kernel reads it, from :data:`A_DEQ_MIN_M` tokens (from one at K <=
     :data:`A_DEQ_ONE_TOKEN_MAX_K`), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
     :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
-    where its streamed tile then skips its dequantization launch (measured with the ring kernel, which had the
-    same launch and took those M until 2026-12-04).
+    where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
+    (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a
+    ring kernel picked for a wide layer at 129-256 ignores the permuted copy). At 129-384 tokens (H200, 2026-12-05,
+    log run 204, norm + MXFP8 -> ``mxfp8_linear`` on the token tiles, weights rotated, us, without -> with): N 2560 x
+    K 6144 M 160 22.72 -> 21.55, 256 26.43 -> 24.41, 384 34.22 -> 32.57; N 1536 x K 6144 18.52 -> 17.21, 21.71 ->
+    20.02, 27.78 -> 26.39.
 
     H200 (2026-12-02, ``docs/benchmarks-log.md`` run 110, producer + GEMM per step, CUDA graph of
     back-to-back pairs, us without -> with, bytes equal): norm + MXFP8 -> ``mxfp8_linear`` N 2560 x K 6144
