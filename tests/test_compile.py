@@ -299,3 +299,23 @@ def test_make_fx_and_fake_tensor_mode_trace_the_ops(device):
         swiglu_values, swiglu_scales = seam.swiglu_oai_mxfp8(torch.cat([fx, fres], 1))
     assert (values.shape, res_out.shape, out.shape, swiglu_values.shape) == ((4, 256), (4, 256), (4, 2560), (4, 256))
     assert out.dtype == torch.bfloat16 and scales.dtype == swiglu_scales.dtype == torch.uint8
+
+
+def test_a_dispatch_mode_that_traces_nothing_keeps_the_checks(device):
+    """Under a dispatch mode that runs real tensors (FlopCounterMode) the calls still refuse bad buffers before any
+    launch (overlapping outputs, misaligned ones), change nothing, and give the eager bytes through the dispatcher."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.randn(4, 128, device=device).bfloat16()
+    want_values, want_scales = seam.mxfp8_quantize(x)
+    n = want_scales.numel()
+    base = torch.zeros(4 * 128 + n, dtype=torch.uint8, device=device)
+    values = base[:512].view(torch.float8_e4m3fn).view(4, 128)
+    with FlopCounterMode(display=False):
+        with pytest.raises(ValueError, match="overlap in memory"):
+            seam.mxfp8_quantize(x, out=(values, base[448:448 + n]))
+        with pytest.raises(ValueError, match="aligned"):
+            seam.mxfp8_quantize(x, out=(base[1:513].view(torch.float8_e4m3fn).view(4, 128), base[:n]))
+        assert not base.any()
+        got_values, got_scales = seam.mxfp8_quantize(x)
+    assert bytes_equal(got_values, want_values) and bytes_equal(got_scales, want_scales)

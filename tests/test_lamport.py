@@ -357,6 +357,16 @@ def test_fallback_finalize_kernel_is_the_reference(hidden, top_k, fp32_weights):
         got = moe_finalize(*args)
         assert same_bits(got, moe_finalize_ref(*args))
     assert bool(torch.isfinite(moe_finalize(view, r.expert_weights, idx, shared).float()).all())
+    # an inf row taken by a weight of 0 and by -1: NaN where the reference has NaN (its bits may differ), and the
+    # other columns' bytes
+    inf_row = torch.cat([torch.full((1, hidden // 2), float("inf")), torch.ones(1, hidden - hidden // 2)], 1)
+    gemm2 = inf_row.bfloat16().to(DEV)
+    one = torch.zeros(1, hidden, dtype=torch.bfloat16, device=DEV)
+    w = torch.tensor([[0.0]], device=DEV).to(r.expert_weights.dtype)
+    got = moe_finalize(gemm2, w, torch.zeros(1, 1, dtype=torch.int32, device=DEV), one)
+    want = moe_finalize_ref(gemm2, w, torch.zeros(1, 1, dtype=torch.int32, device=DEV), one)
+    assert bool(got[:, : hidden // 2].isnan().all()) and bool(want[:, : hidden // 2].isnan().all())
+    assert same_bits(got[:, hidden // 2:], want[:, hidden // 2:])
 
 
 def test_fallback_finalize_products_not_fused():

@@ -82,12 +82,24 @@ for _var, _val in (
 DEBUG_ENV = "SEAM_DEBUG"
 
 
+#: The dispatch modes that trace a graph: make_fx's proxy mode, FakeTensorMode, functionalization.
+_TRACING_MODES = (torch._C._TorchDispatchModeKey.PROXY, torch._C._TorchDispatchModeKey.FAKE,
+                  torch._C._TorchDispatchModeKey.FUNCTIONAL)
+
+
 def tracing() -> bool:
-    """Whether seam's ops are being traced rather than run: ``torch.compile`` / ``torch.export`` (Dynamo), or a
-    torch dispatch mode on the stack (``make_fx``'s proxy mode, ``FakeTensorMode``). Traced calls go through
-    the ``torch.library`` ops (``seam.ops.registry``) and skip what needs real tensors: addresses, host reads,
-    choices that compare M (a traced graph may run at another M)."""
-    # Dynamo folds is_compiling() to True, so it never traces the dispatch-stack query.
+    """Whether a graph is being traced rather than run: ``torch.compile`` / ``torch.export`` (Dynamo), or a tracing
+    dispatch mode on the stack (``make_fx``'s proxy mode, ``FakeTensorMode``, functionalization). Traced calls
+    skip what needs real tensors (addresses, host reads) and choices that compare M (a traced graph may run at
+    another M). Other dispatch modes (``FlopCounterMode``, a logging mode) run real tensors: the checks stay."""
+    # Dynamo folds is_compiling() to True, so it never traces the dispatch-stack queries.
+    return torch.compiler.is_compiling() or (
+        is_in_torch_dispatch_mode() and any(torch._C._get_dispatch_mode(key) is not None for key in _TRACING_MODES))
+
+
+def dispatching() -> bool:
+    """Whether seam's ops go through the dispatcher (``seam.ops.registry``): while traced (:func:`tracing`) and
+    under any dispatch mode, which then sees them as ``torch.ops.seam`` ops."""
     return torch.compiler.is_compiling() or is_in_torch_dispatch_mode()
 
 

@@ -68,7 +68,8 @@ def launch_moe_finalize(gemm2: torch.Tensor, weights: torch.Tensor, idx: torch.T
                         out: torch.Tensor) -> None:
     """Write ``out`` (BF16 [M, hidden], contiguous) = the finalize of checked operands: ``gemm2`` BF16
     [rows, hidden], ``weights`` FP32 or BF16 [M, top_k], ``idx`` int32 [M, top_k], ``shared`` BF16 [M, hidden],
-    all contiguous on one device. Bit-identical to :func:`seam.ref.lamport.moe_finalize_ref`."""
+    all contiguous on one device. Bit-identical to :func:`seam.ref.lamport.moe_finalize_ref` but for the bits of a
+    NaN (the kernel rounds through :func:`seam.kernels.numerics.to_bf16_rne`; torch's casts keep other NaN bits)."""
     m, hidden = shared.shape
     if m == 0:
         return

@@ -41,8 +41,8 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     The launcher's parameters are flat (tensors, optional tensors and scalars: the schema is
     inferred from their annotations); an output a variant does not write is an optional
     tensor passed as None. Returns a callable with the launcher's signature (arguments by
-    position or name) that goes through the dispatcher while traced (:func:`seam.runtime.tracing`:
-    torch.compile, export, make_fx, FakeTensorMode) and calls ``launcher`` directly otherwise; its
+    position or name) that goes through the dispatcher while traced or under a dispatch mode
+    (:func:`seam.runtime.dispatching`) and calls ``launcher`` directly otherwise; its
     ``op`` is the ``torch.ops.seam`` op and its
     ``op_args(*args, **kwargs)`` the op's positional arguments for such a call (defaults filled in).
     Under the interpreter both run it without NumPy's floating-point warnings.
@@ -63,7 +63,7 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
         return (*args, *(kwargs[n] if n in kwargs else defaults[n] for n in params[len(args):]))
 
     def call(*args, **kwargs):
-        if runtime.tracing():
+        if runtime.dispatching():
             op(*op_args(*args, **kwargs))
         else:
             run(*args, **kwargs)
