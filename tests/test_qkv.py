@@ -246,6 +246,31 @@ def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
     _assert_outputs_equal(got, want)
 
 
+def test_a_ring_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
+    """A ring tile recorded at <= 256 tokens and replayed at more: the ring kernel would compute every row, but the
+    epilogue reads one 256-row M tile of its partials (the others would be read at wrong offsets: wrong bytes), so
+    the launch picks again (here the tl path, the stand-in Gluon launch never called) and writes the reference."""
+    from seam.kernels import qkv_epilogue as launch_mod
+
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    ran = []
+    monkeypatch.setattr(launch_mod, "launch_gluon", lambda *a, **kw: ran.append(a[5]))
+    m = 257
+    p = make_problem(nkv=1, m=m, k=128, block_size=4, seed=66, device=device, integer=True)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    got, want = p.outputs(fill=2), p.outputs(fill=2)
+    with np.errstate(all="ignore"):
+        launch_qkv_epilogue(
+            xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
+            cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
+            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
+            tile=Tile(256, 128, 128, 8, 2, 1, wgmma=True),  # block_m 256: the ring kernel
+        )
+    assert ran == []
+    qkv_epilogue_ref(qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales), *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
+
+
 @pytest.mark.parametrize(
     "m, block_m, split, want",
     [

@@ -46,7 +46,7 @@ class QuantizedActivation:
         a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
             order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
             which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. The
-            order is a function of M (permuted up to 128 rows): cut rows with :meth:`rows`, which keeps it only
+            order is a function of M (permuted up to 384 rows): cut rows with :meth:`rows`, which keeps it only
             where that order holds. It must hold exactly those bytes (seam's producers write both in one launch;
             only with ``SEAM_DEBUG`` do the consumers check them); None: not given.
 

@@ -275,10 +275,9 @@ def mxfp8_linear(
         before CUDA-graph capture.
 
     A_deq:
-        Where ``x`` carries ``a_deq``, the Gluon kernels (decode, 2-128 tokens and one at N >= 2560; ring,
-        129-256; the decode kernel's token tiles at 129-384 take an A_deq in its K order only, which producers
-        write up to 128 tokens) read those BF16 rows instead of dequantizing the MXFP8 ones themselves (same
-        bytes at the same tile; other paths ignore it). At 33-64 tokens (K >= 2048) an A_deq also changes the
+        Where ``x`` carries ``a_deq``, the Gluon decode kernel (2-128 tokens and one at N >= 2560; its token
+        tiles at 129-384) reads those BF16 rows instead of dequantizing the MXFP8 ones itself (same bytes at the
+        same tile; other paths ignore it, the ring kernel at 129-256 on wide layers too). At 33-64 tokens (K >= 2048) an A_deq also changes the
         picked tile where the one-wave K split is at most 6: the warp-specialized 64-row tile at that split, which may differ from the split
         picked without one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
 
