@@ -220,18 +220,21 @@ def test_epilogue_sums_the_gluon_gemms_partials_in_split_order(device):
     _assert_outputs_equal(got, want, nan_aware_q=True)
 
 
-def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
-    """The fused op's launch on a decode-kernel tile recorded for fewer tokens (a trace replayed at another M by an
-    engine that skips Dynamo's guards) picks again for M (mxfp8_gemm_config.covers): the Gluon GEMM gets a tile
-    that covers M (here refused by a stand-in, so the tl path runs), and the bytes are the reference's."""
+@pytest.mark.parametrize("m, k, block_m", [(20, 256, 8), (257, 128, 256)])
+def test_a_tile_traced_at_fewer_tokens_is_picked_again(m, k, block_m, device, monkeypatch):
+    """The fused op's launch on a Gluon tile recorded for fewer tokens (a trace replayed at another M by an engine
+    that skips Dynamo's guards) picks again for M: a decode-kernel tile (mxfp8_gemm_config.covers), and a ring tile
+    past its 256 rows (the ring kernel computes every row, but the epilogue reads one 256-row M tile of its
+    partials: the others at wrong offsets). The Gluon GEMM then gets a tile that covers M (here refused by a
+    stand-in, so the tl path runs; at 257 tokens and K 128 the pick is the tl path itself), and the bytes are the
+    reference's."""
     from seam.kernels import qkv_epilogue as launch_mod
     from seam.kernels.mxfp8_gemm_config import covers
 
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     ran = []
     monkeypatch.setattr(launch_mod, "launch_gluon", lambda *a, **kw: ran.append(a[5]))  # None: TMA cannot read
-    m = 20
-    p = make_problem(nkv=1, m=m, k=256, block_size=4, seed=65, device=device, integer=True)
+    p = make_problem(nkv=1, m=m, k=k, block_size=4, seed=65, device=device, integer=True)
     xq, xsf = seam.mxfp8_quantize(p.x)
     got, want = p.outputs(fill=2), p.outputs(fill=2)
     with np.errstate(all="ignore"):
@@ -239,34 +242,10 @@ def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
             xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
             cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
             index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
-            tile=Tile(8, 128, 128, 8, 2, 1, wgmma=True),
+            tile=Tile(block_m, 128, 128, 8, 2, 1, wgmma=True),  # block_m 256: the ring kernel
         )
-    assert len(ran) == 1 and covers(ran[0], m) and ran[0] == pick_qkv_tile(m, p.n, 256, xq.device)
-    qkv_epilogue_ref(qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales), *p.args(), **p.kw(), **want)
-    _assert_outputs_equal(got, want)
-
-
-def test_a_ring_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
-    """A ring tile recorded at <= 256 tokens and replayed at more: the ring kernel would compute every row, but the
-    epilogue reads one 256-row M tile of its partials (the others would be read at wrong offsets: wrong bytes), so
-    the launch picks again (here the tl path, the stand-in Gluon launch never called) and writes the reference."""
-    from seam.kernels import qkv_epilogue as launch_mod
-
-    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
-    ran = []
-    monkeypatch.setattr(launch_mod, "launch_gluon", lambda *a, **kw: ran.append(a[5]))
-    m = 257
-    p = make_problem(nkv=1, m=m, k=128, block_size=4, seed=66, device=device, integer=True)
-    xq, xsf = seam.mxfp8_quantize(p.x)
-    got, want = p.outputs(fill=2), p.outputs(fill=2)
-    with np.errstate(all="ignore"):
-        launch_qkv_epilogue(
-            xq=xq, xsf=xsf, wq=p.weight.values, wsf=p.weight.scales, acc=None, positions=p.positions,
-            cos_sin_cache=p.cos_sin_cache, norm_weights=tuple(p.norm_weights), eps=1e-6, slot_mapping=p.slots,
-            index_slot_mapping=p.index_slots, **got, inv_scales=(1.0, 1.0, 1.0), nkv=1,
-            tile=Tile(256, 128, 128, 8, 2, 1, wgmma=True),  # block_m 256: the ring kernel
-        )
-    assert ran == []
+    picked = pick_qkv_tile(m, p.n, k, xq.device)
+    assert ran == ([picked] if picked.wgmma else []) and all(covers(t, m) for t in ran)
     qkv_epilogue_ref(qkv_gemm_ref(xq, xsf, p.weight.values, p.weight.scales), *p.args(), **p.kw(), **want)
     _assert_outputs_equal(got, want)
 
