@@ -496,6 +496,9 @@ def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
         launch_mxfp8_linear(xq, xs, w.values, w.scales, torch.empty(m, n, dtype=torch.bfloat16, device=device), tile)
         assert ran == [runs or pick_tile(m, n, k, xq.device)] and covers(ran[0], m), (m, tile)
     assert not covers(decode8, 9) and covers(decode8, 8)
+    # into the fused QKV op's partials the ring kernel covers its one 256-row M tile only
+    assert covers(ring, 300) and not covers(ring, 257, partials=True) and covers(ring, 256, partials=True)
+    assert covers(ws, 300, partials=True) and not covers(decode8, 9, partials=True)
     x, t = torch.zeros(9, 256, dtype=torch.bfloat16), torch.zeros(128, 256, dtype=torch.uint8)  # refused first
     with pytest.raises(ValueError, match="M=9 exceeds block_m 8: this kernel runs one token tile"):
         mxfp8_wgmma.launch_mxfp8_linear_wgmma(x, None, t, t, x, 8, 1, 2, x, x, False, 1, early_steps=0, smem_steps=0,

@@ -400,15 +400,18 @@ def bf16_mm_supported(device: torch.device) -> bool:
             and _MM_OUT_DTYPE)
 
 
-def covers(tile: Tile, m: int) -> bool:
+def covers(tile: Tile, m: int, *, partials: bool = False) -> bool:
     """Whether ``tile``'s kernel computes all M rows: every tile does but the plain decode kernel's (``wgmma``,
-    neither ``ring`` nor ``warp_specialized``), which runs ``block_m`` tokens and no more.
+    neither ``ring`` nor ``warp_specialized``), which runs ``block_m`` tokens and no more. ``partials``: into the
+    fused QKV op's split-K partials, whose epilogue reads one M tile of them from the ring kernel too (the
+    warp-specialized kernel's every token tile).
 
     The launchers pick again where a tile does not (``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``,
     ``seam.kernels.qkv_epilogue.launch_qkv_epilogue``): a tile picked while tracing is recorded in the graph for
     the traced M, and an engine that skips Dynamo's guards (vLLM runs its compiled graph at every batch size)
     replays it at other M."""
-    return not (tile.wgmma and not (tile.ring or tile.warp_specialized) and m > tile.block_m)
+    one_m_tile = not tile.warp_specialized if partials else not (tile.ring or tile.warp_specialized)
+    return not (tile.wgmma and one_m_tile and m > tile.block_m)
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False) -> Tile:

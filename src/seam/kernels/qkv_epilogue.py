@@ -542,8 +542,7 @@ def launch_qkv_epilogue(
     heads = 19 * nkv + 1
     if tile is None and acc is not None:
         tile = epilogue_tile(m)
-    elif acc is None and (tile is None or not covers(tile, m) or (tile.ring and m > tile.block_m)):
-        # traced at fewer tokens (covers); the epilogue reads one M tile of the ring kernel's partials
+    elif acc is None and (tile is None or not covers(tile, m, partials=True)):  # traced at fewer tokens (covers)
         tile = pick_qkv_tile(m, wq.shape[0], wq.shape[1], positions.device)
     gluon_partials = False  # the decode GEMM launched here, which triggers this kernel past its own wait
     # one workspace for the launch(es) here: the Gluon GEMM's partials first, any staged rows of the epilogue after

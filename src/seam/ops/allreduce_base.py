@@ -258,9 +258,10 @@ class LamportBase:
         return resolve_a_deq(a_deq, m, self.hidden_size, self.device, k_name="hidden_size")
 
     # -- the fallback (no peer access) ----------------------------------------------------
-    def _fallback_sum(self, x: torch.Tensor) -> torch.Tensor:
-        """``torch.distributed`` all-reduce of a copy of checked rows ``x`` (after debug's M check)."""
+    def _fallback_sum(self, x: torch.Tensor, *, owned: bool = False) -> torch.Tensor:
+        """``torch.distributed`` all-reduce of checked rows ``x`` (after debug's M check): of a copy, or with
+        ``owned`` (a buffer this call made) of ``x`` itself."""
         self._agree_on_m(x.shape[0])
-        y = x.clone()
+        y = x if owned else x.clone()
         self.group.all_reduce_(y)
         return y

@@ -233,7 +233,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
                 routed.gemm2_permuted, routed.expert_weights, routed.expanded_idx_to_permuted_idx,
                 moe_output.shared_output,
             )
-            return gemma_norm_mxfp8_activation(self._fallback_sum(x), residual, norm_weight, eps, a_deq=a_deq)
+            return gemma_norm_mxfp8_activation(self._fallback_sum(x, owned=True), residual, norm_weight, eps,
+                                               a_deq=a_deq)
         r = self.group.check_rank(None)
         self._publish_moe(r, m, moe_output)
         return self._consume_gemma_rms_norm_mxfp8(r, m, residual, norm_weight, eps, False, a_deq)

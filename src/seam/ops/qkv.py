@@ -24,7 +24,7 @@ from seam.formats.nvfp4 import (
     empty_kv_cache,
     f32_reciprocal,
 )
-from seam.kernels.mxfp8_gemm_config import GEMV_TILE, Tile, pick_qkv_tile
+from seam.kernels.mxfp8_gemm_config import GEMV_TILE, Tile, covers, pick_qkv_tile
 from seam.kernels.mxfp8_wgmma import TAIL_TILES
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
@@ -365,7 +365,7 @@ def _check_fused_tile(tile: Tile, m: int, k: int) -> None:
     """Refuse a caller's tile the fused launch cannot run at [m, k] (after :func:`check_tile`)."""
     if tile.block_n != 128:
         raise ValueError(f"tile.block_n must be 128 (one head), got {tile.block_n}")
-    if tile.wgmma and m > tile.block_m and not tile.warp_specialized:  # the epilogue sums one M tile's partials
+    if not covers(tile, m, partials=True):  # the epilogue sums one M tile's partials
         raise ValueError(f"tile.wgmma needs M <= block_m here (any M warp-specialized), got M={m} and "
                          f"block_m={tile.block_m}")
     if tile.block_m in TAIL_TILES:
