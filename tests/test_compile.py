@@ -1,5 +1,7 @@
 """torch.compile(fullgraph=True) traces through seam's ops, out= buffers and the Lamport all-reduce."""
 
+import re
+
 import pytest
 import torch
 
@@ -84,6 +86,32 @@ def test_fullgraph_out_buffers(device):
     _compile(chain, device)(x, r)
     want = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, 1e-6)
     assert bytes_equal(v, want[0]) and bytes_equal(s, want[1]) and bytes_equal(ro, want[2])
+
+
+@pytest.mark.parametrize("case", ["out rows", "norm weight"])
+def test_fullgraph_keeps_a_shape_error_message_at_a_dynamic_m(case, device):
+    """With M dynamic the expected shape holds a symbolic size: the message is formatted so that Dynamo can trace it
+    (str() of a SymInt it cannot), so its Unsupported keeps seam's message, as the README promises."""
+    if case == "out rows":
+        def fn(x, o):
+            return seam.swiglu_oai(x, out=o)
+
+        args = [torch.randn(4, 256, device=device).bfloat16(), torch.empty(4, 128, device=device).bfloat16()]
+        bad = [torch.randn(6, 256, device=device).bfloat16(), torch.empty(5, 128, device=device).bfloat16()]
+        want = "out must have shape [6, 128], got [5, 128]"
+    else:
+        def fn(x, w):
+            return seam.gemma_rms_norm(x, w, 1e-6)
+
+        args = [torch.randn(4, 256, device=device).bfloat16(), torch.randn(256, device=device).bfloat16()]
+        bad = [torch.randn(6, 256, device=device).bfloat16(), torch.randn(128, device=device).bfloat16()]
+        want = "weight must have shape [256], got [128]"
+    compiled = torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)
+    compiled(*args)
+    before = [t.clone() for t in bad]
+    with pytest.raises(Exception, match=re.escape(want)):
+        compiled(*bad)
+    assert all(bytes_equal(a, b) for a, b in zip(bad, before))
 
 
 def test_fullgraph_qkv_fused_epilogue(device, monkeypatch):

@@ -59,8 +59,10 @@ def tensor(
             raise TypeError(f"{name} must have dtype {want}, got {t.dtype}")
     if shape is not None:
         if t.dim() != len(shape) or any(w != -1 and s != w for s, w in zip(t.shape, shape)):
-            want = "[" + ", ".join("*" if w == -1 else str(w) for w in shape) + "]"
-            raise ValueError(f"{name} must have shape {want}, got {list(t.shape)}")
+            # each size through f"{}": Dynamo traces that on a symbolic size (its value), not str() or list's repr
+            want = "[" + ", ".join("*" if w == -1 else f"{w}" for w in shape) + "]"
+            got = "[" + ", ".join(f"{s}" for s in t.shape) + "]"
+            raise ValueError(f"{name} must have shape {want}, got {got}")
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
     if contiguous and not t.is_contiguous():

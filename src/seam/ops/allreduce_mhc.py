@@ -344,7 +344,9 @@ class AllReduceMHC(LamportBase):
             return
         import torch.distributed as dist
 
-        dist.all_gather_into_tensor(out, contribution, group=self.group.process_group)
+        # torch 2.13 deprecates all_gather_into_tensor for all_gather_single, which older torch may not have
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(out, contribution, group=self.group.process_group)
 
     def _consume(self, rank, m, residual, post, comb, pre, norm_weight, eps, mxfp8):
         """Consumer B of ``rank``'s pending publish on checked inputs: ``(residual_output, layer_input)``."""
