@@ -18,6 +18,7 @@ from seam.bench.step import (
     mhc_ok,
     minimax_ok,
 )
+from seam.compare import bytes_equal
 
 
 def test_minimax_chains_agree(device):
@@ -29,6 +30,30 @@ def test_minimax_chains_agree(device):
 def test_mhc_chains_agree(device):
     metrics = compare_mhc(MhcBoundary(MhcShape.reduced(), 2, device))
     assert mhc_ok(metrics), metrics
+
+
+@pytest.mark.parametrize("boundary", ["minimax", "mhc"])
+def test_unfused_chain_all_reduces_per_rank_in_kernels_a_compiler_keeps(boundary, device):
+    """The unfused chains' all-reduce runs for every simulated rank (publish, then collect: one result each, the fp32
+    rank-order sum to BF16) as seam's Lamport kernels, which torch.compile keeps as calls: no compiled chain sums the
+    ranks once for all of them or fuses the sum into the next op (what no TP engine's collective allows)."""
+    if boundary == "minimax":
+        b, rounds = MiniMaxBoundary(MiniMaxShape.reduced(), 2, device), 2
+    else:
+        b, rounds = MhcBoundary(MhcShape.reduced(), 2, device), 1
+    want = [(b.partials[0].float() + b.partials[1].float()).bfloat16()] * 2
+    sums = b.collective(b.partials)
+    assert all(bytes_equal(s, w) for s, w in zip(sums, want)) and sums[0].data_ptr() != sums[1].data_ptr()
+    ops = []
+
+    def backend(gm, example_inputs):
+        ops.extend(str(n.target) for n in gm.graph.nodes if "lamport" in str(n.target))
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(b.unfused, backend=backend, fullgraph=True)()
+    tp = b.shape.tp
+    assert ops == (["seam.lamport_publish.default"] * tp + ["seam.lamport_consume.default"] * tp) * rounds, ops
 
 
 @pytest.mark.gpu

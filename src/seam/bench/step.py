@@ -28,8 +28,11 @@ the pre-quantized hand-off to the shared expert, SwiGLU+MXFP8, the finalize + al
 TP ranks are simulated in one process on one device (``seam.comm.SimulatedGroup``): every
 rank's work of the step runs back to back, publishes before consumers. Each rank has its
 own weights and inputs (so the L2 does not serve one rank's weights to the next). In
-the unfused chain the all-reduce, which NCCL would do across GPUs, is the same fp32 sum of
-the ranks' BF16 partials in rank order computed by PyTorch on each rank. Reported figures
+the unfused chain the all-reduce, which NCCL or a custom all-reduce does across GPUs, is seam's
+Lamport all-reduce without a fused consumer (:class:`Collective`: every rank publishes, then every
+rank collects the fp32 rank-order sum in BF16, the same value seam's fused chain reduces), so eager and
+compiled alike pay one collective per rank that no compiler fuses into its neighbours (until 2026-12-05
+one PyTorch sum served every rank, and Inductor fused it into the norm after it). Reported figures
 are per rank: launches and time of the whole simulated step divided by TP. The routed
 experts' GEMMs are outside seam's scope: ``gemm2_permuted`` is made once, before timing,
 and both chains read the same tensor.
@@ -99,6 +102,21 @@ def _randn(g: torch.Generator, *shape, scale: float, device, dtype=torch.bfloat1
     return (torch.randn(*shape, generator=g) * scale).to(dtype).to(device)
 
 
+class Collective:
+    """The unfused chains' all-reduce: every simulated rank publishes its BF16 partial and then collects the sum
+    (seam's Lamport all-reduce without a fused consumer, ``bf16`` of the fp32 sum in rank order), two launches per
+    rank. It stands in for the collective an engine runs across GPUs (NCCL, a custom all-reduce): one result per
+    rank, from kernels a compiler cannot fuse into their neighbours, as seam's fused chain pays for its own."""
+
+    def __init__(self, group: SimulatedGroup, hidden: int, m: int) -> None:
+        self.allreduce = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=m, group=group)
+
+    def __call__(self, parts: list[torch.Tensor]) -> list[torch.Tensor]:
+        for r, part in enumerate(parts):
+            self.allreduce.publish(part, rank=r)
+        return [self.allreduce.collect(rank=r) for r in range(len(parts))]
+
+
 class MiniMaxBoundary:
     """Weights, inputs and output buffers of every simulated rank, for one M."""
 
@@ -131,6 +149,7 @@ class MiniMaxBoundary:
         self.blocks = blocks
         self.group = SimulatedGroup(tp, device)
         self.allreduce = seam.LamportAllReduce(hidden_size=h, max_num_tokens=m, group=self.group)
+        self.collective = Collective(self.group, h, m)
         self.finalize = seam.FinalizeAllReduceGemmaRMSNormMxfp8(
             hidden_size=h, max_num_tokens=m, top_k=s.top_k, fp32_weights=True, group=self.group
         )
@@ -170,32 +189,24 @@ class MiniMaxBoundary:
         """The unfused chain for every rank; returns each rank's new residual."""
         s = self.shape
         eps = s.eps
-        reduced = self._sum(self.partials)
+        reduced = self.collective(self.partials)
         mid = []
         for r in range(s.tp):
-            normed, residual = seam.gemma_fused_add_rms_norm(reduced, self.residual, self.w_post, eps)
+            normed, residual = seam.gemma_fused_add_rms_norm(reduced[r], self.residual, self.w_post, eps)
             weights = self._route(normed)
             # an engine's unfused layers: a separate quantizer launch before each GEMM
             act = seam.swiglu_oai(self.gate_up[r](normed, quantize="separate"))
             shared = self.down[r](act, quantize="separate")
             routed = (self.gemm2[r][self.idx.long()].float() * weights[..., None]).sum(1)
             mid.append((residual, (routed + shared.float()).bfloat16()))
-        reduced2 = self._sum([c for _, c in mid])
+        reduced2 = self.collective([c for _, c in mid])
         out = []
         for r in range(s.tp):
-            normed2, residual2 = seam.gemma_fused_add_rms_norm(reduced2, mid[r][0], self.w_in, eps)
+            normed2, residual2 = seam.gemma_fused_add_rms_norm(reduced2[r], mid[r][0], self.w_in, eps)
             xq, xs = seam.mxfp8_quantize(normed2)
             qkv_unfused(xq, xs, self.qkv[r], *self._qkv_args(), **self._qkv_kwargs(r, "unfused"))
             out.append(residual2)
         return out
-
-    @staticmethod
-    def _sum(parts: list[torch.Tensor]) -> torch.Tensor:
-        """The all-reduce's value: fp32 sum of the BF16 rank partials in rank order, to BF16."""
-        acc = parts[0].float()
-        for p in parts[1:]:
-            acc = acc + p.float()
-        return acc.bfloat16()
 
     def seam(self) -> list[torch.Tensor]:
         """seam's chain for every rank; returns each rank's new residual."""
@@ -243,6 +254,7 @@ class MhcBoundary:
         self.weight = (1 + _randn(g, h, scale=0.1, device=device).float()).bfloat16()
         self.partials = [_randn(g, m, h, scale=0.5, device=device) for _ in range(s.tp)]
         self.group = SimulatedGroup(s.tp, device)
+        self.collective = Collective(self.group, h, m)
         self.op = seam.AllReduceMHC(
             hidden_size=h, hc_mult=hc, max_num_tokens=m, top_k=1, group=self.group, quantize_layer_input=True
         )
@@ -255,10 +267,10 @@ class MhcBoundary:
     def unfused(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """All-reduce, then mHC post-mix, collapse, RMSNorm and MXFP8 quantization as separate ops."""
         s = self.shape
-        reduced = MiniMaxBoundary._sum(self.partials)
+        reduced = self.collective(self.partials)
         out = []
-        for _ in range(s.tp):
-            new_res = mhc_post_ref(reduced, self.residual, self.post, self.comb)
+        for r in range(s.tp):
+            new_res = mhc_post_ref(reduced[r], self.residual, self.post, self.comb)
             normed = rms_norm_ref(mhc_collapse_ref(new_res, self.pre), self.weight, s.eps)
             out.append((new_res, seam.mxfp8_quantize(normed)))
         return out
