@@ -317,6 +317,28 @@ def test_linear_edge_values(device):
     assert out[0].eq(0).all() and out[3].eq(0).all()
 
 
+@pytest.mark.parametrize("tile", [small_tile(16), Tile(32, 128, 64, 8, 4, split_k=2), GEMV_TILE], ids=str)
+def test_bf16_subnormal_rows_stay_exact_on_bf16_operand_tiles(tile, device):
+    """The docs' exactness rule for tiles that multiply BF16 operands: quantized BF16 rows give only multiples of
+    2^-133 (BF16's smallest step), so BF16 subnormal rows (scale bytes down to 0) come out of the dequantization
+    unrounded; a sum of exact products in any order, so bytes equal the reference."""
+    g = torch.Generator().manual_seed(64)
+    k = 256
+    # rows of k * 2^-133 with k < 2^7 (BF16 subnormals), one row mixed with normals, weights j * 2^110
+    x = torch.randint(-127, 128, (5, k), generator=g).double() * 2.0**-133
+    x[4, ::7] = torch.randint(-4, 5, (x[4, ::7].numel(),), generator=g).double() * 2.0**-120
+    w_bf16 = torch.randint(-8, 9, (128, k), generator=g).double() * 2.0**110
+    xq, xs = seam.mxfp8_quantize(x.to(torch.bfloat16).to(device))
+    a = seam.mxfp8_dequantize(xq, xs, dtype=torch.float32)
+    steps = a.double() * 2.0**133
+    assert torch.equal(a, a.to(torch.bfloat16).float()) and bool(steps.eq(steps.round()).all())
+    w = seam.MXFP8Weight.from_bf16(w_bf16.to(torch.bfloat16).to(device))
+    b = seam.mxfp8_dequantize(w.values, w.scales, dtype=torch.float32)
+    want = (a.double() @ b.double().t()).to(torch.bfloat16)  # every product and sum exact in fp32 here
+    got = seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (5, k)), w, tile=tile)
+    assert bool(a.ne(0).any()) and torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
 def test_tile_choice_by_waves():
     cpu = torch.device("cpu")
     assert pick_tile(1, 2560, 6144, cpu) == GEMV_TILE  # one token: the CUDA-core GEMV mainloop

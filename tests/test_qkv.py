@@ -417,6 +417,24 @@ def test_fused_slot_minus_one_leaves_caches_untouched(split_k, device):
     assert not (page & ~allowed).any()
 
 
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_reference_writes_no_entry_like_the_kernel(m, device):
+    """Every slot -1 (a batch that inserts nothing, as a warm-up's) or no token at all: the reference runs (its NVFP4
+    quantizer on zero rows) and gives the kernel's bytes, caches untouched."""
+    p = make_problem(nkv=2, m=max(m, 1), seed=31, device=device)
+    if m == 0:
+        p = dataclasses.replace(p, m=0, positions=p.positions[:0], slots=p.slots[:0], index_slots=p.index_slots[:0])
+    p.slots.fill_(-1)
+    p.index_slots.fill_(-1)
+    acc = torch.randn(m, p.n, generator=torch.Generator().manual_seed(31)).to(device)
+    got, want = p.outputs(fill=7), p.outputs(fill=7)
+    before = {k: v.clone() for k, v in got.items() if v is not None}
+    qkv_epilogue(acc, *p.args(), **p.kw(), **got)
+    qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want)
+    _assert_outputs_equal(got, want)
+    assert torch.equal(got["kv_cache"], before["kv_cache"]) and torch.equal(got["index_cache"], before["index_cache"])
+
+
 def test_fused_matches_epilogue_on_reference_accumulator_mostly(device):
     # the fused accumulator differs from the reference GEMM only by fp32 reordering:
     # nearly every output byte agrees with the exact epilogue of the reference accumulator

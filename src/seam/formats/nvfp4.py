@@ -116,7 +116,7 @@ def nvfp4_quantize_ref(x: torch.Tensor, g: float = 1.0) -> tuple[torch.Tensor, t
     if x.shape[-1] % NVFP4_GROUP:
         raise ValueError(f"x's last dimension must be a multiple of 16, got {x.shape[-1]}")
     inv_g = torch.tensor(f32_reciprocal(g), dtype=torch.float32, device=x.device)
-    groups = x.reshape(*x.shape[:-1], -1, NVFP4_GROUP)
+    groups = x.reshape(*x.shape[:-1], x.shape[-1] // NVFP4_GROUP, NVFP4_GROUP)  # not -1: there may be no rows
     mag = torch.where(torch.isnan(groups), torch.zeros_like(groups), groups.abs())
     amax = mag.amax(dim=-1) if groups.numel() else mag.sum(dim=-1)
     a = (amax / 6.0) * inv_g

@@ -1,7 +1,8 @@
 """MXFP8 x MXFP8 -> BF16 GEMM for Hopper: tiles dequantized to BF16 in the kernel (``docs/spec/mxfp8.md``).
 
-The H200 has no MXFP8 tensor cores. ``e4m3 * 2^(s - 127)`` has 4 significant bits, so
-it is exact in BF16 unless it falls below BF16's subnormal range (< 2^-133): each
+The H200 has no MXFP8 tensor cores. ``e4m3 * 2^(s - 127)`` has at most 4 significant bits, so
+it is exact in BF16 where it is a multiple of 2^-133 (BF16's smallest step: at every scale byte from 3, and
+every value quantized BF16 rows give; :data:`BF16_EXACT_MIN_SCALE`): each
 program loads E4M3 tiles of A [BLOCK_M, BLOCK_K] and B [BLOCK_N, BLOCK_K] with their
 swizzled UE8M0 scales, dequantizes them to BF16 and ``tl.dot``s them into an fp32
 accumulator. The products are exact, so the result equals ``f32(A_deq) @ f32(B_deq)^T``
@@ -161,7 +162,7 @@ def load_k_step(
 
 @triton.jit
 def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact above 2^-133); fp32 holding those values under the
+    """BF16 [R, BLOCK_K] = e4m3 * 2^(s - 127) (exact at multiples of 2^-133); fp32 holding those values under the
     interpreter, whose tl.dot reads bitcast BF16 tiles as integers."""
     f = mxfp8_dequantize_tile(vals, s, R, BLOCK_K)
     if EMULATE_CONVERSIONS:
@@ -175,8 +176,8 @@ def dequantize_mxfp8(vals, s, R: tl.constexpr, BLOCK_K: tl.constexpr):
 F16_MAX_BELOW = tl.constexpr(15)
 #: Largest offset above the reference: 448 * 2^7 = 57344 <= 65504, F16's largest finite value.
 F16_MAX_ABOVE = tl.constexpr(7)
-#: Scale bytes where the BF16 loop's dequantization is exact and finite: below 3 the smallest
-#: codes fall under BF16's 2^-133, above 246 448 * 2^(s - 127) overflows fp32.
+#: Scale bytes where the BF16 loop's dequantization is exact and finite: from 3 every code's value is a multiple
+#: of 2^-133 (BF16's smallest step; below, some are not), above 246 448 * 2^(s - 127) overflows fp32.
 BF16_EXACT_MIN_SCALE = tl.constexpr(3)
 BF16_EXACT_MAX_SCALE = tl.constexpr(246)
 #: Bounds on a_s + w_s over a program's blocks under which every fp32 sum of both loops is exact

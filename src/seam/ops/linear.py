@@ -304,9 +304,12 @@ def mxfp8_linear(
         on any device.
 
     Paths (``docs/gemm.md`` has each with its measurements):
-        On Hopper the tiles are dequantized to BF16 in the kernel (exact but for values below 2^-133; where the
-        weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, by BF16 multiplies: the same bytes,
-        ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and multiplied on BF16 tensor cores, by M:
+        Every tile but the one-token GEMV multiplies BF16 (or F16) operands, the MXFP8 tiles dequantized in the
+        kernel, on any device: exact for every value quantized BF16 rows give (multiples of 2^-133, BF16's
+        smallest step); other bytes, possible only in blocks whose scale byte is 0-2, round to BF16 there.
+        On Hopper the tiles are dequantized (where the weight's :meth:`~seam.MXFP8Weight.byte_facts` allow, by
+        BF16 multiplies: the same bytes, ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and multiplied on BF16
+        tensor cores, by M:
 
         - 1: the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on
           fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``).

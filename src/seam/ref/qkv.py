@@ -30,7 +30,7 @@ def tree_sum_sq(x: torch.Tensor) -> torch.Tensor:
     """[..., 128] -> [...]: pairwise-tree sum of ``x*x`` in index order (adjacent pairs first)."""
     s = x * x
     while s.shape[-1] > 1:
-        s = s.reshape(*s.shape[:-1], -1, 2).sum(dim=-1)
+        s = s.reshape(*s.shape[:-1], s.shape[-1] // 2, 2).sum(dim=-1)
     return s[..., 0]
 
 
@@ -79,7 +79,7 @@ def qkv_epilogue_ref(
     """
     m, n = acc.shape
     nkv = (n // HEAD_DIM - 1) // 19
-    heads = acc.float().reshape(m, -1, HEAD_DIM)
+    heads = acc.float().reshape(m, n // HEAD_DIM, HEAD_DIM)  # sizes, not -1: M may be 0
     q = heads[:, : 16 * nkv]
     k = heads[:, 16 * nkv : 17 * nkv]
     v = heads[:, 17 * nkv : 18 * nkv]
@@ -90,11 +90,11 @@ def qkv_epilogue_ref(
     iq = rope_ref(gemma_rms_norm_ref(iq, index_q_norm_weight, eps), positions, cos_sin_cache)
     ik = rope_ref(gemma_rms_norm_ref(ik, index_k_norm_weight, eps), positions, cos_sin_cache)
     if q_out is not None:
-        q_out.copy_(q.reshape(m, -1).to(torch.bfloat16))
+        q_out.copy_(q.reshape(m, 16 * nkv * HEAD_DIM).to(torch.bfloat16))
     if q_fp8_out is not None:
         inv = torch.tensor(f32_reciprocal(q_fp8_scale), dtype=torch.float32, device=acc.device)
-        q_fp8_out.copy_(e4m3_saturate_ref(q.reshape(m, -1) * inv))
-    index_q_out.copy_(e4m3_saturate_ref(iq.reshape(m, -1)))
+        q_fp8_out.copy_(e4m3_saturate_ref(q.reshape(m, 16 * nkv * HEAD_DIM) * inv))
+    index_q_out.copy_(e4m3_saturate_ref(iq.reshape(m, nkv * HEAD_DIM)))
     for h in range(nkv):
         write_entries(kv_cache, slot_mapping, k[:, h], k_scale, False, slot=2 * h)
         write_entries(kv_cache, slot_mapping, v[:, h], v_scale, True, slot=2 * h + 1)
