@@ -38,6 +38,7 @@ from seam.kernels.mxfp8_gemm_config import (
     wgmma_warp_specialized,
     WS_STAGES,
     TOKEN_TILES_MAX_M,
+    pick_ring_tile,
     pick_token_tiles,
 )
 from seam.kernels.wgmma_config import (
@@ -559,7 +560,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     (warp-specialized where picked so), the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
     QKV op's partials-only launches (nkv 1, 2, 4; pick_qkv_tile keeps them on the 128-token tile): no spills,
-    shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
+    shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM). The QKV op's
+    partials-only launches at 129-384 tokens on the token tiles too (their splits: 3 and 2 at nkv 1, 1 at nkv 2)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144),):
         for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq
@@ -570,9 +572,13 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
             if (t := pick_token_tiles(m, n, k, 132)) is not None:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
     for nkv in (1, 2, 4):
-        t = pick_wgmma_tile(100, (19 * nkv + 1) * 128, 6144, 132)  # as pick_qkv_tile runs it
+        n = (19 * nkv + 1) * 128
+        t = pick_wgmma_tile(100, n, 6144, 132)  # as pick_qkv_tile runs it
         stages = t.num_stages if t.warp_specialized else streamed_stages(t.split_k)
         runs.add((128, stages, t.split_k, 6144, True, False, t.warp_specialized))
+        for m in (129, 257, 384):  # the token tiles, as 128-token tiles, where the ring kernel does not take M
+            if (t := pick_token_tiles(m, n, 6144, 132)) is not None and pick_ring_tile(m, n, 6144, 132) is None:
+                runs.add((128, t.num_stages, t.split_k, 6144, True, False, True))
     assert any(run[0] == 64 for run in runs)
     results = _with_tool(
         f"for bm, st, sk, k, partials, bf16_mul, ws in {sorted(runs)!r}:\n"
