@@ -30,9 +30,13 @@ rank's work of the step runs back to back, publishes before consumers. Each rank
 own weights and inputs (so the L2 does not serve one rank's weights to the next). In
 the unfused chain the all-reduce, which NCCL or a custom all-reduce does across GPUs, is seam's
 Lamport all-reduce without a fused consumer (:class:`Collective`: every rank publishes, then every
-rank collects the fp32 rank-order sum in BF16, the same value seam's fused chain reduces), so eager and
-compiled alike pay one collective per rank that no compiler fuses into its neighbours (until 2026-12-05
-one PyTorch sum served every rank, and Inductor fused it into the norm after it). Reported figures
+rank collects the fp32 rank-order sum in BF16, the same value seam's fused chain reduces; two launches
+per rank, as seam's chain pays its publish and consume), and each rank runs its own steps between the
+collectives. The compiled chain compiles those steps (``stages``), called once per rank, and runs
+the collectives eagerly between them, as an engine's per-rank graph around its collective: no compiled op
+serves two ranks, and no compiler reorders a collect before the publishes it waits for. (Until 2026-12-05
+one PyTorch sum served every rank and the whole simulated step was one compiled graph, in which Inductor
+also fused the ranks' mHC mixes into one kernel.) Reported figures
 are per rank: launches and time of the whole simulated step divided by TP. The routed
 experts' GEMMs are outside seam's scope: ``gemm2_permuted`` is made once, before timing,
 and both chains read the same tensor.
@@ -106,7 +110,7 @@ class Collective:
     """The unfused chains' all-reduce: every simulated rank publishes its BF16 partial and then collects the sum
     (seam's Lamport all-reduce without a fused consumer, ``bf16`` of the fp32 sum in rank order), two launches per
     rank. It stands in for the collective an engine runs across GPUs (NCCL, a custom all-reduce): one result per
-    rank, from kernels a compiler cannot fuse into their neighbours, as seam's fused chain pays for its own."""
+    rank, outside the ranks' compiled steps, as seam's fused chain pays for its own."""
 
     def __init__(self, group: SimulatedGroup, hidden: int, m: int) -> None:
         self.allreduce = seam.LamportAllReduce(hidden_size=hidden, max_num_tokens=m, group=group)
@@ -185,28 +189,36 @@ class MiniMaxBoundary:
         return (self.positions, self.cos_sin, *self.norm_w, self.shape.eps)
 
     # -- the two chains ---------------------------------------------------------------------------
-    def unfused(self) -> list[torch.Tensor]:
-        """The unfused chain for every rank; returns each rank's new residual."""
-        s = self.shape
-        eps = s.eps
+    def unfused(self, stages: tuple[Callable, Callable] | None = None) -> list[torch.Tensor]:
+        """The unfused chain for every rank; returns each rank's new residual. Each rank runs its own steps between
+        the two collectives: ``stages`` (default :meth:`stages`, eager; the compiled chain passes them compiled)."""
+        after_attention, next_layer = stages or self.stages()
         reduced = self.collective(self.partials)
-        mid = []
-        for r in range(s.tp):
-            normed, residual = seam.gemma_fused_add_rms_norm(reduced[r], self.residual, self.w_post, eps)
+        mid = [after_attention(r, reduced[r]) for r in range(self.shape.tp)]
+        reduced2 = self.collective([c for _, c in mid])
+        return [next_layer(r, reduced2[r], mid[r][0]) for r in range(self.shape.tp)]
+
+    def stages(self) -> tuple[Callable, Callable]:
+        """The unfused chain's per-rank steps: after the first collective (the residual add and norm, the router,
+        the shared expert with a separate quantizer launch before each MXFP8 GEMM, the MoE finalize), and after the
+        second (the next layer's add and norm, its quantizer, the QKV GEMM to BF16 and its epilogue kernel)."""
+        s = self.shape
+
+        def after_attention(r: int, reduced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            normed, residual = seam.gemma_fused_add_rms_norm(reduced, self.residual, self.w_post, s.eps)
             weights = self._route(normed)
-            # an engine's unfused layers: a separate quantizer launch before each GEMM
             act = seam.swiglu_oai(self.gate_up[r](normed, quantize="separate"))
             shared = self.down[r](act, quantize="separate")
             routed = (self.gemm2[r][self.idx.long()].float() * weights[..., None]).sum(1)
-            mid.append((residual, (routed + shared.float()).bfloat16()))
-        reduced2 = self.collective([c for _, c in mid])
-        out = []
-        for r in range(s.tp):
-            normed2, residual2 = seam.gemma_fused_add_rms_norm(reduced2[r], mid[r][0], self.w_in, eps)
+            return residual, (routed + shared.float()).bfloat16()
+
+        def next_layer(r: int, reduced: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+            normed2, residual2 = seam.gemma_fused_add_rms_norm(reduced, residual, self.w_in, s.eps)
             xq, xs = seam.mxfp8_quantize(normed2)
             qkv_unfused(xq, xs, self.qkv[r], *self._qkv_args(), **self._qkv_kwargs(r, "unfused"))
-            out.append(residual2)
-        return out
+            return residual2
+
+        return after_attention, next_layer
 
     def seam(self) -> list[torch.Tensor]:
         """seam's chain for every rank; returns each rank's new residual."""
@@ -264,16 +276,23 @@ class MhcBoundary:
             for _ in range(s.tp)
         ]
 
-    def unfused(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """All-reduce, then mHC post-mix, collapse, RMSNorm and MXFP8 quantization as separate ops."""
-        s = self.shape
+    def unfused(self, stages: tuple[Callable] | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The collective, then every rank's mHC post-mix, collapse, RMSNorm and MXFP8 quantization as separate ops
+        (``stages``: default :meth:`stages`, eager; the compiled chain passes them compiled)."""
+        (mix,) = stages or self.stages()
         reduced = self.collective(self.partials)
-        out = []
-        for r in range(s.tp):
-            new_res = mhc_post_ref(reduced[r], self.residual, self.post, self.comb)
+        return [mix(r, reduced[r]) for r in range(self.shape.tp)]
+
+    def stages(self) -> tuple[Callable]:
+        """The unfused chain's per-rank steps after the collective."""
+        s = self.shape
+
+        def mix(r: int, reduced: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+            new_res = mhc_post_ref(reduced, self.residual, self.post, self.comb)
             normed = rms_norm_ref(mhc_collapse_ref(new_res, self.pre), self.weight, s.eps)
-            out.append((new_res, seam.mxfp8_quantize(normed)))
-        return out
+            return new_res, seam.mxfp8_quantize(normed)
+
+        return (mix,)
 
     def seam(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         s = self.shape
@@ -373,7 +392,10 @@ def _measure(boundary, compare, ok, gpu: bool) -> dict:
     row = {"M": boundary.m, "agree": ok(metrics), **metrics}
     if gpu:
         tp = boundary.shape.tp
-        chains = {"unfused": boundary.unfused, "unfused compiled": compile_static(boundary.unfused),
+        # each rank's steps compiled, a call per rank (no op serves two ranks), the collectives between them eager
+        # (publishes before collects)
+        compiled = tuple(compile_static(f, reset=i == 0) for i, f in enumerate(boundary.stages()))
+        chains = {"unfused": boundary.unfused, "unfused compiled": lambda: boundary.unfused(compiled),
                   "seam": boundary.seam}
         for chain, fn in chains.items():
             try:

@@ -22,10 +22,11 @@ def floor_us(nbytes: int) -> float:
     return nbytes / COPY_BYTES_PER_US + LAUNCH_US
 
 
-def compile_static(fn: Callable) -> Callable:
-    """``torch.compile`` of ``fn`` for one shape (``dynamic=False``, dynamo's caches reset first): the
-    compiled chain an engine captures per batch size, the peer seam's fused ops are timed against."""
-    torch._dynamo.reset()
+def compile_static(fn: Callable, *, reset: bool = True) -> Callable:
+    """``torch.compile`` of ``fn`` for one shape (``dynamic=False``; with ``reset``, dynamo's caches reset first):
+    the compiled chain an engine captures per batch size, the peer seam's fused ops are timed against."""
+    if reset:
+        torch._dynamo.reset()
     return torch.compile(fn, dynamic=False)
 
 

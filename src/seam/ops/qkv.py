@@ -269,7 +269,8 @@ def qkv_index_fused_epilogue(
     The epilogue is bit-identical to :func:`seam.ref.qkv.qkv_epilogue_ref` on the same
     accumulator for positions in [0, max_pos) (outside it the kernel rotates with zeros, the reference
     does not: keep them in range); the accumulator is within fp32 reordering error of the dequantized GEMM (whose
-    operands pass through BF16 as ``mxfp8_linear``'s do: exact for every value quantized BF16 rows give).
+    operands pass through BF16 as ``mxfp8_linear``'s do but on the one-token GEMV tile: exact for every value
+    quantized BF16 rows give).
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and M 65..128
     at K >= 2048, here always on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 have not yet been
     run under this op's epilogue on a GPU; warp-specialized where its split is at most 6, as ``mxfp8_linear``'s; ring
