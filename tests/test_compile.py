@@ -88,11 +88,19 @@ def test_fullgraph_out_buffers(device):
     assert bytes_equal(v, want[0]) and bytes_equal(s, want[1]) and bytes_equal(ro, want[2])
 
 
-@pytest.mark.parametrize("case", ["out rows", "norm weight"])
+@pytest.mark.parametrize("case", ["out rows", "norm weight", "out strides"])
 def test_fullgraph_keeps_a_shape_error_message_at_a_dynamic_m(case, device):
-    """With M dynamic the expected shape holds a symbolic size: the message is formatted so that Dynamo can trace it
-    (str() of a SymInt it cannot), so its Unsupported keeps seam's message, as the README promises."""
-    if case == "out rows":
+    """With M dynamic the shapes and strides hold symbolic sizes: the message is formatted so that Dynamo can trace
+    it, with their values (str() of a SymInt it cannot trace, a list's repr shows the symbols), so its Unsupported
+    keeps seam's message, as the README promises."""
+    if case == "out strides":
+        def fn(x, o):
+            return seam.swiglu_oai(x, out=o)
+
+        args = [torch.randn(4, 256, device=device).bfloat16(), torch.empty(4, 128, device=device).bfloat16()]
+        bad = [torch.randn(6, 256, device=device).bfloat16(), torch.empty(128, 6, device=device).bfloat16().t()]
+        want = "out must be contiguous: strides (128, 1) for shape [6, 128], got (1, 6)"
+    elif case == "out rows":
         def fn(x, o):
             return seam.swiglu_oai(x, out=o)
 

@@ -59,10 +59,8 @@ def tensor(
             raise TypeError(f"{name} must have dtype {want}, got {t.dtype}")
     if shape is not None:
         if t.dim() != len(shape) or any(w != -1 and s != w for s, w in zip(t.shape, shape)):
-            # each size through f"{}": Dynamo traces that on a symbolic size (its value), not str() or list's repr
-            want = "[" + ", ".join("*" if w == -1 else f"{w}" for w in shape) + "]"
-            got = "[" + ", ".join(f"{s}" for s in t.shape) + "]"
-            raise ValueError(f"{name} must have shape {want}, got {got}")
+            want = "[" + ", ".join("*" if w == -1 else f"{w}" for w in shape) + "]"  # f"{}": as _sizes
+            raise ValueError(f"{name} must have shape {want}, got {_sizes(t.shape, '[]')}")
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
     if contiguous and not t.is_contiguous():
@@ -74,6 +72,13 @@ def tensor(
     return t
 
 
+def _sizes(values, brackets: str) -> str:
+    """Sizes or strides as "[a, b]" / "(a, b)", each through f"{}": under torch.compile with a dynamic M they are
+    symbolic, and Dynamo formats those to their values, where str() fails and a list's repr shows the symbols."""
+    return brackets[0] + ", ".join(f"{v}" for v in values) + ("," if len(values) == 1 and brackets == "()" else "") \
+        + brackets[1]
+
+
 def _not_contiguous(name: str, t: torch.Tensor, written: bool) -> str:
     """The message for a tensor that is not contiguous: its strides against the contiguous ones for its
     shape (the shape alone may match), and why a stride of 0 (an ``expand()``) is refused."""
@@ -81,7 +86,8 @@ def _not_contiguous(name: str, t: torch.Tensor, written: bool) -> str:
     for size in reversed(t.shape):
         want.insert(0, step)
         step *= max(size, 1)
-    msg = f"{name} must be contiguous: strides {tuple(want)} for shape {list(t.shape)}, got {t.stride()}"
+    msg = (f"{name} must be contiguous: strides {_sizes(want, '()')} for shape {_sizes(t.shape, '[]')}, got "
+           f"{_sizes(t.stride(), '()')}")
     if any(st == 0 and size > 1 for size, st in zip(t.shape, t.stride())):
         msg += " (a stride of 0, as from expand(), repeats elements in memory" + (
             ": the op's writes to them would overlap)" if written else ")")
