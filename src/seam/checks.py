@@ -59,7 +59,7 @@ def tensor(
             raise TypeError(f"{name} must have dtype {want}, got {t.dtype}")
     if shape is not None:
         if t.dim() != len(shape) or any(w != -1 and s != w for s, w in zip(t.shape, shape)):
-            want = "[" + ", ".join("*" if w == -1 else f"{w}" for w in shape) + "]"  # f"{}": as _sizes
+            want = _sizes(["*" if w == -1 else w for w in shape], "[]")
             raise ValueError(f"{name} must have shape {want}, got {_sizes(t.shape, '[]')}")
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}, expected {device} like the other inputs")
@@ -73,10 +73,11 @@ def tensor(
 
 
 def _sizes(values, brackets: str) -> str:
-    """Sizes or strides as "[a, b]" / "(a, b)", each through f"{}": under torch.compile with a dynamic M they are
-    symbolic, and Dynamo formats those to their values, where str() fails and a list's repr shows the symbols."""
-    return brackets[0] + ", ".join(f"{v}" for v in values) + ("," if len(values) == 1 and brackets == "()" else "") \
-        + brackets[1]
+    """Sizes or strides as a list "[a, b]" or a tuple "(a, b)" / "(a,)" prints them, each through f"{}": under
+    torch.compile with a dynamic M they are symbolic, and Dynamo formats those to their values, where str() fails
+    and a list's repr shows the symbols."""
+    one = "," if brackets == "()" and len(values) == 1 else ""
+    return f"{brackets[0]}{', '.join(f'{v}' for v in values)}{one}{brackets[1]}"
 
 
 def _not_contiguous(name: str, t: torch.Tensor, written: bool) -> str:
