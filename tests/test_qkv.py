@@ -595,12 +595,10 @@ def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
 
 @pytest.mark.parametrize("m, block_m, error", [
     (300, 256, r"tile.wgmma needs M <= block_m here \(any M warp-specialized\), got M=300 and block_m=256"),
-    (70, 72, "tile.block_m 72 \\(a 64 \\+ tail tile\\) runs mxfp8_linear only"),
 ])
 def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, monkeypatch):
     """Refused before any launch, every output as it was: a ring tile (any M in mxfp8_linear) with M above its 256
-    rows (the epilogue sums the ring kernel's partials of one M tile), mxfp8_linear's 64 + tail tiles (72, 80, 96
-    tokens), which this op does not take yet (their partials path is not GPU-tested here)."""
+    rows (the epilogue sums the ring kernel's partials of one M tile)."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     p = make_problem(nkv=1, m=m, k=256, block_size=4, seed=63, device=device)
     xq, xsf = seam.mxfp8_quantize(p.x)
@@ -943,6 +941,21 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
              dataclasses.replace(small_tile(m), split_k=1)}
     for tile in sorted(tiles, key=repr):
         _assert_fused_exact_on_integer_problem(p, tile)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nkv, m, block_m, split_k", [
+    (1, 65, 72, 6), (1, 80, 80, 6), (2, 96, 96, 3), (1, 72, 72, 2),  # mxfp8_linear's 64 + tail tiles at 65-96
+    (1, 129, 72, 3), (2, 192, 96, 1), (1, 160, 80, 3),  # its token tiles of 64 + tail rows at 129-192
+])
+def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k):
+    """The op on mxfp8_linear's 64 + tail tiles (its warp-specialized partials: each token tile's 64 + tail rows,
+    the epilogue reading them across token tiles), a tile override (the picker keeps the 128-token tile): the
+    reference bytes on an exact accumulator, counters back at zero."""
+    p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=90 + m, device="cuda", integer=True,
+                     num_blocks=max(4, -(-3 * m // 64)))
+    tile = Tile(block_m, 128, 128, 8, 4, split_k=split_k, wgmma=True, warp_specialized=True)
+    _assert_fused_exact_on_integer_problem(p, tile)
 
 
 def test_workspace_holds_the_gluon_partials_and_the_staged_rows():

@@ -25,7 +25,6 @@ from seam.formats.nvfp4 import (
     f32_reciprocal,
 )
 from seam.kernels.mxfp8_gemm_config import GEMV_TILE, Tile, covers, pick_qkv_tile
-from seam.kernels.mxfp8_wgmma import TAIL_TILES
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
     STAGED_NVFP4_MAX_ROWS,
@@ -272,8 +271,8 @@ def qkv_index_fused_epilogue(
     operands pass through BF16 as ``mxfp8_linear``'s do but on the one-token GEMV tile: exact for every value
     quantized BF16 rows give).
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and M 65..128
-    at K >= 2048, here always on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 have not yet been
-    run under this op's epilogue on a GPU; warp-specialized where its split is at most 6, as ``mxfp8_linear``'s; ring
+    at K >= 2048, picked here on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 are taken as
+    ``tile`` overrides; warp-specialized where its split is at most 6, as ``mxfp8_linear``'s; ring
     M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill
     path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
@@ -370,9 +369,6 @@ def _check_fused_tile(tile: Tile, m: int, k: int) -> None:
     if not covers(tile, m, partials=True):  # the epilogue sums one M tile's partials
         raise ValueError(f"tile.wgmma needs M <= block_m here (any M warp-specialized), got M={m} and "
                          f"block_m={tile.block_m}")
-    if tile.block_m in TAIL_TILES:
-        raise ValueError(f"tile.block_m {tile.block_m} (a 64 + tail tile) runs mxfp8_linear only; this op takes "
-                         f"block_m 128 at 65-96 tokens (its partials path with these tiles is not yet GPU-tested)")
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
