@@ -579,6 +579,9 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (129, 257, 384):  # the token tiles, as 128-token tiles, where the ring kernel does not take M
             if (t := pick_token_tiles(m, n, 6144, 132)) is not None and pick_ring_tile(m, n, 6144, 132) is None:
                 runs.add((128, t.num_stages, t.split_k, 6144, True, False, True))
+    # the 64 + tail tiles' partials, which the op takes as overrides: warp-specialized, and the plain decode kernel's
+    runs |= {(72, 4, 6, 6144, True, False, True), (96, 4, 3, 6144, True, False, True),
+             (72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}
     assert any(run[0] == 64 for run in runs)
     results = _with_tool(
         f"for bm, st, sk, k, partials, bf16_mul, ws in {sorted(runs)!r}:\n"

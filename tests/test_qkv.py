@@ -944,17 +944,20 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nkv, m, block_m, split_k", [
-    (1, 65, 72, 6), (1, 80, 80, 6), (2, 96, 96, 3), (1, 72, 72, 2),  # mxfp8_linear's 64 + tail tiles at 65-96
-    (1, 129, 72, 3), (2, 192, 96, 1), (1, 160, 80, 3),  # its token tiles of 64 + tail rows at 129-192
+@pytest.mark.parametrize("nkv, m, block_m, split_k, ws", [
+    (1, 65, 72, 6, True), (1, 80, 80, 6, True), (2, 96, 96, 3, True), (1, 72, 72, 2, True),  # 65-96 tokens
+    (1, 129, 72, 3, True), (2, 192, 96, 1, True), (1, 160, 80, 3, True),  # token tiles of 64 + tail rows, 129-192
+    (1, 70, 72, 8, False), (2, 96, 96, 3, False),  # the plain decode kernel's partials with a tail (split 8: its pick)
+    (1, 40, 72, 2, False),  # the tail's rows wholly past M
 ])
-def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k):
-    """The op on mxfp8_linear's 64 + tail tiles (its warp-specialized partials: each token tile's 64 + tail rows,
-    the epilogue reading them across token tiles), a tile override (the picker keeps the 128-token tile): the
-    reference bytes on an exact accumulator, counters back at zero."""
+def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws):
+    """The op on mxfp8_linear's 64 + tail tiles, a tile override (the picker keeps the 128-token tile): the
+    warp-specialized kernel's partials (each token tile's 64 + tail rows, the epilogue reading them across token
+    tiles) and the plain decode kernel's (one M tile, the tail's rows after the first 64): the reference bytes on an
+    exact accumulator, counters back at zero."""
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=90 + m, device="cuda", integer=True,
                      num_blocks=max(4, -(-3 * m // 64)))
-    tile = Tile(block_m, 128, 128, 8, 4, split_k=split_k, wgmma=True, warp_specialized=True)
+    tile = Tile(block_m, 128, 128, 8, 4, split_k=split_k, wgmma=True, warp_specialized=ws)  # TAIL_STAGES
     _assert_fused_exact_on_integer_problem(p, tile)
 
 
