@@ -123,10 +123,11 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not wgmma_config.wgmma_supported(device):  # through the module: one binding to patch in tests
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
     # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the plain decode kernel one
-    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and (m <= tile.block_m or tile.warp_specialized)
-            or tile.block_m == 256):
+    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m
+            or tile.warp_specialized and tile.block_m in mxfp8_wgmma_ws.BLOCK_MS or tile.block_m == 256):
         raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel; "
-                         f"any M warp-specialized), or 256 (the ring kernel), got {tile.block_m}")
+                         f"any M warp-specialized), or 256 (the ring kernel), or {mxfp8_wgmma_ws.WIDE_BLOCK_M} "
+                         f"warp-specialized, got {tile.block_m}")
     if tile.warp_specialized and -(-m // tile.block_m) > MAX_TOKEN_TILES:  # the launch grid's axis 1
         raise ValueError(f"tile.warp_specialized takes at most {MAX_TOKEN_TILES} token tiles of block_m "
                          f"{tile.block_m}, got M={m}")
