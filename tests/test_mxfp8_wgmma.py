@@ -24,7 +24,9 @@ import pytest
 import torch
 
 import seam
+from seam import runtime
 from seam.kernels import gluon_launch, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine, wgmma_config
+from seam.kernels import workspace
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     TAIL_STAGES,
@@ -587,7 +589,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
             if (t := pick_token_tiles(m, n, k, 132)) is not None:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
     # the 192-token tile (128 + 64 tokens; an override, not picked): its combine (2 combiners at split 3) and partials
-    runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3) for partials in (False, True)}
+    runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
     for nkv in (1, 2, 4):
         n = (19 * nkv + 1) * 128
         t = pick_wgmma_tile(100, n, 6144, 132)  # as pick_qkv_tile runs it
@@ -990,15 +992,20 @@ def test_bit_exact_token_tile_overrides_gpu(tile, m):
     (Tile(192, 128, 128, 8, 3, 1, wgmma=True, warp_specialized=True), 129, 640),  # one token on the 64-token accumulator
     (Tile(192, 128, 128, 8, 2, 6, wgmma=True, warp_specialized=True), 192, 2560),  # 4 combiners (the spread combine)
     (Tile(192, 128, 128, 8, 3, 2, wgmma=True, warp_specialized=True), 300, 640),  # two token tiles, the last 108 rows
+    (Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True), 350, 640),  # the second tile's 64-token rows
+    (Tile(192, 128, 128, 8, 3, 5, wgmma=True, warp_specialized=True), 384, 1536),  # two full tiles, 4 combiners
     (Tile(192, 128, 128, 8, 3, 1, wgmma=True, warp_specialized=True), 100, 640),  # the second accumulator unused
 ], ids=str)
 def test_bit_exact_192_token_tile_gpu(tile, m, n):
     """The warp-specialized 192-token tile (a 128- and a 64-token accumulator on one weight conversion; an
-    override the picker does not choose yet): exact sums on MXFP8 and BF16 rows, twice (counters back at zero)."""
-    x, w, want = exact_block_inputs(m, n, 6144, seed=m + n)
-    for _ in range(2):
+    override the picker does not choose yet): exact sums on MXFP8 and BF16 rows, for two problems back to back on one
+    workspace (stale partials or counters would show in the second), counters back at zero."""
+    for seed in (m + n, m + n + 1):
+        x, w, want = exact_block_inputs(m, n, 6144, seed=seed)
         for got in linear_both_paths(x, w, tile):
-            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (tile, seed)
+    counters = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(x.device))][1]
+    assert not counters.any()
 
 
 @pytest.mark.gpu

@@ -148,6 +148,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
     if block_m == mxfp8_wgmma_ws.WIDE_BLOCK_M:  # the warp-specialized kernel's only
+        if warp_specialized is False:
+            raise ValueError(f"wgmma: block_m {block_m} runs warp-specialized only")
         return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul, ptx=ptx,
                              partials=partials)
     if block_m not in mxfp8_wgmma.BLOCK_MS:

@@ -51,8 +51,8 @@ class Tile:
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
     #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
-    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side) the decode kernel
-    #: (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
+    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also 192) the
+    #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
     #: (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by

@@ -40,7 +40,7 @@ every token tile's half-tiles on counters and partials of their own;
 operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
 :data:`WIDE_BLOCK_M` tile (128 + 64 tokens on two accumulators, one weight conversion for both) is a ``tile=``
 override the pickers do not choose yet (log run 199's probe of it: N 4992 x K 6144 at 160 tokens, split 3, 26.57 us
-given A_deq; the rule's token tiles took 34.12 / 34.83 us at 129 / 192 tokens in run 205).
+given A_deq, the best of that probe there; humming 26.29 in the same run).
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ def second_tokens(block_m: int) -> int:
     """Tokens on the tile's second accumulator: a 64 + tail tile's tail
     (:func:`seam.kernels.mxfp8_wgmma.tail_tokens`), 64 of :data:`WIDE_BLOCK_M`; 0 for the others."""
     return 64 if block_m == WIDE_BLOCK_M else tail_tokens(block_m)
+
+
 #: Registers per thread at launch (12 warps: 384 x 168 <= 65536).
 MAX_REGISTERS = 168
 #: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
