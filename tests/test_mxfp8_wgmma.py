@@ -999,13 +999,14 @@ def test_bit_exact_token_tile_overrides_gpu(tile, m):
 def test_bit_exact_192_token_tile_gpu(tile, m, n):
     """The warp-specialized 192-token tile (a 128- and a 64-token accumulator on one weight conversion; an
     override the picker does not choose yet): exact sums on MXFP8 and BF16 rows, for two problems back to back on one
-    workspace (stale partials or counters would show in the second), counters back at zero."""
+    workspace (stale partials or counters would show in the second), counters back at zero where the split uses them."""
     for seed in (m + n, m + n + 1):
         x, w, want = exact_block_inputs(m, n, 6144, seed=seed)
         for got in linear_both_paths(x, w, tile):
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (tile, seed)
-    counters = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(x.device))][1]
-    assert not counters.any()
+    if tile.split_k > 1:  # one split writes the output directly: no workspace is allocated
+        counters = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(x.device))][1]
+        assert not counters.any()
 
 
 @pytest.mark.gpu
