@@ -24,7 +24,9 @@ import pytest
 import torch
 
 import seam
+from seam import runtime
 from seam.kernels import gluon_launch, mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_combine, wgmma_config
+from seam.kernels import workspace
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import (
     TAIL_STAGES,
@@ -60,7 +62,7 @@ from seam.kernels.wgmma_config import (
 )
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8_weight import ByteFacts
-from seam.kernels.mxfp8_gemm_config import one_wave_split
+from seam.kernels.mxfp8_gemm_config import covers, one_wave_split
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
@@ -281,13 +283,28 @@ def test_warp_specialized_tile_checked_before_launch(device):
     if not wgmma_config.wgmma_supported(device):
         return
     for bad, m, match in ((Tile(32, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 20,
-                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128\\), got 32"),
+                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128, 192\\), got 32"),
                           (Tile(128, 128, 128, 8, 5, 1, wgmma=True, warp_specialized=True), 40,
                            "num_stages in \\[1, 4\\]")):
         with pytest.raises(ValueError, match=match):
             check_tile(bad, 2048, m, device)
     # the warp-specialized 64-row tile streams A_deq: a split whose resident activations would not fit is fine
     assert check_tile(Tile(64, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), 6144, 40, device)
+
+
+def test_192_token_tile_is_warp_specialized_only(device, monkeypatch):
+    """192 tokens (128 + 64): warp-specialized only, at most 3 stages (shared memory), any M (token tiles); not a
+    ring tile, and the launch rules its combine reads exist."""
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    wide = Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True)
+    assert check_tile(wide, 6144, 160, device) == wide and check_tile(wide, 6144, 400, device) == wide
+    assert not wide.ring and covers(wide, 400) and covers(wide, 400, partials=True)
+    assert mxfp8_wgmma_ws.second_tokens(192) == 64 and mxfp8_wgmma_ws.max_stages(192, 6144, 3) == 3
+    assert wgmma_launch(192, 6144, 3, 3).combiners == 2
+    for bad, match in ((dataclasses.replace(wide, warp_specialized=False), "tile.wgmma needs block_m in"),
+                       (dataclasses.replace(wide, num_stages=4), "num_stages in \\[1, 3\\]")):
+        with pytest.raises(ValueError, match=match):
+            check_tile(bad, 6144, 160, device)
 
 
 def test_streamed_tiles_stream_every_launch_and_dequantize_first():
@@ -326,14 +343,14 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
 
 
 def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
-    """The warp-specialized kernel runs the 64-row, 64 + tail and 128-token tiles, at ring depths that fit (CPU
+    """The warp-specialized kernel runs the 64-row, 64 + tail, 128- and 192-token tiles, at ring depths that fit (CPU
     tensors: never launched)."""
     x = torch.zeros(100, 2048, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 2048, dtype=torch.uint8), torch.zeros(128 * 64, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
-    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128)
+    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128, 192)
     for bm in (8, 32, 256):
-        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128\\), got {bm}"):
+        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128, 192\\), got {bm}"):
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
     assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
     for stages in (0, 5):
@@ -571,6 +588,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (129, 160, 192, 256, 384):
             if (t := pick_token_tiles(m, n, k, 132)) is not None:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
+    # the 192-token tile (128 + 64 tokens; an override, not picked): its combine (2 combiners at split 3) and partials
+    runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
     for nkv in (1, 2, 4):
         n = (19 * nkv + 1) * 128
         t = pick_wgmma_tile(100, n, 6144, 132)  # as pick_qkv_tile runs it
@@ -968,6 +987,29 @@ def test_bit_exact_token_tile_overrides_gpu(tile, m):
     x, w, want = exact_block_inputs(m, 640, 2048, seed=m)
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,m,n", [
+    (Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True), 160, 4992),  # run 199's best at TP 2 QKV
+    (Tile(192, 128, 128, 8, 3, 1, wgmma=True, warp_specialized=True), 129, 640),  # one token on the 64-token accumulator
+    (Tile(192, 128, 128, 8, 2, 6, wgmma=True, warp_specialized=True), 192, 2560),  # 4 combiners (the spread combine)
+    (Tile(192, 128, 128, 8, 3, 2, wgmma=True, warp_specialized=True), 300, 640),  # two token tiles, the last 108 rows
+    (Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True), 350, 640),  # the second tile's 64-token rows
+    (Tile(192, 128, 128, 8, 3, 5, wgmma=True, warp_specialized=True), 384, 1536),  # two full tiles, 4 combiners
+    (Tile(192, 128, 128, 8, 3, 1, wgmma=True, warp_specialized=True), 100, 640),  # the second accumulator unused
+], ids=str)
+def test_bit_exact_192_token_tile_gpu(tile, m, n):
+    """The warp-specialized 192-token tile (a 128- and a 64-token accumulator on one weight conversion; an
+    override the picker does not choose yet): exact sums on MXFP8 and BF16 rows, for two problems back to back on one
+    workspace (stale partials or counters would show in the second), counters back at zero where the split uses them."""
+    for seed in (m + n, m + n + 1):
+        x, w, want = exact_block_inputs(m, n, 6144, seed=seed)
+        for got in linear_both_paths(x, w, tile):
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (tile, seed)
+    if tile.split_k > 1:  # one split writes the output directly: no workspace is allocated
+        counters = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(x.device))][1]
+        assert not counters.any()
 
 
 @pytest.mark.gpu

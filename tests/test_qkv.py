@@ -609,6 +609,19 @@ def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, mo
     _assert_outputs_equal(out, p.outputs(fill=7))
 
 
+def test_192_token_tile_is_refused_by_the_op(device, monkeypatch):
+    """The warp-specialized 192-token tile runs mxfp8_linear only until its partials under the epilogue are GPU-tested:
+    refused before any launch, every output as it was."""
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    p = make_problem(nkv=1, m=200, k=256, block_size=4, seed=64, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    out = p.outputs(fill=7)
+    with pytest.raises(ValueError, match="tile.block_m 192 \\(the warp-specialized 128 \\+ 64-token tile\\) runs"):
+        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
+                                      tile=Tile(192, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), **out)
+    _assert_outputs_equal(out, p.outputs(fill=7))
+
+
 def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=str(device), has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else

@@ -8,7 +8,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
 ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
-streams A_deq, so ``--a-deq --a-stream`` are implied there) or, with ``block_m`` 256, the Gluon ring kernel
+streams A_deq, so ``--a-deq --a-stream`` are implied there; 192: its warp-specialized 128 + 64-token tile) or, with
+``block_m`` 256, the Gluon ring kernel
 (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
 ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).
@@ -141,11 +142,16 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     ``warp_specialized``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, wgmma_config
+    from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_config
 
     if block_m == 256:
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
+    if block_m == mxfp8_wgmma_ws.WIDE_BLOCK_M:  # the warp-specialized kernel's only
+        if warp_specialized is False:
+            raise ValueError(f"wgmma: block_m {block_m} runs warp-specialized only")
+        return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul, ptx=ptx,
+                             partials=partials)
     if block_m not in mxfp8_wgmma.BLOCK_MS:
         raise ValueError(f"wgmma: block_m must be one of {mxfp8_wgmma.BLOCK_MS} or 256, got {block_m}")
     if warp_specialized is None:  # as picked at 65-128 tokens (mxfp8_linear, and the QKV op's 128-token partials)
@@ -187,10 +193,10 @@ def _decode_types(block_m: int, *, bf16_x: bool) -> dict:
     (activations BF16 with ``bf16_x``, else E4M3 bytes), the workspace, counters and sizes (``out_ptr``: BF16)."""
     from triton.experimental.gluon import language as gl
 
-    from seam.kernels import mxfp8_wgmma
+    from seam.kernels import mxfp8_wgmma_ws
 
     x_dtype, x_name = (gl.bfloat16, "bf16") if bf16_x else (gl.uint8, "u8")
-    tail = mxfp8_wgmma.tail_tokens(block_m)
+    tail = mxfp8_wgmma_ws.second_tokens(block_m)  # the decode kernel's tail_tokens at its tiles
     w_layout = gl.NVMMASharedLayout.get_default_for([128, 128], gl.uint8)
     s_desc = f"tensordesc<u8[32, 16],{gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)!r}>"
     types = {"w_desc": f"tensordesc<u8[128, 128],{w_layout!r}>", "s_desc": s_desc, "xs_desc": s_desc,
@@ -206,14 +212,14 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
     """Resources of the warp-specialized decode kernel (``seam.kernels.mxfp8_wgmma_ws``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_config
+    from seam.kernels import mxfp8_wgmma_ws, wgmma_config
 
     if block_m not in mxfp8_wgmma_ws.BLOCK_MS:
         raise ValueError(f"wgmma: the warp-specialized kernel takes block_m in {mxfp8_wgmma_ws.BLOCK_MS}, got {block_m}")
     most = mxfp8_wgmma_ws.max_stages(block_m, k, split_k)
     if not 1 <= num_stages <= most:
         raise ValueError(f"wgmma: num_stages {num_stages} warp-specialized at block_m {block_m}: 1 to {most} fit")
-    tail = mxfp8_wgmma.tail_tokens(block_m)
+    tail = mxfp8_wgmma_ws.second_tokens(block_m)
     types = {**_decode_types(block_m, bf16_x=True), "out_ptr": "*fp32" if partials else "*bf16"}  # A_deq
     rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
     consts = dict(K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=num_stages, COMBINE=rules.combine,

@@ -51,22 +51,24 @@ class Tile:
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
     #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
-    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side) the decode kernel
-    #: (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
+    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also 192) the
+    #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
     #: (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
     bf16_mm: bool = False
-    #: A ``wgmma`` tile of 64-128 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
+    #: A ``wgmma`` tile of 64-192 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
     #: ``BLOCK_MS``; :func:`wgmma_warp_specialized`): the decode kernel's bytes (its partials too, for the fused QKV
-    #: op), A_deq streamed (written first by the dequantization launch where none comes).
+    #: op), A_deq streamed (written first by the dequantization launch where none comes); 192 (128 + 64 tokens)
+    #: is this kernel's only.
     warp_specialized: bool = False
 
     @property
     def ring(self) -> bool:
-        """A ``wgmma`` tile of the ring kernel (``block_m`` 256), not of the decode kernel."""
-        return self.wgmma and self.block_m > WGMMA_MAX_M
+        """A ``wgmma`` tile of the ring kernel (``block_m`` 256), not of the decode kernel (nor the warp-specialized
+        192-token tile)."""
+        return self.wgmma and self.block_m > WGMMA_MAX_M and not self.warp_specialized
 
     def to_args(self) -> tuple:
         """The fields in order, as the flat arguments of a custom op (which cannot take a Tile)."""

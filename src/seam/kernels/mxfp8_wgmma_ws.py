@@ -37,7 +37,10 @@ wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where
 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
 every token tile's half-tiles on counters and partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
-operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time).
+operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
+:data:`WIDE_BLOCK_M` tile (128 + 64 tokens on two accumulators, one weight conversion for both) is a ``tile=``
+override the pickers do not choose yet (log run 199's probe of it: N 4992 x K 6144 at 160 tokens, split 3, 26.57 us
+given A_deq, the best of that probe there; humming 26.29 in the same run).
 """
 
 from __future__ import annotations
@@ -65,8 +68,20 @@ from seam.kernels.mxfp8_wgmma import (
 )
 from seam.kernels.wgmma_combine import check_combiners, store_tile
 
-#: The tiles (``block_m``) this kernel runs: the 64-row tile (given A_deq), the 64 + tail tiles and the 128-token tile.
-BLOCK_MS = (64, *TAIL_TILES, 128)
+#: 128 + 64 tokens per program: the 128-token accumulator and a 64-token one (the 64 + tail tiles' structure), one
+#: weight conversion for both.
+WIDE_BLOCK_M = 192
+#: The tiles (``block_m``) this kernel runs: the 64-row tile (given A_deq), the 64 + tail tiles, the 128-token tile and
+#: :data:`WIDE_BLOCK_M`.
+BLOCK_MS = (64, *TAIL_TILES, 128, WIDE_BLOCK_M)
+
+
+def second_tokens(block_m: int) -> int:
+    """Tokens on the tile's second accumulator: a 64 + tail tile's tail
+    (:func:`seam.kernels.mxfp8_wgmma.tail_tokens`), 64 of :data:`WIDE_BLOCK_M`; 0 for the others."""
+    return 64 if block_m == WIDE_BLOCK_M else tail_tokens(block_m)
+
+
 #: Registers per thread at launch (12 warps: 384 x 168 <= 65536).
 MAX_REGISTERS = 168
 #: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
@@ -205,7 +220,7 @@ def mxfp8_linear_wgmma_ws_kernel(
     stride_om,
     K: gl.constexpr,
     MP: gl.constexpr,  # tokens padded to the MMAs' N sides, MP - TAIL + TAIL
-    TAIL: gl.constexpr,  # 64 + TAIL tiles: tokens 64.. on a second, TAIL-wide accumulator; else 0
+    TAIL: gl.constexpr,  # 64 + TAIL tiles and the 192-token one: tokens MP - TAIL.. on a second accumulator; else 0
     SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by a combining program
@@ -281,7 +296,7 @@ def launch_mxfp8_linear_wgmma_ws(
         raise ValueError(f"stages must be in [1, {most}] at block_m {block_m}, K {k}, split_k {split_k}; got {stages}")
     check_combiners(combiners, split_k)
     bk = BLOCK_K.value
-    tail = tail_tokens(block_m)
+    tail = second_tokens(block_m)
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
     x_desc = TensorDescriptor.from_tensor(a_deq, [block_m - tail, bk], tile_layout(block_m - tail, True))
     xt_desc = TensorDescriptor.from_tensor(a_deq, [tail, bk], tile_layout(tail, True)) if tail else x_desc

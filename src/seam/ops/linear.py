@@ -123,10 +123,11 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not wgmma_config.wgmma_supported(device):  # through the module: one binding to patch in tests
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
     # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the plain decode kernel one
-    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and (m <= tile.block_m or tile.warp_specialized)
-            or tile.block_m == 256):
+    if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m
+            or tile.warp_specialized and tile.block_m in mxfp8_wgmma_ws.BLOCK_MS or tile.block_m == 256):
         raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel; "
-                         f"any M warp-specialized), or 256 (the ring kernel), got {tile.block_m}")
+                         f"any M warp-specialized), or 256 (the ring kernel), or {mxfp8_wgmma_ws.WIDE_BLOCK_M} "
+                         f"warp-specialized, got {tile.block_m}")
     if tile.warp_specialized and -(-m // tile.block_m) > MAX_TOKEN_TILES:  # the launch grid's axis 1
         raise ValueError(f"tile.warp_specialized takes at most {MAX_TOKEN_TILES} token tiles of block_m "
                          f"{tile.block_m}, got M={m}")
@@ -295,10 +296,11 @@ def mxfp8_linear(
         None takes ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
         checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32,
         64, 72, 80, 96 or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token
-        tiles) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a multiple of 128 (the tl
+        tiles; 192 warp-specialized only) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
+        multiple of 128 (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
-        64-128) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the picker
+        64-128 or 192) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the picker
         takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over
         token tiles, at most 65535 of them); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M,
         on any device.

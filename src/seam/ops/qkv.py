@@ -25,6 +25,7 @@ from seam.formats.nvfp4 import (
     f32_reciprocal,
 )
 from seam.kernels.mxfp8_gemm_config import GEMV_TILE, Tile, covers, pick_qkv_tile
+from seam.kernels.mxfp8_wgmma_ws import WIDE_BLOCK_M
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
     STAGED_NVFP4_MAX_ROWS,
@@ -369,6 +370,9 @@ def _check_fused_tile(tile: Tile, m: int, k: int) -> None:
     if not covers(tile, m, partials=True):  # the epilogue sums one M tile's partials
         raise ValueError(f"tile.wgmma needs M <= block_m here (any M warp-specialized), got M={m} and "
                          f"block_m={tile.block_m}")
+    if tile.block_m == WIDE_BLOCK_M:
+        raise ValueError(f"tile.block_m {tile.block_m} (the warp-specialized 128 + 64-token tile) runs mxfp8_linear "
+                         "only (its partials under this op's epilogue are not yet GPU-tested)")
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
