@@ -490,10 +490,9 @@ def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
         assert not pick_qkv_tile(m, n, k, cuda, tl_only=True).bf16_mm
     for m, n, k in [(64, 6144, 768), (64, 256, 800)] + ([(65, 2560, 6144), (128, 1536, 6144)] if hopper else []):
         assert not pick_tile(m, n, k, cuda).bf16_mm, (m, n, k)
-    if hopper:  # the token tiles, ahead of this path (the fused QKV op's as 128-token tiles)
+    if hopper:  # the token tiles, ahead of this path (the fused QKV op's the same)
         assert pick_tile(129, 2560, 6144, cuda).warp_specialized
-        assert pick_qkv_tile(129, 2560, 6144, cuda) == dataclasses.replace(pick_tile(129, 2560, 6144, cuda),
-                                                                          block_m=128)
+        assert pick_qkv_tile(129, 2560, 6144, cuda) == pick_tile(129, 2560, 6144, cuda)
 
 
 

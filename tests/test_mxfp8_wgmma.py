@@ -40,7 +40,6 @@ from seam.kernels.mxfp8_gemm_config import (
     wgmma_warp_specialized,
     WS_STAGES,
     TOKEN_TILES_MAX_M,
-    pick_ring_tile,
     pick_token_tiles,
 )
 from seam.kernels.wgmma_config import (
@@ -182,20 +181,33 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
     for n, k in SHAPES + ((9856, 6144), (256, 6144), (4096, 4096)):
         tiles, steps = -(-n // 128), k // 128
         for m in range(WGMMA_MAX_M + 1, TOKEN_TILES_MAX_M + 1):
-            t = pick_token_tiles(m, n, k, 132)
+            t, narrow = pick_token_tiles(m, n, k, 132), pick_token_tiles(m, n, k, 132, wide=False)
             token_tiles = -(-m // 128)
             if k < STREAMED_MIN_K or tiles * token_tiles > 132:
-                assert t is None, (m, n, k)
+                assert t is None and narrow is None, (m, n, k)
                 continue
             share = -(-m // token_tiles)  # a 64 + tail tile where a token tile's share fits one
             bm = 72 if share <= 72 else 80 if share <= 80 else 96 if share <= 96 else 128
-            assert t == Tile(bm, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k,
-                             wgmma=True, warp_specialized=True), (m, n, k)
-            assert -(-m // t.block_m) == token_tiles  # the launch's grid axis 1
-            programs = tiles * token_tiles * t.split_k
-            assert 1 <= t.split_k <= WS_MAX_SPLIT and programs <= 132 and (t.split_k == 1 or steps // t.split_k >= 4)
-            assert t.split_k == WS_MAX_SPLIT or programs + tiles * token_tiles > 132 or steps // (t.split_k + 1) < 4
-            assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k)
+            assert narrow == Tile(bm, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, narrow.split_k)),
+                                  narrow.split_k, wgmma=True, warp_specialized=True), (m, n, k)
+            assert -(-m // narrow.block_m) == token_tiles  # the launch's grid axis 1
+            programs = tiles * token_tiles * narrow.split_k
+            split = narrow.split_k
+            assert 1 <= split <= WS_MAX_SPLIT and programs <= 132 and (split == 1 or steps // split >= 4)
+            assert split == WS_MAX_SPLIT or programs + tiles * token_tiles > 132 or steps // (split + 1) < 4
+            assert narrow.num_stages <= mxfp8_wgmma_ws.max_stages(narrow.block_m, k, split)
+            # up to 192 tokens the wide tile where its one-wave split fills more of the wave; 3 stages
+            wide_split = min(WS_MAX_SPLIT, max(1, min(132 // tiles, steps // 4)))
+            if m <= 192 and 2 * tiles * wide_split >= 3 * programs:  # 1.5x the programs: run 211's one win
+                assert t == Tile(192, 128, 128, 8, min(3, mxfp8_wgmma.max_steps(k, wide_split)), wide_split,
+                                 wgmma=True, warp_specialized=True), (m, n, k)
+            else:
+                assert t == narrow, (m, n, k)
+    # run 211: only N 4992 x 6144 (split 1 -> 3) of the measured shapes takes it
+    assert {(m, n, k) for m in (129, 160, 192) for n, k in SHAPES + ((9856, 6144), (4096, 4096))
+            if (t := pick_token_tiles(m, n, k, 132)) is not None and t.block_m == 192} == {
+        (m, 4992, 6144) for m in (129, 160, 192)}
+    assert pick_token_tiles(160, 4992, 6144, 132) == Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True)
     # the measured splits (runs 199-200)
     assert [(t.block_m, t.split_k) for t in (pick_token_tiles(m, n, k, 132) for m, n, k in (
         (256, 2560, 6144), (384, 2560, 6144), (256, 4992, 6144), (384, 4992, 6144), (256, 6144, 2048),
@@ -207,22 +219,23 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
 
 
 def test_default_pick_at_129_to_384_tokens(monkeypatch):
-    """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; so does the fused QKV op, as
-    128-token tiles (ceil(M / 128) of them either way: its epilogue reads their partials across token tiles), but
-    behind the ring kernel where that takes the shape (N 4992 at 129-256 tokens, log run 204)."""
+    """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; so does the fused QKV op (log
+    run 207: ahead of the ring kernel at N 4992 too), but on the token tiles where pick_tile takes the 192-token tile
+    (not yet GPU-tested under the epilogue)."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
-    for m in (129, 200, 256, 384):
+    for m in (129, 160, 192, 200, 256, 384):
         for n, k in ((2560, 6144), (4992, 6144), (1536, 6144)):
             t = pick_token_tiles(m, n, k, 132)
             assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == t
-            q, ring = pick_qkv_tile(m, n, k, cuda), mxfp8_gemm_config.pick_ring_tile(m, n, k, 132)
-            if ring is not None:
-                assert q == ring and (n, m <= 256) == (4992, True)
+            q = pick_qkv_tile(m, n, k, cuda)
+            if t.block_m == 192:
+                assert (n, m <= 192) == (4992, True) and q == pick_token_tiles(m, n, k, 132, wide=False)
+                assert q.block_m < 192 and q.warp_specialized
             else:
-                assert q == dataclasses.replace(t, block_m=128) and -(-m // q.block_m) == -(-m // t.block_m)
+                assert q == t
         assert pick_tile(m, 6144, 768, cuda) == mxfp8_gemm_config.BF16_MM_TILE
     assert pick_qkv_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
@@ -576,9 +589,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
     (warp-specialized where picked so), the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
-    QKV op's partials-only launches (nkv 1, 2, 4; pick_qkv_tile keeps them on the 128-token tile): no spills,
-    shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM). The QKV op's
-    partials-only launches at 129-384 tokens on the token tiles too (their splits: 3 and 2 at nkv 1, 1 at nkv 2)."""
+    QKV op's partials-only launches (nkv 1, 2, 4: the same tiles, the token tiles without the 192-token one): no
+    spills, shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144),):
         for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq
@@ -592,15 +604,14 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
     for nkv in (1, 2, 4):
         n = (19 * nkv + 1) * 128
-        t = pick_wgmma_tile(100, n, 6144, 132)  # as pick_qkv_tile runs it
-        stages = t.num_stages if t.warp_specialized else streamed_stages(t.split_k)
-        runs.add((128, stages, t.split_k, 6144, True, False, t.warp_specialized))
-        for m in (129, 257, 384):  # the token tiles, as 128-token tiles, where the ring kernel does not take M
-            if (t := pick_token_tiles(m, n, 6144, 132)) is not None and pick_ring_tile(m, n, 6144, 132) is None:
-                runs.add((128, t.num_stages, t.split_k, 6144, True, False, True))
-    # the 64 + tail tiles' partials, which the op takes as overrides: warp-specialized, and the plain decode kernel's
-    runs |= {(72, 4, 6, 6144, True, False, True), (96, 4, 3, 6144, True, False, True),
-             (72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}
+        for m in (70, 100):  # a 64 + tail tile and the 128-token tile, as pick_qkv_tile runs them
+            t = pick_wgmma_tile(m, n, 6144, 132)
+            runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, t.warp_specialized))
+        for m in (129, 160, 257, 384):  # the token tiles (pick_qkv_tile: never the 192-token one)
+            if (t := pick_token_tiles(m, n, 6144, 132, wide=False)) is not None:
+                runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, True))
+    # the 64 + tail tiles' partials as overrides: the plain decode kernel's too
+    runs |= {(72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}
     assert any(run[0] == 64 for run in runs)
     results = _with_tool(
         f"for bm, st, sk, k, partials, bf16_mul, ws in {sorted(runs)!r}:\n"
@@ -671,15 +682,12 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
             n = (19 * nkv + 1) * 128
             assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
             assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
-    # except past 64 tokens: the QKV op's partials run the 128-token tile (the 64 + tail tiles are not yet GPU-tested
-    # under the QKV epilogue), warp-specialized where mxfp8_linear's tile is, else at the plain decode kernel's depth
+    # and past 64 tokens: the 64 + tail tiles to 96 tokens (log run 207), then the 128-token tile
     for m in (65, 80, 96, 100, 128):
         for nkv in (1, 2, 4):
             n = (19 * nkv + 1) * 128
             t, q = pick_tile(m, n, 6144, cuda), pick_qkv_tile(m, n, 6144, cuda)
-            assert t.block_m in mxfp8_wgmma.TAIL_TILES or m > 96
-            stages = t.num_stages if t.warp_specialized else streamed_stages(t.split_k)
-            assert q == dataclasses.replace(t, block_m=128, num_stages=stages)
+            assert (t.block_m in mxfp8_wgmma.TAIL_TILES) == (m <= 96) and q == t
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):
@@ -872,14 +880,14 @@ def test_bit_exact_ring_refills_and_uneven_splits_gpu(monkeypatch, tile, k, warp
                                          (90, 200, 2048, None), (70, 2560, 6144, 5), (40, 2560, 6144, 5)])
 def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n, k, split):
     """The fused QKV op's GEMM (partials only, summed by its epilogue) on the warp-specialized kernel writes the
-    plain decode kernel's partials bit for bit, [tiles, split, block_m, 128], at the 128-token tile pick_qkv_tile
-    takes (splits 6, 3, 2; N 200 at split 4: rows past N), and at uneven splits (48 K steps over 5) on the 128- and
-    64-row tiles."""
+    plain decode kernel's partials bit for bit, [tiles, split, block_m, 128], at the tiles pick_qkv_tile takes
+    (the 128-token tile at splits 6 and 2, the 72-token 64 + tail tile at 3; N 200 at split 4: rows past N), and at
+    uneven splits (48 K steps over 5) on the 128- and 64-row tiles."""
     w, a = _random_operands_with_a_deq(m, n, k)
     tile = pick_qkv_tile(m, n, k, w.values.device)
     if split is not None:
         tile = Tile(64 if m <= 64 else 128, 128, 128, 8, 4, split, wgmma=True, warp_specialized=True)
-    assert tile.warp_specialized and tile.block_m in (64, 128)
+    assert tile.warp_specialized and tile.block_m in (64, 72, 128)
     args = (a.values, a.scales, w.values, w.scales, None)
     launched = _spy_decode_kernels(monkeypatch)
     ws = gluon_launch.launch_gluon(*args, tile, True, partials=True, a_deq=a.a_deq).clone()  # shared scratch
@@ -1000,9 +1008,10 @@ def test_bit_exact_token_tile_overrides_gpu(tile, m):
     (Tile(192, 128, 128, 8, 3, 1, wgmma=True, warp_specialized=True), 100, 640),  # the second accumulator unused
 ], ids=str)
 def test_bit_exact_192_token_tile_gpu(tile, m, n):
-    """The warp-specialized 192-token tile (a 128- and a 64-token accumulator on one weight conversion; an
-    override the picker does not choose yet): exact sums on MXFP8 and BF16 rows, for two problems back to back on one
-    workspace (stale partials or counters would show in the second), counters back at zero where the split uses them."""
+    """The warp-specialized 192-token tile (a 128- and a 64-token accumulator on one weight conversion; picked at
+    129-192 tokens where it fills the wave 1.5x better): exact sums on MXFP8 and BF16 rows, for two problems back to back
+    on one workspace (stale partials or counters would show in the second), counters back at zero where the split
+    uses them."""
     for seed in (m + n, m + n + 1):
         x, w, want = exact_block_inputs(m, n, 6144, seed=seed)
         for got in linear_both_paths(x, w, tile):

@@ -75,10 +75,10 @@ def test_default_pick_on_hopper(monkeypatch):
             m, 2560, 6144, 132) is None
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
         assert pick_tile(m, 6144, 768, cuda) == BF16_MM_TILE  # small K: the prefill path
-    for m in (129, 256):
-        for nkv in (2, 4):  # the fused QKV op runs it into partials, then its epilogue kernel
-            n = (19 * nkv + 1) * 128
-            assert pick_qkv_tile(m, n, 6144, cuda) == pick_ring_tile(m, n, 6144, 132)
+    for m in (129, 256):  # the fused QKV op runs it into partials, then its epilogue kernel, where pick_tile does
+        # (nkv 4: 77 N tiles x 2 token tiles are more than a wave); at nkv 2 the token tiles (log run 207)
+        assert pick_qkv_tile(m, 9856, 6144, cuda) == pick_ring_tile(m, 9856, 6144, 132) == pick_tile(m, 9856, 6144, cuda)
+        assert not pick_qkv_tile(m, 4992, 6144, cuda).ring and pick_ring_tile(m, 4992, 6144, 132) is not None
 
 
 def test_ring_tiles_checked(monkeypatch):

@@ -31,7 +31,6 @@ from seam.kernels.mxfp8_gemm_config import (
     TWO_PER_SM_REGISTERS,
     Tile,
     pick_qkv_tile,
-    pick_ring_tile,
     pick_tile,
     small_tile,
 )
@@ -256,9 +255,10 @@ def test_a_tile_traced_at_fewer_tokens_is_picked_again(m, k, block_m, device, mo
         (1, 8, 1, (True, 1, 2)),  # decode kernel: one-row 2-warp programs, inputs read before the wait
         (5, 8, 3, (True, 5, 2)),
         (20, 32, 2, (True, 20, 2)),  # epilogue_tile(32), the rule before, ran one warp here
-        (70, 128, 2, (True, 70, 2)),  # the decode kernel's 128-token streamed tile
-        (81, 96, 3, (True, 81, 2)),  # a 64 + tail tile's partials, [heads, split, 96, 128] (not yet picked by the op)
-        (130, 256, 2, (False, 9, 4)),  # the 256-token ring kernel: 16-row programs, rows staged past the partials
+        (70, 128, 6, (True, 70, 2)),  # the decode kernel's 128-token streamed tile at split 6: one-row programs
+        (70, 128, 2, (True, 18, 4)),  # ... at split 2: 4-row 4-warp programs, rows staged past the partials
+        (81, 96, 3, (True, 21, 4)),  # a 64 + tail tile's partials, [heads, split, 96, 128]
+        (130, 256, 2, (False, 33, 4)),  # the 256-token ring kernel: 4-row programs too
     ],
 )
 def test_gluon_gemm_partials_take_the_epilogue_tile_after_it(m, block_m, split, want, device, monkeypatch):
@@ -303,7 +303,9 @@ def test_gluon_gemm_partials_take_the_epilogue_tile_after_it(m, block_m, split, 
     qkv_epilogue_ref(acc, *p.args(), **p.kw(), **want_out)
     _assert_outputs_equal(got, want_out)
     assert seen == [want]
-    assert epilogue_tile_after(tile) == (Tile(1, 128, 128, 2, 1) if block_m <= 128 else epilogue_tile(block_m))
+    four_rows = block_m > 64 and split <= 3
+    assert epilogue_tile_after(tile) == (Tile(4, 128, 128, 4, 1) if four_rows else Tile(1, 128, 128, 2, 1))
+    assert epilogue_tile_after(BF16_MM_TILE) == epilogue_tile(BF16_MM_TILE.block_m)  # after the prefill GEMM
 
 
 def test_reference_sqrt_is_correctly_rounded():
@@ -548,37 +550,31 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 
 
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
-    """On a Hopper GPU the op takes pick_tile's Gluon decode tile (M 2..64, and 97..128 at K >= 2048; at 65..96 the
-    128-token tile at pick_tile's split, not its 64 + tail tile, not yet GPU-tested under the epilogue), its
-    warp-specialized token tiles at 129..384 as 128-token tiles, but the ring kernel's tile where pick_ring_tile
-    takes the shape (129..256 tokens at nkv 2, where it was faster: log run 204), and its prefill tile above; one
-    token takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the
-    one-kernel tl path, refit."""
+    """On a Hopper GPU the op takes pick_tile's Gluon tile (M 2..64; 65..128 at K >= 2048 on its 64 + tail and
+    128-token tiles; its warp-specialized token tiles at 129..384, log run 207: ahead of the ring kernel at nkv 2 too),
+    but the token tiles where pick_tile takes the 192-token tile (nkv 2 at 129..192; its partials are not yet
+    GPU-tested under the epilogue), and its prefill tile above; one token takes the Gluon decode tile too (every QKV
+    N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
         n = (19 * nkv + 1) * 128
-        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 256, 257, 384, 385, 2048):
+        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 160, 192, 193, 256, 257, 384, 385, 2048):
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
             if m <= 64:
                 assert t == linear and t.wgmma and t.block_m <= 64, m
-            elif 65 <= m <= 128:  # the 128-token tile's partials, warp-specialized where mxfp8_linear's tile is
-                assert linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
-                stages = linear.num_stages if linear.warp_specialized else gemm_config.streamed_stages(linear.split_k)
-                assert t == dataclasses.replace(linear, block_m=128, num_stages=stages), m
+            elif m <= 128:  # the 64 + tail tiles to 96 tokens, then the 128-token tile
+                assert t == linear and linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
                 assert t.warp_specialized == (linear.split_k <= wgmma_config.WS_MAX_SPLIT), m
-                assert t.wgmma and not t.ring, m
-            elif 129 <= m <= 256 and nkv == 2:  # 16 K steps per program: the 256-token ring tile
-                assert t == pick_ring_tile(m, n, 6144, 132) and t.block_m == 256, m
-                assert linear.warp_specialized, m  # mxfp8_linear's token tiles (pick_token_tiles), not this op's
-            elif m <= 384:  # mxfp8_linear's token tiles as 128-token tiles: ceil(M / 128) of them either way
-                assert pick_ring_tile(m, n, 6144, 132) is None, m
+            elif m <= 384:  # mxfp8_linear's token tiles, but never the 192-token one
                 assert linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
-                assert t == dataclasses.replace(linear, block_m=128), m
+                assert (linear.block_m == 192) == (nkv == 2 and m <= 192), m
+                assert t == gemm_config.pick_token_tiles(m, n, 6144, 132, wide=False) and not t.ring, m
+                assert t == linear or linear.block_m == 192, m
             else:
                 assert t == linear == BF16_MM_TILE, m
 
@@ -976,15 +972,15 @@ def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws)
 
 def test_workspace_holds_the_gluon_partials_and_the_staged_rows():
     """After a Gluon GEMM the workspace holds its partials (every token tile's rows), then the epilogue's staged
-    NVFP4 rows: none for the one-row tile of epilogue_tile_after on the decode kernel's tiles (to 128 tokens, and
-    the warp-specialized token tiles to 384), 16-row tiles after the ring kernel (129..256). After the prefill GEMM
-    the 16-row epilogue tile stages its rows there (its accumulator is not in it)."""
+    NVFP4 rows: none for the one-row tile of epilogue_tile_after on the decode kernel's tiles at splits above 3,
+    4-row tiles' rows after tiles of more than 64 rows at splits up to 3 (the token tiles, the ring kernel). After the
+    prefill GEMM the 16-row epilogue tile stages its rows there (its accumulator is not in it)."""
     streamed = Tile(128, 128, 128, 8, 2, split_k=6, wgmma=True)
     assert workspace_floats(100, streamed, 20) == 20 * 6 * 128 * 128
     token_tiles = Tile(128, 128, 128, 8, 4, split_k=2, wgmma=True, warp_specialized=True)
-    assert workspace_floats(300, token_tiles, 20) == 20 * 2 * 3 * 128 * 128
+    assert workspace_floats(300, token_tiles, 20) == 20 * 2 * 3 * 128 * 128 + 20 * 75 * 4 * 128
     ring256 = Tile(256, 128, 128, 8, 2, split_k=3, wgmma=True)
-    assert workspace_floats(200, ring256, 20) == 20 * 3 * 256 * 128 + 20 * 13 * 16 * 128
+    assert workspace_floats(200, ring256, 20) == 20 * 3 * 256 * 128 + 20 * 50 * 4 * 128
     decode = Tile(16, 128, 128, 8, 2, split_k=12, wgmma=True)
     assert workspace_floats(9, decode, 20) == 20 * 12 * 16 * 128
     assert workspace_floats(200, BF16_MM_TILE, 20) == 20 * 13 * 16 * 128

@@ -20,7 +20,7 @@ import torch
 import triton
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, wgmma_config
+from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.wgmma_config import (
     RESIDENT_MAX_M,
     STREAMED_BLOCK_M,
@@ -308,7 +308,7 @@ def streamed_stages(split_k: int) -> int:
     return 3 if split_k <= 2 else 2
 
 
-def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
+def pick_token_tiles(m: int, n: int, k: int, sms: int, *, wide: bool = True) -> Tile | None:
     """The warp-specialized decode kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`TOKEN_TILES_MAX_M` (K a
     multiple of 128, at least :data:`STREAMED_MIN_K`), else None: ceil(M / 128) token tiles (grid axis 1) of the
     decode tile for their share of M (a 64 + tail tile up to 96 tokens each, else 128), where one program per N
@@ -334,17 +334,34 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     384): N 2560 x 6144 18.40 / 20.19 / 22.10 / 28.06 against 27.85 / 28.96 / 29.43 / 36.69; N 4992 x 6144 36.31 /
     37.64 / 39.04 / 43.61 against 42.23 / 43.26 / 43.13 / 63.13; N 6144 x 2048 (to 256) 14.23 / 15.37 / 16.28
     against 19.55 / 23.98 / 22.05; N 1536 x 6144 15.27 / 16.82 / 18.21 / 21.96 against 18.84 / 20.95 / 22.08 / 24.76:
-    0.64-0.91x at all 15 points (BF16 rows 0.65-0.95x)."""
+    0.64-0.91x at all 15 points (BF16 rows 0.65-0.95x).
+
+    ``wide``: up to 192 tokens, one :data:`~seam.kernels.mxfp8_wgmma_ws.WIDE_BLOCK_M` tile (128 + 64 tokens on one
+    weight conversion, at most 3 stages) instead, where its one-wave split puts at least 1.5x as many programs in the
+    wave as the token tiles' (split 1 of two token tiles leaves N 4992's 39 x 2 programs on 132 SMs; the wide tile
+    takes 39 x 3; the one win measured, so the bound; between 1x and 1.5x, e.g. N 3072 x 6144's 120 against 96, is
+    not measured).
+    H100 (2026-12-05, ``docs/benchmarks-log.md`` runs 208 and 211, ``mxfp8_linear`` given A_deq, weights past L2, us at
+    M 129 / 160 / 192, the token tiles / the wide tile at its split, 3 stages; humming W8A16 in the same process in
+    brackets): N 4992 x 6144 (token tiles split 1, wide 3) 33.52 / 35.11 / 34.20 -> 27.48 / 26.72 / 27.25 (24.92 /
+    26.56 / 32.16); at equal program counts the token tiles stay faster: N 2560 x 6144 (split 3 / 6, 120 programs
+    each) 15.70 / 15.66 / 16.67 against 19.22 / 18.64 / 18.11, N 6144 x 2048 (1 / 2, 96) 12.22 / 12.82 / 13.04
+    against 16.43 / 16.29 / 16.56, and N 1536 x 6144 (5 / 6: 120 against 72 programs) 11.98 / 12.17 / 13.15 against
+    16.64 / 16.42 / 16.35. ``wide=False``: the token tiles alone (the fused QKV op's, ``pick_qkv_tile``)."""
     if not WGMMA_MAX_M < m <= TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
+    tiles, steps = -(-n // 128), k // 128
     token_tiles = -(-m // STREAMED_BLOCK_M)
-    programs = -(-n // 128) * token_tiles
+    programs = tiles * token_tiles
     if programs > sms:
         return None
     block_m = streamed_block_m(-(-m // token_tiles))  # each token tile's share of M: 65 tokens or more
-    split = min(WS_MAX_SPLIT, one_wave_split(programs, k // 128, sms))
-    return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
-                warp_specialized=True)
+    split = min(WS_MAX_SPLIT, one_wave_split(programs, steps, sms))
+    wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
+    if wide and m <= mxfp8_wgmma_ws.WIDE_BLOCK_M and 2 * tiles * wide_split >= 3 * programs * split:
+        block_m, split = mxfp8_wgmma_ws.WIDE_BLOCK_M, wide_split
+    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # the wide tile: 3
+    return Tile(block_m, 128, 128, 8, stages, split, wgmma=True, warp_specialized=True)
 
 
 #: The ring kernel (``seam.kernels.mxfp8_wgmma_ring``: weights and dequantized activations through one TMA ring)
@@ -470,15 +487,21 @@ _CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
 def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
-    ``seam.kernels.qkv_epilogue.launch_qkv``; its warp-specialized decode tiles at 65-384 tokens as 128-token
-    tiles, whose partials the epilogue reads across token tiles), but the ring kernel's tile where
-    :func:`pick_ring_tile` takes the shape (129-256 tokens); else, or with ``tl_only``, its tl choice refit to the
+    ``seam.kernels.qkv_epilogue.launch_qkv``; the warp-specialized token tiles' partials the epilogue reads across
+    token tiles), but the token tiles of :func:`pick_token_tiles` where ``pick_tile`` takes the 192-token tile (its
+    partials are not yet GPU-tested under the epilogue); else, or with ``tl_only``, its tl choice refit to the
     registers the fused kernel's epilogue takes.
 
-    At 129-384 tokens (H200, 2026-12-05, ``docs/benchmarks-log.md`` run 204, the op with rotated weights, us, the
-    pick before -> 128-token tiles): nkv 1 (N 2560, the prefill path before) M 129 32.66 -> 29.29, 192 33.34 ->
-    25.18, 256 33.91 -> 26.39, 384 41.16 -> 35.45; nkv 2 (N 4992) M 384 (prefill path) 72.20 -> 63.67, but at
-    129-256 the ring kernel kept its lead: 48.80 / 48.45 / 49.03 against 53.41 / 52.49 / 55.99.
+    At 65-384 tokens, the same GEMM tile as ``mxfp8_linear`` (H100, 2026-12-05, ``docs/benchmarks-log.md`` run 207,
+    the op given A_deq, weights past L2, us, the pick before (the 128-token tile at 65-128 and over token tiles, the
+    ring kernel at 129-256 tokens of N 4992) -> this pick, with the epilogue tile after each,
+    ``seam.kernels.qkv_config.epilogue_tile_after``, before -> now): nkv 1 (N 2560) M 65 15.60 -> 14.11, 128 17.54
+    (the same tile), 129 27.71 -> 20.05, 192 25.51 -> 20.85, 256 25.79 -> 23.05, 384 34.13 -> 29.77; nkv 2 (N 4992)
+    M 65 25.83 -> 20.71, 128 27.05 -> 24.29, 129 48.84 -> 42.59, 192 48.95 -> 46.16, 256 50.28 -> 46.50, 384 62.06
+    -> 54.06. The ring kernel with the same 4-row epilogue tile took 46.27 / 45.37 / 48.03 at 129 / 192 / 256 tokens
+    there: the token tiles win at 129 and tie above, so the op runs one GEMM rule with ``mxfp8_linear`` (and reads the
+    producers' A_deq there). ``mxfp8_linear`` alone in the same run: nkv 1 11.37 / 14.46 / 15.95 / 17.01 / 18.68 /
+    24.88, nkv 2 17.48 / 20.76 / 33.53 / 34.22 / 35.29 / 41.79.
 
     The two-launch path wins at every M it takes but one token at nkv 1 (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
     us, this path / the one-kernel tl tile, K 6144, nkv 1 then 2): M 8 10.79 / 13.19, 15.35 / 20.18;
@@ -515,17 +538,9 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
     if not tl_only:
-        if wgmma_config.wgmma_supported(device) and (ring := pick_ring_tile(m, n, k, runtime.num_sms(device))):
-            return ring  # 129-256 tokens of wide layers: faster than the token tiles here (log run 204)
         tile = pick_tile(m, n, k, device)
-        if tile.wgmma and RESIDENT_MAX_M < tile.block_m <= WGMMA_MAX_M:
-            # 128-token tiles (the 64 + tail tiles are not yet run under the epilogue on a GPU; ceil(M / 128) token
-            # tiles either way): warp-specialized where mxfp8_linear's is (its partials-only launch, log run 188:
-            # 0.89-0.96x the plain decode kernel's at 100 tokens, splits 3, 2 and 6), else the plain decode kernel
-            # at its measured depth
-            ws = tile.warp_specialized
-            return dataclasses.replace(tile, block_m=STREAMED_BLOCK_M,
-                                       num_stages=tile.num_stages if ws else streamed_stages(tile.split_k))
+        if tile.block_m == mxfp8_wgmma_ws.WIDE_BLOCK_M:  # its partials are not yet GPU-tested under the epilogue
+            tile = pick_token_tiles(m, n, k, runtime.num_sms(device), wide=False)
         if tile.wgmma or tile.bf16_mm:
             return tile
     tile = pick_tile(m, n, k, device, tl_only=True)  # the fused epilogue runs on the tl kernel

@@ -38,9 +38,10 @@ wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where
 every token tile's half-tiles on counters and partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
 operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
-:data:`WIDE_BLOCK_M` tile (128 + 64 tokens on two accumulators, one weight conversion for both) is a ``tile=``
-override the pickers do not choose yet (log run 199's probe of it: N 4992 x K 6144 at 160 tokens, split 3, 26.57 us
-given A_deq, the best of that probe there; humming 26.29 in the same run).
+:data:`WIDE_BLOCK_M` tile (128 + 64 tokens on two accumulators, one weight conversion for both) takes 129-192 tokens
+where its one-wave K split puts at least 1.5x as many programs in the wave as the token tiles'
+(``pick_token_tiles``; the TP 2 QKV shape, N 4992 x K 6144, at split 3: 0.76-0.82x the token tiles' time, log run
+211).
 """
 
 from __future__ import annotations

@@ -271,11 +271,10 @@ def qkv_index_fused_epilogue(
     does not: keep them in range); the accumulator is within fp32 reordering error of the dequantized GEMM (whose
     operands pass through BF16 as ``mxfp8_linear``'s do but on the one-token GEMV tile: exact for every value
     quantized BF16 rows give).
-    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560 and M 65..128
-    at K >= 2048, picked here on the 128-token tile: ``mxfp8_linear``'s 64 + tail tiles at 65..96 are taken as
-    ``tile`` overrides; warp-specialized where its split is at most 6, as ``mxfp8_linear``'s; ring
-    M 129..256 where ``pick_ring_tile`` takes N and K) or its prefill
-    path (CUDA, M >= 65 otherwise),
+    Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560, M 65..128
+    at K >= 2048 on its 64 + tail and 128-token tiles, its token tiles at 129..384, the ring kernel where the token
+    tiles take more than a wave; the same tile here but the 192-token one, whose partials are not yet GPU-tested
+    under this epilogue: the token tiles instead) or its prefill path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
     epilogue on ``acc`` in registers.
@@ -308,8 +307,8 @@ def qkv_index_fused_epilogue(
         q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
-            ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens, where that is the
-            warp-specialized kernel over token tiles, the ring kernel's or the prefill path), else a tl tile (BLOCK_M
+            ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens the warp-specialized
+            kernel's token tiles, the ring kernel's tile or the prefill path), else a tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.gemm_workspace.gemm_scratch``: split-K partials, multi-row
