@@ -960,8 +960,8 @@ def test_fused_bit_exact_every_picked_tile_gpu(nkv, m):
     (1, 40, 72, 2, False),  # the tail's rows wholly past M
 ])
 def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws):
-    """The op on mxfp8_linear's 64 + tail tiles, a tile override (the picker keeps the 128-token tile): the
-    warp-specialized kernel's partials (each token tile's 64 + tail rows, the epilogue reading them across token
+    """The op on mxfp8_linear's 64 + tail tiles (picked at 65-96 tokens and as token tiles at 129-192; here also at
+    splits and kernels the picker does not take there): the warp-specialized kernel's partials (each token tile's 64 + tail rows, the epilogue reading them across token
     tiles) and the plain decode kernel's (one M tile, the tail's rows after the first 64): the reference bytes on an
     exact accumulator, counters back at zero."""
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=90 + m, device="cuda", integer=True,
