@@ -600,7 +600,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (129, 160, 192, 256, 384):
             if (t := pick_token_tiles(m, n, k, 132)) is not None:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
-    # the 192-token tile (128 + 64 tokens; an override, not picked): its combine (2 combiners at split 3) and partials
+    # the 192-token tile (128 + 64 tokens) at splits beyond its pick's: its combine (2 combiners at split 3), partials
     runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
     for nkv in (1, 2, 4):
         n = (19 * nkv + 1) * 128
