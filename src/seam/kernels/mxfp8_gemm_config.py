@@ -266,7 +266,7 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at K splits up to :data:`WS_MAX_SPLIT`, and the 64-row tile
     there too where the activations come with their A_deq (``a_deq``) and K >= :data:`STREAMED_MIN_K` (the kernel
     reads A_deq only: without one, the plain decode kernel's own staging costs less than a dequantization launch first).
-    The fused QKV op takes it at 65-128 tokens, on the 128-token tile (``pick_qkv_tile``).
+    The fused QKV op takes the same tiles (``pick_qkv_tile``).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
     65 / 96 / 128, the plain decode kernel's streamed tiles / warp-specialized at 4 stages, the same split and

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from seam.kernels.mxfp8_gemm_config import Tile
 
-#: Multi-row tiles up to this many rows (16 and 32) stage their NVFP4 stores through the workspace
+#: Multi-row tiles up to this many rows (4, 16 and 32) stage their NVFP4 stores through the workspace
 #: (``seam.kernels.qkv_epilogue._store_nvfp4_rows``): every group at once, where quantizing from the
 #: accumulator's layouts miscompiled on sm_90 (runs 9, 12) and the group loop was slower (runs 17-18,
 #: nkv 1 M 8: 16.85 -> 13.63 us); 64- and 128-row tiles keep the loop (staged: wrong bytes whole, 4-9%
@@ -26,7 +26,8 @@ STAGED_NVFP4_MAX_ROWS = tl.constexpr(32)
 #: Rows per warp a staging tile may have: 32 rows on 4 warps (8 per warp) wrote other K / V / index_k
 #: cache bytes than the reference on the H200 (run 48: 1,686-4,078 bytes per launch, the epilogue alone on
 #: random accumulators; q and index_q exact), while 16 rows on 4 warps and 16 or 32 on 8 (at most 4 per
-#: warp) matched it byte for byte. Tiles past this bound are refused (``seam.ops.qkv``), not run.
+#: warp) matched it byte for byte, and 4 or 8 rows on 4 warps after the Gluon GEMMs (runs 207, 212). Tiles past
+#: this bound are refused (``seam.ops.qkv``), not run.
 STAGED_MAX_ROWS_PER_WARP = 4
 
 
@@ -91,7 +92,8 @@ def epilogue_tile_after(gemm: Tile) -> Tile:
     (the 64 + tail, 128-token and ring tiles; token tiles) split at most :data:`EPILOGUE_FOUR_ROWS_MAX_SPLIT` ways,
     4 rows on 4 warps: a quarter of the programs, each summing fewer partials per row than at the decode tiles'
     splits of 6-12 (H100, 2026-12-05, run 207, the fused op given A_deq, us, one row 2 warps / 4 rows 4 warps, the
-    GEMM tile ``pick_qkv_tile``'s; 8 rows 4 warps and 16 rows 4 or 8 warps were slower but where marked): nkv 2 (N
+    GEMM tile ``pick_qkv_tile``'s; 8 rows on 4 warps were faster where marked, 16 on 8 at 384 tokens only (nkv 1
+    29.62, nkv 2 52.39), 16 on 4 nowhere): nkv 2 (N
     4992) M 65 (split 3) 21.37 / 20.71, 128 (3) 27.05 / 24.29, 129 (1) 46.22 / 42.59, 256 (1) 53.78 / 46.50, 384
     (1) 62.06 / 54.06 (8 rows: 50.98); nkv 1 (N 2560) M 129 (3) 20.26 / 20.05, 192 (3) 23.18 / 20.85, 256 (3) 25.79 /
     23.05, 384 (2) 34.13 / 29.77 (8 rows: 29.39); the ring kernel's 256-token tile (split 3, 16 rows before)

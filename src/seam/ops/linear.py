@@ -322,7 +322,8 @@ def mxfp8_linear(
           without ``a_deq`` are dequantized by a launch before it (2*M*K bytes of temporary BF16,
           ``seam.kernels.wgmma_config.wgmma_dequantize_first``).
         - 129-384 where K >= 2048 and one program per N tile and 128-token tile fits a wave (``pick_token_tiles``):
-          the decode kernel's warp-specialized tiles over ceil(M / 128) token tiles (activations dequantized by a
+          the decode kernel's warp-specialized tiles over ceil(M / 128) token tiles, or up to 192 tokens one
+          192-token tile where its K split puts 1.5x as many programs in the wave (activations dequantized by a
           launch before it).
         - else 129-256 on wide layers (``pick_ring_tile``): the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``:
           weights and the activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of
