@@ -121,7 +121,8 @@ TL_MAX_STAGES = 8
 def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     """Validate a caller's Gluon-kernel tile (``tile.wgmma``) for an [m, k] activation on ``device``."""
     if not wgmma_config.wgmma_supported(device):  # through the module: one binding to patch in tests
-        raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; x is on {device}")
+        raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; the activation is on "
+                         f"{device}")
     # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the plain decode kernel one
     if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m
             or tile.warp_specialized and tile.block_m in mxfp8_wgmma_ws.BLOCK_MS or tile.block_m == 256):
@@ -258,7 +259,7 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 64-128 rows, a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
+            not a wgmma tile of 64-128 or 192 rows, a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
             MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose bytes changed since its record
