@@ -357,9 +357,10 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int, *, wide: bool = True) -> 
         return None
     block_m = streamed_block_m(-(-m // token_tiles))  # each token tile's share of M: 65 tokens or more
     split = min(WS_MAX_SPLIT, one_wave_split(programs, steps, sms))
-    wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
-    if wide and m <= mxfp8_wgmma_ws.WIDE_BLOCK_M and 2 * tiles * wide_split >= 3 * programs * split:
-        block_m, split = mxfp8_wgmma_ws.WIDE_BLOCK_M, wide_split
+    if wide and m <= mxfp8_wgmma_ws.WIDE_BLOCK_M:  # one token tile's programs against the wide tile's
+        wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
+        if 2 * tiles * wide_split >= 3 * programs * split:
+            block_m, split = mxfp8_wgmma_ws.WIDE_BLOCK_M, wide_split
     stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # the wide tile: 3
     return Tile(block_m, 128, 128, 8, stages, split, wgmma=True, warp_specialized=True)
 

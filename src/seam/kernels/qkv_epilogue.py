@@ -7,9 +7,9 @@ of them, each over a K range) run the MXFP8 GEMM mainloop of
 SPLIT_K is 1, else the last to arrive, which sums the partials in split order) runs
 the head's role-specific epilogue on the fp32 accumulator, so qkv is never written
 out as a tensor. Scratch traffic remains on split-K tiles (decode, and capped 64-row
-tiles at a few hundred tokens): fp32 split-K partials, and on 2- to 32-row tiles (the 16- and 32-row GEMM tiles,
-the 4-row epilogue after a Gluon GEMM) the K / V / index_k head rows (fp32, after norm and RoPE), which pass through the program's
-own workspace slot (a few KB, read back at once by the same program) to reach the
+tiles at a few hundred tokens): fp32 split-K partials, and on multi-row tiles of up to 32 rows (the 16- and
+32-row GEMM tiles, the 4-row epilogue after a Gluon GEMM) the K / V / index_k head rows (fp32, after norm and
+RoPE), which pass through the program's own workspace slot (a few KB, read back at once by the same program) to reach the
 layout their NVFP4 quantization compiles correctly in (:func:`_store_nvfp4_rows`). On one-token
 tiles every program loads the epilogue's inputs (positions, cos/sin rows, norm
 weights, cache slots) before its mainloop, so their latency overlaps the GEMM; wider
@@ -187,7 +187,7 @@ def _store_nvfp4_rows(
     SWIZZLED: tl.constexpr,
     R: tl.constexpr,
 ):
-    """Quantize the head rows of a 4- to 32-row tile to NVFP4 into their cache slots.
+    """Quantize the head rows of a multi-row tile of up to 32 rows to NVFP4 into their cache slots.
 
     The rows go through a global scratch tile (this program's split-K workspace slot) and
     come back as one plain [R * 8, 16] load, so every group of every row is quantized at

@@ -301,10 +301,10 @@ def mxfp8_linear(
         multiple of 128 (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
-        64-128 or 192) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the picker
-        takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384 over
-        token tiles, at most 65535 of them, the 192-token tile at 129-192 where it fills the wave 1.5x better); ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M,
-        on any device.
+        64-128 or 192) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
+        picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384
+        over token tiles, at most 65535 of them, the 192-token tile at 129-192 where it fills the wave 1.5x better);
+        ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
 
     Paths (``docs/gemm.md`` has each with its measurements):
         Every tile but the one-token GEMV multiplies BF16 (or F16) operands, the MXFP8 tiles dequantized in the

@@ -382,8 +382,8 @@ def _check_staged_rows(tile: Tile) -> None:
     if stages_nvfp4_rows(tile) and tile.block_m > STAGED_MAX_ROWS_PER_WARP * tile.num_warps:
         raise ValueError(
             f"tile: {tile.block_m} rows on {tile.num_warps} warps; tiles that stage NVFP4 rows (16 or "
-            f"{STAGED_NVFP4_MAX_ROWS.value} rows here) take at most {STAGED_MAX_ROWS_PER_WARP} rows per warp (more wrote wrong NVFP4 cache bytes on sm_90: "
-            "seam.kernels.qkv_config.STAGED_MAX_ROWS_PER_WARP)"
+            f"{STAGED_NVFP4_MAX_ROWS.value} rows here) take at most {STAGED_MAX_ROWS_PER_WARP} rows per warp (more "
+            "wrote wrong NVFP4 cache bytes on sm_90: seam.kernels.qkv_config.STAGED_MAX_ROWS_PER_WARP)"
         )
 
 
