@@ -602,6 +602,24 @@ def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, mo
     _assert_outputs_equal(out, p.outputs(fill=7))
 
 
+def test_192_token_tile_override_reaches_the_gluon_launch(device, monkeypatch):
+    """A warp-specialized 192-token override (any M: token tiles of 192 rows) passes the op's checks and reaches the
+    Gluon launch as given; where that launch cannot read the operands (here it says so) the op runs the tl kernel,
+    whose bytes are those of the op's own pick."""
+    p = make_problem(nkv=1, m=200, k=256, block_size=4, seed=64, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    want = p.outputs(fill=7)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    seen = []
+    monkeypatch.setattr("seam.kernels.qkv_epilogue.launch_gluon", lambda *args, **kw: seen.append(args[5]))
+    tile = Tile(192, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True)
+    got = p.outputs(fill=7)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=tile, **got)
+    assert seen == [tile]
+    _assert_outputs_equal(got, want)
+
+
 def test_warmup_compiles_and_writes_nothing_visible(device):
     tiles = seam.qkv_warmup(1, device=str(device), has_q=True, has_qfp8=True, hidden_size=128, max_tokens=256)
     # every tile the picker can choose up to max_tokens, and nothing else
@@ -958,8 +976,8 @@ def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws)
 @pytest.mark.parametrize("nkv, m, split_k", [
     (2, 160, 3),  # the pick at N 4992 (log run 208)
     (2, 129, 3),  # one token on the 64-token accumulator
-    (1, 192, 6),  # the spread combine's split, both accumulators full
-    (2, 300, 2),  # two token tiles, the second's rows 193..300 (its 64-token accumulator partly past M)
+    (1, 192, 6),  # both accumulators full; split 6: the one-row epilogue after the tile
+    (2, 350, 2),  # two token tiles: the second's rows 192..349, its 64-token accumulator (rows 320..383) partly past M
     (4, 100, 1),  # the 64-token accumulator wholly past M
 ])
 def test_fused_bit_exact_on_the_192_token_tile_gpu(nkv, m, split_k):
@@ -981,6 +999,9 @@ def test_workspace_holds_the_gluon_partials_and_the_staged_rows():
     assert workspace_floats(100, streamed, 20) == 20 * 6 * 128 * 128
     token_tiles = Tile(128, 128, 128, 8, 4, split_k=2, wgmma=True, warp_specialized=True)
     assert workspace_floats(300, token_tiles, 20) == 20 * 2 * 3 * 128 * 128 + 20 * 75 * 4 * 128
+    wide = Tile(192, 128, 128, 8, 3, split_k=3, wgmma=True, warp_specialized=True)  # 128 + 64 tokens per token tile
+    assert workspace_floats(160, wide, 39) == 39 * 3 * 192 * 128 + 39 * 40 * 4 * 128
+    assert workspace_floats(300, dataclasses.replace(wide, split_k=2), 39) == 39 * 2 * 2 * 192 * 128 + 39 * 75 * 4 * 128
     ring256 = Tile(256, 128, 128, 8, 2, split_k=3, wgmma=True)
     assert workspace_floats(200, ring256, 20) == 20 * 3 * 256 * 128 + 20 * 50 * 4 * 128
     decode = Tile(16, 128, 128, 8, 2, split_k=12, wgmma=True)
@@ -1016,12 +1037,12 @@ def test_epilogue_stages_rows_past_partials_kept_in_the_workspace(in_workspace, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 300), (4, 200)])
+@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 160), (2, 300), (4, 200)])
 def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(nkv, m):
     """Two different problems launched back to back on the one workspace (no synchronization between them):
-    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; after the 256-token ring
-    GEMM, nkv 4 at 200 tokens, the epilogue stages
-    NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
+    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; at 160 tokens the 192-token
+    tile's; after it, after the token tiles and after the 256-token ring GEMM (nkv 4 at 200 tokens) the epilogue
+    stages NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
     rows must lie past them), and the counters are back at zero."""
     problems = [make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,
                              num_blocks=max(4, -(-3 * m // 64))) for seed in (80 + m, 81 + m)]
