@@ -181,20 +181,21 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
     for n, k in SHAPES + ((9856, 6144), (256, 6144), (4096, 4096)):
         tiles, steps = -(-n // 128), k // 128
         for m in range(WGMMA_MAX_M + 1, TOKEN_TILES_MAX_M + 1):
-            t, narrow = pick_token_tiles(m, n, k, 132), pick_token_tiles(m, n, k, 132, wide=False)
+            t = pick_token_tiles(m, n, k, 132)
             token_tiles = -(-m // 128)
             if k < STREAMED_MIN_K or tiles * token_tiles > 132:
-                assert t is None and narrow is None, (m, n, k)
+                assert t is None, (m, n, k)
                 continue
             share = -(-m // token_tiles)  # a 64 + tail tile where a token tile's share fits one
             bm = 72 if share <= 72 else 80 if share <= 80 else 96 if share <= 96 else 128
-            assert narrow == Tile(bm, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, narrow.split_k)),
-                                  narrow.split_k, wgmma=True, warp_specialized=True), (m, n, k)
-            assert -(-m // narrow.block_m) == token_tiles  # the launch's grid axis 1
-            programs = tiles * token_tiles * narrow.split_k
-            split = narrow.split_k
+            # the split fills one wave with programs of >= 4 steps, at most WS_MAX_SPLIT ways
+            split = min(WS_MAX_SPLIT, max(1, min(132 // (tiles * token_tiles), steps // 4)))
+            programs = tiles * token_tiles * split
             assert 1 <= split <= WS_MAX_SPLIT and programs <= 132 and (split == 1 or steps // split >= 4)
             assert split == WS_MAX_SPLIT or programs + tiles * token_tiles > 132 or steps // (split + 1) < 4
+            narrow = Tile(bm, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
+                          warp_specialized=True)
+            assert -(-m // narrow.block_m) == token_tiles  # the launch's grid axis 1
             assert narrow.num_stages <= mxfp8_wgmma_ws.max_stages(narrow.block_m, k, split)
             # up to 192 tokens the wide tile where its one-wave split fills more of the wave; 3 stages
             wide_split = min(WS_MAX_SPLIT, max(1, min(132 // tiles, steps // 4)))
@@ -220,8 +221,7 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
 
 def test_default_pick_at_129_to_384_tokens(monkeypatch):
     """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; so does the fused QKV op (log
-    run 207: ahead of the ring kernel at N 4992 too), but on the token tiles where pick_tile takes the 192-token tile
-    (not yet GPU-tested under the epilogue)."""
+    run 207: ahead of the ring kernel at N 4992 too), the 192-token tile included."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
@@ -230,12 +230,8 @@ def test_default_pick_at_129_to_384_tokens(monkeypatch):
         for n, k in ((2560, 6144), (4992, 6144), (1536, 6144)):
             t = pick_token_tiles(m, n, k, 132)
             assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == t
-            q = pick_qkv_tile(m, n, k, cuda)
-            if t.block_m == 192:
-                assert (n, m <= 192) == (4992, True) and q == pick_token_tiles(m, n, k, 132, wide=False)
-                assert q.block_m < 192 and q.warp_specialized
-            else:
-                assert q == t
+            assert pick_qkv_tile(m, n, k, cuda) == t
+            assert (t.block_m == 192) == (n == 4992 and m <= 192)
         assert pick_tile(m, 6144, 768, cuda) == mxfp8_gemm_config.BF16_MM_TILE
     assert pick_qkv_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
@@ -589,8 +585,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
     (warp-specialized where picked so), the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
-    QKV op's partials-only launches (nkv 1, 2, 4: the same tiles, the token tiles without the 192-token one): no
-    spills, shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
+    QKV op's partials-only launches (nkv 1, 2, 4: the same tiles): no spills, shared memory within the limit and,
+    on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144),):
         for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq
@@ -607,8 +603,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (70, 100):  # a 64 + tail tile and the 128-token tile, as pick_qkv_tile runs them
             t = pick_wgmma_tile(m, n, 6144, 132)
             runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, t.warp_specialized))
-        for m in (129, 160, 257, 384):  # the token tiles (pick_qkv_tile: never the 192-token one)
-            if (t := pick_token_tiles(m, n, 6144, 132, wide=False)) is not None:
+        for m in (129, 160, 257, 384):  # the token tiles, the 192-token tile at nkv 2 included
+            if (t := pick_token_tiles(m, n, 6144, 132)) is not None:
                 runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, True))
     # the 64 + tail tiles' partials as overrides: the plain decode kernel's too
     runs |= {(72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}

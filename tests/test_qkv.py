@@ -552,9 +552,8 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon tile (M 2..64; 65..128 at K >= 2048 on its 64 + tail and
     128-token tiles; its warp-specialized token tiles at 129..384, log run 207: ahead of the ring kernel at nkv 2 too),
-    but the token tiles where pick_tile takes the 192-token tile (nkv 2 at 129..192; its partials are not yet
-    GPU-tested under the epilogue), and its prefill tile above; one token takes the Gluon decode tile too (every QKV
-    N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
+    the 192-token tile included (nkv 2 at 129..192), and its prefill tile above; one token takes the Gluon decode
+    tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
@@ -570,11 +569,9 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
             elif m <= 128:  # the 64 + tail tiles to 96 tokens, then the 128-token tile
                 assert t == linear and linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
                 assert t.warp_specialized == (linear.split_k <= wgmma_config.WS_MAX_SPLIT), m
-            elif m <= 384:  # mxfp8_linear's token tiles, but never the 192-token one
-                assert linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
-                assert (linear.block_m == 192) == (nkv == 2 and m <= 192), m
-                assert t == gemm_config.pick_token_tiles(m, n, 6144, 132, wide=False) and not t.ring, m
-                assert t == linear or linear.block_m == 192, m
+            elif m <= 384:  # mxfp8_linear's token tiles, the 192-token one included
+                assert t == linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
+                assert (t.block_m == 192) == (nkv == 2 and m <= 192), m
             else:
                 assert t == linear == BF16_MM_TILE, m
 
@@ -605,17 +602,22 @@ def test_gluon_tile_the_op_cannot_take_is_rejected(m, block_m, error, device, mo
     _assert_outputs_equal(out, p.outputs(fill=7))
 
 
-def test_192_token_tile_is_refused_by_the_op(device, monkeypatch):
-    """The warp-specialized 192-token tile runs mxfp8_linear only until its partials under the epilogue are GPU-tested:
-    refused before any launch, every output as it was."""
-    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+def test_192_token_tile_override_reaches_the_gluon_launch(device, monkeypatch):
+    """A warp-specialized 192-token override (any M: token tiles of 192 rows) passes the op's checks and reaches the
+    Gluon launch as given; where that launch cannot read the operands (here it says so) the op runs the tl kernel,
+    whose bytes are those of the op's own pick."""
     p = make_problem(nkv=1, m=200, k=256, block_size=4, seed=64, device=device)
     xq, xsf = seam.mxfp8_quantize(p.x)
-    out = p.outputs(fill=7)
-    with pytest.raises(ValueError, match="tile.block_m 192 \\(the warp-specialized 128 \\+ 64-token tile\\) runs"):
-        seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(),
-                                      tile=Tile(192, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), **out)
-    _assert_outputs_equal(out, p.outputs(fill=7))
+    want = p.outputs(fill=7)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    seen = []
+    monkeypatch.setattr("seam.kernels.qkv_epilogue.launch_gluon", lambda *args, **kw: seen.append(args[5]))
+    tile = Tile(192, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True)
+    got = p.outputs(fill=7)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), tile=tile, **got)
+    assert seen == [tile]
+    _assert_outputs_equal(got, want)
 
 
 def test_warmup_compiles_and_writes_nothing_visible(device):
@@ -970,6 +972,24 @@ def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws)
     _assert_fused_exact_on_integer_problem(p, tile)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("nkv, m, split_k", [
+    (2, 160, 3),  # the pick at N 4992 (log run 208)
+    (2, 129, 3),  # one token on the 64-token accumulator
+    (1, 192, 6),  # both accumulators full; split 6: the one-row epilogue after the tile
+    (2, 350, 2),  # two token tiles: the second's rows 192..349, its 64-token accumulator (rows 320..383) partly past M
+    (4, 100, 1),  # the 64-token accumulator wholly past M
+])
+def test_fused_bit_exact_on_the_192_token_tile_gpu(nkv, m, split_k):
+    """The op on the warp-specialized 192-token tile (a 128- and a 64-token accumulator per program; picked at nkv 2,
+    129-192 tokens): its partials, [heads, split, token tiles x 192, 128], read by the epilogue (4-row programs after
+    it at splits up to 3, one-row above), the reference bytes on an exact accumulator, counters back at zero."""
+    p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=95 + m, device="cuda", integer=True,
+                     num_blocks=max(4, -(-3 * m // 64)))
+    _assert_fused_exact_on_integer_problem(p, Tile(192, 128, 128, 8, 3, split_k=split_k, wgmma=True,
+                                                   warp_specialized=True))
+
+
 def test_workspace_holds_the_gluon_partials_and_the_staged_rows():
     """After a Gluon GEMM the workspace holds its partials (every token tile's rows), then the epilogue's staged
     NVFP4 rows: none for the one-row tile of epilogue_tile_after on the decode kernel's tiles at splits above 3,
@@ -979,6 +999,9 @@ def test_workspace_holds_the_gluon_partials_and_the_staged_rows():
     assert workspace_floats(100, streamed, 20) == 20 * 6 * 128 * 128
     token_tiles = Tile(128, 128, 128, 8, 4, split_k=2, wgmma=True, warp_specialized=True)
     assert workspace_floats(300, token_tiles, 20) == 20 * 2 * 3 * 128 * 128 + 20 * 75 * 4 * 128
+    wide = Tile(192, 128, 128, 8, 3, split_k=3, wgmma=True, warp_specialized=True)  # 128 + 64 tokens per token tile
+    assert workspace_floats(160, wide, 39) == 39 * 3 * 192 * 128 + 39 * 40 * 4 * 128
+    assert workspace_floats(300, dataclasses.replace(wide, split_k=2), 39) == 39 * 2 * 2 * 192 * 128 + 39 * 75 * 4 * 128
     ring256 = Tile(256, 128, 128, 8, 2, split_k=3, wgmma=True)
     assert workspace_floats(200, ring256, 20) == 20 * 3 * 256 * 128 + 20 * 50 * 4 * 128
     decode = Tile(16, 128, 128, 8, 2, split_k=12, wgmma=True)
@@ -1014,12 +1037,12 @@ def test_epilogue_stages_rows_past_partials_kept_in_the_workspace(in_workspace, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 300), (4, 200)])
+@pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 160), (2, 300), (4, 200)])
 def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(nkv, m):
     """Two different problems launched back to back on the one workspace (no synchronization between them):
-    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; after the 256-token ring
-    GEMM, nkv 4 at 200 tokens, the epilogue stages
-    NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
+    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; at 160 tokens the 192-token
+    tile's; after it, after the token tiles and after the 256-token ring GEMM (nkv 4 at 200 tokens) the epilogue
+    stages NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
     rows must lie past them), and the counters are back at zero."""
     problems = [make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,
                              num_blocks=max(4, -(-3 * m // 64))) for seed in (80 + m, 81 + m)]

@@ -308,7 +308,7 @@ def streamed_stages(split_k: int) -> int:
     return 3 if split_k <= 2 else 2
 
 
-def pick_token_tiles(m: int, n: int, k: int, sms: int, *, wide: bool = True) -> Tile | None:
+def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The warp-specialized decode kernel's tile for :data:`WGMMA_MAX_M` < M <= :data:`TOKEN_TILES_MAX_M` (K a
     multiple of 128, at least :data:`STREAMED_MIN_K`), else None: ceil(M / 128) token tiles (grid axis 1) of the
     decode tile for their share of M (a 64 + tail tile up to 96 tokens each, else 128), where one program per N
@@ -336,7 +336,7 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int, *, wide: bool = True) -> 
     against 19.55 / 23.98 / 22.05; N 1536 x 6144 15.27 / 16.82 / 18.21 / 21.96 against 18.84 / 20.95 / 22.08 / 24.76:
     0.64-0.91x at all 15 points (BF16 rows 0.65-0.95x).
 
-    ``wide``: up to 192 tokens, one :data:`~seam.kernels.mxfp8_wgmma_ws.WIDE_BLOCK_M` tile (128 + 64 tokens on one
+    Up to 192 tokens, one :data:`~seam.kernels.mxfp8_wgmma_ws.WIDE_BLOCK_M` tile (128 + 64 tokens on one
     weight conversion, at most 3 stages) instead, where its one-wave split puts at least 1.5x as many programs in the
     wave as the token tiles' (split 1 of two token tiles leaves N 4992's 39 x 2 programs on 132 SMs; the wide tile
     takes 39 x 3; the one win measured, so the bound; between 1x and 1.5x, e.g. N 3072 x 6144's 120 against 96, is
@@ -347,7 +347,7 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int, *, wide: bool = True) -> 
     26.56 / 32.16); at equal program counts the token tiles stay faster: N 2560 x 6144 (split 3 / 6, 120 programs
     each) 15.70 / 15.66 / 16.67 against 19.22 / 18.64 / 18.11, N 6144 x 2048 (1 / 2, 96) 12.22 / 12.82 / 13.04
     against 16.43 / 16.29 / 16.56, and N 1536 x 6144 (5 / 6: 120 against 72 programs) 11.98 / 12.17 / 13.15 against
-    16.64 / 16.42 / 16.35. ``wide=False``: the token tiles alone (the fused QKV op's, ``pick_qkv_tile``)."""
+    16.64 / 16.42 / 16.35."""
     if not WGMMA_MAX_M < m <= TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
     tiles, steps = -(-n // 128), k // 128
@@ -357,7 +357,7 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int, *, wide: bool = True) -> 
         return None
     block_m = streamed_block_m(-(-m // token_tiles))  # each token tile's share of M: 65 tokens or more
     split = min(WS_MAX_SPLIT, one_wave_split(programs, steps, sms))
-    if wide and m <= mxfp8_wgmma_ws.WIDE_BLOCK_M:  # one token tile's programs against the wide tile's
+    if m <= mxfp8_wgmma_ws.WIDE_BLOCK_M:  # one token tile's programs against the wide tile's
         wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
         if 2 * tiles * wide_split >= 3 * programs * split:
             block_m, split = mxfp8_wgmma_ws.WIDE_BLOCK_M, wide_split
@@ -489,9 +489,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
     ``seam.kernels.qkv_epilogue.launch_qkv``; the warp-specialized token tiles' partials the epilogue reads across
-    token tiles), but the token tiles of :func:`pick_token_tiles` where ``pick_tile`` takes the 192-token tile (its
-    partials are not yet GPU-tested under the epilogue); else, or with ``tl_only``, its tl choice refit to the
-    registers the fused kernel's epilogue takes.
+    token tiles, the 192-token tile's included); else, or with ``tl_only``, its tl choice refit to the registers
+    the fused kernel's epilogue takes.
 
     At 65-384 tokens, the same GEMM tile as ``mxfp8_linear`` (H100, 2026-12-05, ``docs/benchmarks-log.md`` run 207,
     the op given A_deq, weights past L2, us, the pick before (the 128-token tile at 65-128 and over token tiles, the
@@ -499,9 +498,11 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     ``seam.kernels.qkv_config.epilogue_tile_after``, before -> now): nkv 1 (N 2560) M 65 15.60 -> 14.11, 128 17.54
     (the same tile), 129 27.71 -> 20.05, 192 25.51 -> 20.85, 256 25.79 -> 23.05, 384 34.13 -> 29.77; nkv 2 (N 4992)
     M 65 25.83 -> 20.71, 128 27.05 -> 24.29, 129 48.84 -> 42.59, 192 48.95 -> 46.16, 256 50.28 -> 46.50, 384 62.06
-    -> 54.06. The ring kernel with the same 4-row epilogue tile took 46.27 / 45.37 / 48.03 at 129 / 192 / 256 tokens
-    there: the token tiles win at 129 and tie above, so the op runs one GEMM rule with ``mxfp8_linear`` (and reads the
-    producers' A_deq there). ``mxfp8_linear`` alone in the same run: nkv 1 11.37 / 14.46 / 15.95 / 17.01 / 18.68 /
+    -> 54.06 (at nkv 2 129-192 tokens those are the token tiles; the op now takes the 192-token tile there, as
+    ``mxfp8_linear`` does, which took 27.45 / 27.43 us alone at 129 / 192 tokens against the token tiles' 33.51 /
+    34.22, run 208; the op on it is not measured). The ring kernel with the same 4-row epilogue tile took 46.27 /
+    45.37 / 48.03 at 129 / 192 / 256 tokens there: the token tiles win at 129 and tie above, so the op runs one GEMM
+    rule with ``mxfp8_linear`` (and reads the producers' A_deq there). ``mxfp8_linear`` alone in the same run: nkv 1 11.37 / 14.46 / 15.95 / 17.01 / 18.68 /
     24.88, nkv 2 17.48 / 20.76 / 33.53 / 34.22 / 35.29 / 41.79.
 
     The two-launch path wins at every M it takes but one token at nkv 1 (H200, 2026-12-01, ``docs/benchmarks-log.md`` runs 48-49,
@@ -540,8 +541,6 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """
     if not tl_only:
         tile = pick_tile(m, n, k, device)
-        if tile.block_m == mxfp8_wgmma_ws.WIDE_BLOCK_M:  # its partials are not yet GPU-tested under the epilogue
-            tile = pick_token_tiles(m, n, k, runtime.num_sms(device), wide=False)
         if tile.wgmma or tile.bf16_mm:
             return tile
     tile = pick_tile(m, n, k, device, tl_only=True)  # the fused epilogue runs on the tl kernel

@@ -85,21 +85,21 @@ def epilogue_tile_after(gemm: Tile) -> Tile:
     """The epilogue kernel's tile after the fused op's GEMM launch ``gemm`` (a ``wgmma`` or ``bf16_mm`` tile),
     a function of the GEMM tile alone, so ``qkv_warmup`` compiles it with the GEMM at any M.
 
-    On the split-K partials of a Gluon GEMM: one row on 2 warps, whose programs sum the partials and start while
-    the GEMM's last programs run, where :func:`epilogue_tile` (tuned without a GEMM before it) is slower (H200,
-    ``docs/benchmarks-log.md`` runs 102-104, same bytes, fused QKV minus ``mxfp8_linear``, epilogue_tile -> one row:
-    nkv 1 M 32 2.68 -> 1.88, M 64 2.13 -> 1.80, nkv 2 M 32 2.72 -> 1.87). But after a tile of more than 64 rows
-    (the 64 + tail, 128-token and ring tiles; token tiles) split at most :data:`EPILOGUE_FOUR_ROWS_MAX_SPLIT` ways,
-    4 rows on 4 warps: a quarter of the programs, each summing fewer partials per row than at the decode tiles'
-    splits of 6-12 (H100, 2026-12-05, run 207, the fused op given A_deq, us, one row 2 warps / 4 rows 4 warps, the
-    GEMM tile ``pick_qkv_tile``'s; 8 rows on 4 warps were faster where marked, 16 on 8 at 384 tokens only (nkv 1
-    29.62, nkv 2 52.39), 16 on 4 nowhere): nkv 2 (N
-    4992) M 65 (split 3) 21.37 / 20.71, 128 (3) 27.05 / 24.29, 129 (1) 46.22 / 42.59, 256 (1) 53.78 / 46.50, 384
-    (1) 62.06 / 54.06 (8 rows: 50.98); nkv 1 (N 2560) M 129 (3) 20.26 / 20.05, 192 (3) 23.18 / 20.85, 256 (3) 25.79 /
-    23.05, 384 (2) 34.13 / 29.77 (8 rows: 29.39); the ring kernel's 256-token tile (split 3, 16 rows before)
-    at nkv 2 M 129 / 192 / 256 48.84 / 46.27, 48.95 / 45.37, 50.28 / 48.03 (8 rows: 46.68). At split 6 one row
-    stays: nkv 1 M 65 14.11 / 15.29, M 128 17.54 / 17.58. The same bytes at every tile (the run compared them). The
-    prefill GEMM's accumulator (not measured after a GEMM): :func:`epilogue_tile` of its rows."""
+    On the split-K partials of a Gluon GEMM: one row on 2 warps, whose programs sum the partials and start while the
+    GEMM's last programs run, where :func:`epilogue_tile` (tuned without a GEMM before it) is slower (H200,
+    ``docs/benchmarks-log.md`` runs 102-104, same bytes, fused QKV minus ``mxfp8_linear``, epilogue_tile -> one row: nkv
+    1 M 32 2.68 -> 1.88, M 64 2.13 -> 1.80, nkv 2 M 32 2.72 -> 1.87). But after a tile of more than 64 rows (the 64 +
+    tail, 128-token and ring tiles; token tiles; the 192-token tile, not measured after it) split at most
+    :data:`EPILOGUE_FOUR_ROWS_MAX_SPLIT` ways, 4 rows on 4 warps: a quarter of the programs, each summing fewer partials
+    per row than at the decode tiles' splits of 6-12 (H100, 2026-12-05, run 207, the fused op given A_deq, us, one row 2
+    warps / 4 rows 4 warps, the GEMM tile ``pick_qkv_tile``'s; 8 rows on 4 warps were faster where marked, 16 on 8 at
+    384 tokens only (nkv 1 29.62, nkv 2 52.39), 16 on 4 nowhere): nkv 2 (N 4992) M 65 (split 3) 21.37 / 20.71, 128 (3)
+    27.05 / 24.29, 129 (1) 46.22 / 42.59, 256 (1) 53.78 / 46.50, 384 (1) 62.06 / 54.06 (8 rows: 50.98); nkv 1 (N 2560) M
+    129 (3) 20.26 / 20.05, 192 (3) 23.18 / 20.85, 256 (3) 25.79 / 23.05, 384 (2) 34.13 / 29.77 (8 rows: 29.39); the ring
+    kernel's 256-token tile (split 3, 16 rows before) at nkv 2 M 129 / 192 / 256 48.84 / 46.27, 48.95 / 45.37, 50.28 /
+    48.03 (8 rows: 46.68). At split 6 one row stays: nkv 1 M 65 14.11 / 15.29, M 128 17.54 / 17.58. The same bytes at
+    every tile (the run compared them). The prefill GEMM's accumulator (not measured after a GEMM):
+    :func:`epilogue_tile` of its rows."""
     if gemm.wgmma and gemm.block_m > 64 and gemm.split_k <= EPILOGUE_FOUR_ROWS_MAX_SPLIT:
         return Tile(4, 128, 128, 4, 1)
     if gemm.wgmma:

@@ -25,7 +25,6 @@ from seam.formats.nvfp4 import (
     f32_reciprocal,
 )
 from seam.kernels.mxfp8_gemm_config import GEMV_TILE, Tile, covers, pick_qkv_tile
-from seam.kernels.mxfp8_wgmma_ws import WIDE_BLOCK_M
 from seam.kernels.qkv_config import (
     STAGED_MAX_ROWS_PER_WARP,
     STAGED_NVFP4_MAX_ROWS,
@@ -273,8 +272,7 @@ def qkv_index_fused_epilogue(
     quantized BF16 rows give).
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560, M 65..128
     at K >= 2048 on its 64 + tail and 128-token tiles, its token tiles at 129..384, the ring kernel where the token
-    tiles take more than a wave; the same tile here but the 192-token one, whose partials are not yet GPU-tested
-    under this epilogue: the token tiles instead) or its prefill path (CUDA, M >= 65 otherwise),
+    tiles take more than a wave; the same tile here) or its prefill path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
     epilogue on ``acc`` in registers.
@@ -308,7 +306,7 @@ def qkv_index_fused_epilogue(
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
             ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens the warp-specialized
-            kernel's token tiles, the ring kernel's tile or the prefill path), else a tl tile (BLOCK_M
+            kernel's token tiles or its 192-token tile, the ring kernel's tile or the prefill path), else a tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
             (``seam.kernels.gemm_workspace.gemm_scratch``: split-K partials, multi-row
@@ -369,9 +367,6 @@ def _check_fused_tile(tile: Tile, m: int, k: int) -> None:
     if not covers(tile, m, partials=True):  # the epilogue sums one M tile's partials
         raise ValueError(f"tile.wgmma needs M <= block_m here (any M warp-specialized), got M={m} and "
                          f"block_m={tile.block_m}")
-    if tile.block_m == WIDE_BLOCK_M:
-        raise ValueError(f"tile.block_m {tile.block_m} (the warp-specialized 128 + 64-token tile) runs mxfp8_linear "
-                         "only (its partials under this op's epilogue are not yet GPU-tested)")
     _check_staged_rows(tile)
     if k % tile.block_k:
         raise ValueError(f"tile.block_k={tile.block_k} must divide K={k} (the fused kernel has no K tail)")
