@@ -500,7 +500,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     M 65 25.83 -> 20.71, 128 27.05 -> 24.29, 129 48.84 -> 42.59, 192 48.95 -> 46.16, 256 50.28 -> 46.50, 384 62.06
     -> 54.06 (at nkv 2 129-192 tokens those are the token tiles; the op now takes the 192-token tile there, as
     ``mxfp8_linear`` does, which took 27.45 / 27.43 us alone at 129 / 192 tokens against the token tiles' 33.51 /
-    34.22, run 208; the op on it is not measured). The ring kernel with the same 4-row epilogue tile took 46.27 /
+    34.22, run 208; the op on it, run 214: 31.00 / 30.26 / 30.83 at 129 / 160 / 192 against the token tiles' 43.14 /
+    44.39 / 46.29). The ring kernel with the same 4-row epilogue tile took 46.27 /
     45.37 / 48.03 at 129 / 192 / 256 tokens there: the token tiles win at 129 and tie above, so the op runs one GEMM
     rule with ``mxfp8_linear`` (and reads the producers' A_deq there). ``mxfp8_linear`` alone in the same run: nkv 1 11.37 / 14.46 / 15.95 / 17.01 / 18.68 /
     24.88, nkv 2 17.48 / 20.76 / 33.53 / 34.22 / 35.29 / 41.79.

@@ -89,7 +89,7 @@ def epilogue_tile_after(gemm: Tile) -> Tile:
     GEMM's last programs run, where :func:`epilogue_tile` (tuned without a GEMM before it) is slower (H200,
     ``docs/benchmarks-log.md`` runs 102-104, same bytes, fused QKV minus ``mxfp8_linear``, epilogue_tile -> one row: nkv
     1 M 32 2.68 -> 1.88, M 64 2.13 -> 1.80, nkv 2 M 32 2.72 -> 1.87). But after a tile of more than 64 rows (the 64 +
-    tail, 128-token and ring tiles; token tiles; the 192-token tile, not measured after it) split at most
+    tail, 128-token and ring tiles; token tiles; the 192-token tile: run 214) split at most
     :data:`EPILOGUE_FOUR_ROWS_MAX_SPLIT` ways, 4 rows on 4 warps: a quarter of the programs, each summing fewer partials
     per row than at the decode tiles' splits of 6-12 (H100, 2026-12-05, run 207, the fused op given A_deq, us, one row 2
     warps / 4 rows 4 warps, the GEMM tile ``pick_qkv_tile``'s; 8 rows on 4 warps were faster where marked, 16 on 8 at
