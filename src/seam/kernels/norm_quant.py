@@ -194,7 +194,7 @@ def norm_config(m: int, hidden: int) -> tuple[int, int, int, int]:
     block_h = max(128, triton.next_power_of_2(hidden))
     rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
     elems = rows * block_h
-    eight = block_h == 8192 and (9 <= m <= 16 or m >= 512)
+    eight = block_h == 8192 and (hidden <= 6144 or 9 <= m <= 16 or m >= 512)
     num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 or eight else 16
     quarter = block_h // 4
     live = 4
