@@ -7,8 +7,10 @@ the weight (2H) is read once per program and stays in L2.
 
 One program owns ``ROWS`` whole rows (``ROWS = 1`` at model sizes) held in registers as a
 single masked ``BLOCK_H = next_pow2(H)`` tile: the row is read once, reduced, normalized
-and quantized without a second pass over memory. For H = 6144 the tile is 8192 wide; the
-25% masked lanes cost registers, not bandwidth, which is the scarce resource here.
+and quantized without a second pass over memory. For H = 6144 the tile is 8192 wide: its last
+quarter is all masked, and where the quarters sit in each thread's registers (``norm_config``) the
+kernel splits the tile after the row sum and skips that quarter's normalize / quantize / store
+instructions, which otherwise cost issue slots at every M and latency at decode M.
 
 Swizzled scales cover ``M_pad = ceil(M/128)*128`` rows. The padding rows [M, M_pad) are
 zeroed by up to four extra programs of ``PAD_ROWS`` rows each (not one program per padding
@@ -177,19 +179,25 @@ def norm_config(m: int, hidden: int) -> tuple[int, int, int, int]:
     """(ROWS, BLOCK_H, num_warps, LIVE_QUARTERS) for a row of ``hidden``.
 
     The whole row sits in one tile (one read of x and residual). About 8K elements per
-    program: one row with 16 warps for H in (4096, 8192] (16 fp32 per thread per
-    tensor), 8 warps there at 9-16 and from 512 tokens, several rows per program for small H;
-    ROWS never exceeds next_pow2(M). H200 (``docs/benchmarks-log.md`` runs 77, 80, 86 and 87, H 6144,
-    us at 16 / 8 warps): M 8192 119.2 / 98.6, M 2048 32.2 / 27.5, M 1536 24.5 / 21.4, M 1024
-    16.4 / 14.7, M 512 7.93 / 7.43; M 256 4.62 / 5.54, M 192 4.39 / 5.34, M 160 4.18 / 5.08,
-    M 96 3.01 / 3.29; M 12 3.17 / 2.84, M 16 3.35 / 2.90; M 1-8 and 24-128 within 4%.
-    The warps shape the row sum's reduction tree, so they change a few ``normed``
-    bytes (within the spec's 1 ulp; the MXFP8 output is still that call's ``normed`` quantized).
+    program; several rows per program for small H; ROWS never exceeds next_pow2(M).
+    H in (4096, 6144] (the 8192-wide tile's last quarter all masked): one row with 8 warps
+    and that quarter skipped (LIVE_QUARTERS 3) at every M. H100 (``docs/benchmarks-log.md``
+    run 220, H 6144, us, 16 warps whole tile -> 8 warps 3 quarters): M 1 2.67 -> 2.36, M 64
+    2.68 -> 2.59, M 128 3.11 -> 2.97, M 160 3.65 -> 3.30, M 192 3.72 -> 3.58, M 384 5.81 -> 4.75,
+    M 4-8 and 256 within 0.05; run 219, 8 warps whole tile -> 3 quarters: M 12 2.90 -> 2.51,
+    M 512 6.96 -> 6.03, M 2048 / 8192 within 2% (HBM-bound on the H100).
+    H in (6144, 8192]: one row with 16 warps (16 fp32 per thread per tensor), 8 warps at 9-16
+    and from 512 tokens. H200 (runs 77, 80, 86 and 87, the whole tile, us at 16 / 8 warps):
+    M 8192 119.2 / 98.6, M 2048 32.2 / 27.5, M 512 7.93 / 7.43; M 256 4.62 / 5.54, M 192
+    4.39 / 5.34; M 12 3.17 / 2.84, M 16 3.35 / 2.90; M 1-8 and 24-128 within 4%.
+    The warps (and the per-thread layout the compiler picks for the split tile) shape the row
+    sum's reduction tree, so they change a few ``normed`` bytes (within the spec's 1 ulp; run
+    219: 0.0001-0.001% of them at 16-8192 rows; the MXFP8 output is still that call's
+    ``normed`` quantized).
 
-    LIVE_QUARTERS < 4 where a one-row tile's last quarters hold no column below the swizzle-padded scale
-    columns and each quarter is whole layout repetitions (8 elements x 32 lanes x num_warps, so splitting
-    the tile moves no data): those quarters skip the normalize / quantize / store work, the row sum still runs
-    over the whole tile (H 6144 at 8 warps: 3 quarters).
+    LIVE_QUARTERS < 4 where a one-row tile's last quarters hold no column below the swizzle-padded
+    scale columns and each quarter is whole layout repetitions (8 elements x 32 lanes x num_warps),
+    so splitting the tile moves no data; the row sum still runs over the whole tile.
     """
     block_h = max(128, triton.next_power_of_2(hidden))
     rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
