@@ -7,8 +7,10 @@ the weight (2H) is read once per program and stays in L2.
 
 One program owns ``ROWS`` whole rows (``ROWS = 1`` at model sizes) held in registers as a
 single masked ``BLOCK_H = next_pow2(H)`` tile: the row is read once, reduced, normalized
-and quantized without a second pass over memory. For H = 6144 the tile is 8192 wide; the
-25% masked lanes cost registers, not bandwidth, which is the scarce resource here.
+and quantized without a second pass over memory. For H = 6144 the tile is 8192 wide: its last
+quarter is all masked, and where the quarters sit in each thread's registers (``norm_config``) the
+kernel splits the tile after the row sum and skips that quarter's normalize / quantize / store
+instructions, which otherwise cost issue slots at every M and latency at decode M.
 
 Swizzled scales cover ``M_pad = ceil(M/128)*128`` rows. The padding rows [M, M_pad) are
 zeroed by up to four extra programs of ``PAD_ROWS`` rows each (not one program per padding
@@ -68,6 +70,7 @@ def fused_add_rms_norm_kernel(
     # tiling
     ROWS: tl.constexpr,  # rows per program
     BLOCK_H: tl.constexpr,  # power of two >= max(H, 128)
+    LIVE_QUARTERS: tl.constexpr,  # 4, or 2-3 column quarters of the tile hold the row (norm_config)
     PAD_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -92,59 +95,120 @@ def fused_add_rms_norm_kernel(
         if HAS_RESIDUAL:
             r = tl.load(residual_ptr + rows[:, None] * stride_rm + cols[None, :], mask=mask, other=0.0)
             s = s + bf16_to_f32(r)
-        w = bf16_to_f32(tl.load(weight_ptr + cols, mask=cols < H, other=0.0))
+        w = bf16_to_f32(tl.load(weight_ptr + cols[None, :], mask=cols[None, :] < H, other=0.0))
         if USE_PDL and not EARLY_TRIGGER:
             # Every global read is done: the next kernel may start its prologue.
             tl.extra.cuda.gdc_launch_dependents()
         if GEMMA:
             w = 1.0 + w
-        out_offs = rows[:, None] * H + cols[None, :]
-        if HAS_RESIDUAL:
-            tl.store(residual_out_ptr + out_offs, to_bf16_rne(s), mask=mask)
-        # mean of squares from the unrounded fp32 s; 1/sqrt with correct rounding (the
-        # reference does the same) so that only the reduction order differs from it.
+        # mean of squares from the unrounded fp32 s (over the whole tile: its masked lanes add zeros); 1/sqrt
+        # with correct rounding (the reference does the same) so that only the reduction order differs from it.
         sum_sq = tl.sum(s * s, axis=1)
         mean_sq = tl.math.div_rn(sum_sq, tl.zeros_like(sum_sq) + H)
         rstd = tl.math.div_rn(tl.full((ROWS,), 1.0, tl.float32), tl.math.sqrt_rn(mean_sq + eps))
-        y = s * rstd[:, None] * w[None, :]
-        if WRITE_NORMED:
-            tl.store(normed_ptr + out_offs, to_bf16_rne(y), mask=mask)
-        if QUANT:
-            # Quantize exactly the BF16 normed row (spec: bit-identical to mxfp8_quantize(normed)).
-            values, scales = mxfp8_quantize_tile(bf16_to_f32(to_bf16_rne(y)), ROWS, BLOCK_H)
-            tl.store(values_ptr + out_offs, values, mask=mask)
-            if SWIZZLED:
-                s_offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols)
-                s_mask = row_ok[:, None] & (scols[None, :] < padded_scols)
-            else:
-                s_offs = rows[:, None] * num_scols + scols[None, :]
-                s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
-            tl.store(scales_ptr + s_offs, scales, mask=s_mask)
-            if WRITE_A_DEQ:
-                store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, BLOCK_H, A_DEQ_PERMUTED)
+        if LIVE_QUARTERS < 4:
+            # The quarters past the row's last (padded) scale column are all masked: they take no normalize,
+            # quantize or store instructions (H 6144 in an 8192-wide tile: 1272 -> 1136 in sm_90 SASS).
+            s0, s1, s2, _ = column_quarters(s, ROWS, BLOCK_H)
+            w0, w1, w2, _ = column_quarters(w, 1, BLOCK_H)
+            QUARTER: tl.constexpr = BLOCK_H // 4
+            _finish_columns(s0, w0, rstd, 0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
+                            scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
+                            A_DEQ_PERMUTED, ROWS, QUARTER)
+            _finish_columns(s1, w1, rstd, QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
+                            scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
+                            A_DEQ_PERMUTED, ROWS, QUARTER)
+            if LIVE_QUARTERS == 3:
+                _finish_columns(s2, w2, rstd, 2 * QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr,
+                                values_ptr, scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED,
+                                WRITE_A_DEQ, A_DEQ_PERMUTED, ROWS, QUARTER)
+        else:
+            _finish_columns(s, w, rstd, 0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr, scales_ptr,
+                            a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ, A_DEQ_PERMUTED,
+                            ROWS, BLOCK_H)
     else:
         zero_scale_padding_rows(scales_ptr, M, pid - num_row_programs, scols, padded_scols, PAD_ROWS)
 
 
-def norm_config(m: int, hidden: int) -> tuple[int, int, int]:
-    """(ROWS, BLOCK_H, num_warps) for a row of ``hidden``.
+@triton.jit
+def column_quarters(t, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """The four column quarters [ROWS, COLS // 4] of a [ROWS, COLS] tile, in order. Free (no data moves) where
+    each quarter is a whole number of the tile layout's repetitions, as ``norm_config`` launches it."""
+    # column (2a + b) * COLS/4 + c: dims (a, b, c) -> (c, b, a), then split a, then b
+    t = tl.permute(tl.reshape(t, (ROWS, 2, 2, COLS // 4)), (0, 3, 2, 1))
+    low, high = tl.split(t)
+    q0, q1 = tl.split(low)
+    q2, q3 = tl.split(high)
+    return q0, q1, q2, q3
+
+
+@triton.jit
+def _finish_columns(s, w, rstd, col0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr, scales_ptr,
+                    a_deq_ptr, HAS_RESIDUAL: tl.constexpr, WRITE_NORMED: tl.constexpr, QUANT: tl.constexpr,
+                    SWIZZLED: tl.constexpr, WRITE_A_DEQ: tl.constexpr, A_DEQ_PERMUTED: tl.constexpr,
+                    ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Columns [col0, col0 + COLS) of the rows: residual_out, normed, MXFP8 values and scales, A_deq from the
+    fp32 sums ``s`` [ROWS, COLS], the weight factors ``w`` [1, COLS] and ``rstd`` [ROWS]."""
+    cols = col0 + tl.arange(0, COLS)
+    mask = row_ok[:, None] & (cols[None, :] < H)
+    out_offs = rows[:, None] * H + cols[None, :]
+    if HAS_RESIDUAL:
+        tl.store(residual_out_ptr + out_offs, to_bf16_rne(s), mask=mask)
+    y = s * rstd[:, None] * w
+    if WRITE_NORMED:
+        tl.store(normed_ptr + out_offs, to_bf16_rne(y), mask=mask)
+    if QUANT:
+        # Quantize exactly the BF16 normed row (spec: bit-identical to mxfp8_quantize(normed)).
+        values, scales = mxfp8_quantize_tile(bf16_to_f32(to_bf16_rne(y)), ROWS, COLS)
+        tl.store(values_ptr + out_offs, values, mask=mask)
+        num_scols = H // 32
+        padded_scols = (num_scols + 3) // 4 * 4
+        scols = col0 // 32 + tl.arange(0, COLS // 32)
+        if SWIZZLED:
+            s_offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols)
+            s_mask = row_ok[:, None] & (scols[None, :] < padded_scols)
+        else:
+            s_offs = rows[:, None] * num_scols + scols[None, :]
+            s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
+        tl.store(scales_ptr + s_offs, scales, mask=s_mask)
+        if WRITE_A_DEQ:
+            store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, COLS, A_DEQ_PERMUTED)
+
+
+def norm_config(m: int, hidden: int) -> tuple[int, int, int, int]:
+    """(ROWS, BLOCK_H, num_warps, LIVE_QUARTERS) for a row of ``hidden``.
 
     The whole row sits in one tile (one read of x and residual). About 8K elements per
-    program: one row with 16 warps for H in (4096, 8192] (16 fp32 per thread per
-    tensor), 8 warps there at 9-16 and from 512 tokens, several rows per program for small H;
-    ROWS never exceeds next_pow2(M). H200 (``docs/benchmarks-log.md`` runs 77, 80, 86 and 87, H 6144,
-    us at 16 / 8 warps): M 8192 119.2 / 98.6, M 2048 32.2 / 27.5, M 1536 24.5 / 21.4, M 1024
-    16.4 / 14.7, M 512 7.93 / 7.43; M 256 4.62 / 5.54, M 192 4.39 / 5.34, M 160 4.18 / 5.08,
-    M 96 3.01 / 3.29; M 12 3.17 / 2.84, M 16 3.35 / 2.90; M 1-8 and 24-128 within 4%.
-    The warps shape the row sum's reduction tree, so they change a few ``normed``
-    bytes (within the spec's 1 ulp; the MXFP8 output is still that call's ``normed`` quantized).
+    program; several rows per program for small H; ROWS never exceeds next_pow2(M).
+    H in (4096, 6144] (the 8192-wide tile's last quarter all masked): one row with 8 warps
+    and that quarter skipped (LIVE_QUARTERS 3) at every M. H100 (``docs/benchmarks-log.md``
+    run 220, H 6144, us, 16 warps whole tile -> 8 warps 3 quarters): M 1 2.67 -> 2.36, M 64
+    2.68 -> 2.59, M 128 3.11 -> 2.97, M 160 3.65 -> 3.30, M 192 3.72 -> 3.58, M 384 5.81 -> 4.75,
+    M 4-8 and 256 within 0.05; run 219, 8 warps whole tile -> 3 quarters: M 12 2.90 -> 2.51,
+    M 512 6.96 -> 6.03, M 2048 / 8192 within 2% (HBM-bound on the H100).
+    H in (6144, 8192]: one row with 16 warps (16 fp32 per thread per tensor), 8 warps at 9-16
+    and from 512 tokens. H200 (runs 77, 80, 86 and 87, the whole tile, us at 16 / 8 warps):
+    M 8192 119.2 / 98.6, M 2048 32.2 / 27.5, M 512 7.93 / 7.43; M 256 4.62 / 5.54, M 192
+    4.39 / 5.34; M 12 3.17 / 2.84, M 16 3.35 / 2.90; M 1-8 and 24-128 within 4%.
+    The warps (and the per-thread layout the compiler picks for the split tile) shape the row
+    sum's reduction tree, so they change a few ``normed`` bytes (within the spec's 1 ulp; run
+    219: 0.0001-0.001% of them at 16-8192 rows; the MXFP8 output is still that call's
+    ``normed`` quantized).
+
+    LIVE_QUARTERS < 4 where a one-row tile's last quarters hold no column below the swizzle-padded
+    scale columns and each quarter is whole layout repetitions (8 elements x 32 lanes x num_warps),
+    so splitting the tile moves no data; the row sum still runs over the whole tile.
     """
     block_h = max(128, triton.next_power_of_2(hidden))
     rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
     elems = rows * block_h
-    eight = block_h == 8192 and (9 <= m <= 16 or m >= 512)
+    eight = block_h == 8192 and (hidden <= 6144 or 9 <= m <= 16 or m >= 512)
     num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 or eight else 16
-    return rows, block_h, num_warps
+    quarter = block_h // 4
+    live = 4
+    if rows == 1 and quarter % (8 * 32 * num_warps) == 0:
+        live = max(2, triton.cdiv(triton.cdiv(hidden // 32, 4) * 4 * 32, quarter))
+    return rows, block_h, num_warps, live
 
 
 def launch_fused_add_rms_norm(
@@ -169,7 +233,7 @@ def launch_fused_add_rms_norm(
     m, hidden = x.shape
     quant = values is not None
     assert a_deq is None or quant, "A_deq comes with the MXFP8 outputs"
-    rows, block_h, num_warps = norm_config(m, hidden)
+    rows, block_h, num_warps, live_quarters = norm_config(m, hidden)
     num_row_programs = triton.cdiv(m, rows)
     pad_rows = (-(-m // 128) * 128 - m) if (quant and swizzled) else 0
     grid = (num_row_programs + triton.cdiv(pad_rows, PAD_ROWS),)
@@ -201,6 +265,7 @@ def launch_fused_add_rms_norm(
         EARLY_TRIGGER=early_trigger(m),
         ROWS=rows,
         BLOCK_H=block_h,
+        LIVE_QUARTERS=live_quarters,
         PAD_ROWS=PAD_ROWS,
         num_warps=num_warps,
         launch_pdl=use_pdl,
