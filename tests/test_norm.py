@@ -102,10 +102,10 @@ def test_model_hidden_6144(device):
     print("H=6144 normed", _check_fused(x, r, w, "swizzled"))
 
 
-@pytest.mark.parametrize("m, hidden", [(12, 6144), (11, 5120), (9, 4128), (1, 9024)])
+@pytest.mark.parametrize("m, hidden", [(12, 6144), (11, 5120), (9, 4128)])
 def test_masked_quarters_skipped(device, m, hidden):
     # One row per program whose tile's last quarter is all masked: that quarter takes no normalize, quantize or
-    # store work (norm_config's LIVE_QUARTERS); padding scale columns (4128: 129 -> 132) still written as zero.
+    # store work (norm_config's LIVE_QUARTERS); 4128's padding scale columns (129 -> 132) in the third quarter.
     assert norm_config(m, hidden)[3] == 3
     x, r, w = _inputs(m, hidden, device, seed=hidden)
     names, ex, er = _edge_rows(hidden)
@@ -118,6 +118,25 @@ def test_masked_quarters_skipped(device, m, hidden):
         assert ok, summary
         qv, qs = seam.mxfp8_quantize(n, scale_layout=layout)
         assert bytes_equal(v, qv) and bytes_equal(s, qs)
+
+
+@pytest.mark.parametrize("m, hidden", [(1, 4100), (9, 6143), (3, 6144), (2, 6150), (1, 8200)])
+def test_bf16_norms_write_every_column_beside_the_masked_quarter(device, m, hidden):
+    # The BF16 norms take any hidden: the row's last columns (4100: 4096-4099, not a whole 32-column block) lie
+    # in the third quarter and are written like the rest (6150 and 8200 keep the whole tile). The outputs start
+    # as NaN, so a column no program stores shows.
+    assert norm_config(m, hidden)[3] == (3 if hidden <= 6144 else 4)
+    x, r, w = _inputs(m, hidden, device, seed=hidden)
+    n, ro = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    seam.gemma_fused_add_rms_norm(x, r, w, EPS, out=(n, ro))
+    ref_n, ref_ro = ref.gemma_fused_add_rms_norm_ref(x.cpu(), r.cpu(), w.cpu(), EPS)
+    assert bytes_equal(ro.cpu(), ref_ro)
+    ok, summary = ulp_summary(n.cpu(), ref_n)
+    assert ok and not torch.isnan(n).any(), summary
+    alone = torch.full_like(x, float("nan"))
+    seam.gemma_rms_norm(x, w, EPS, out=alone)
+    ok, summary = ulp_summary(alone.cpu(), ref.gemma_rms_norm_ref(x.cpu(), w.cpu(), EPS))
+    assert ok and not torch.isnan(alone).any(), summary
 
 
 def test_gemma_wrapper_equals_gemma_flag(device):

@@ -70,7 +70,7 @@ def fused_add_rms_norm_kernel(
     # tiling
     ROWS: tl.constexpr,  # rows per program
     BLOCK_H: tl.constexpr,  # power of two >= max(H, 128)
-    LIVE_QUARTERS: tl.constexpr,  # 4, or 2-3 column quarters of the tile hold the row (norm_config)
+    LIVE_QUARTERS: tl.constexpr,  # 4, or 3: the tile's last column quarter holds no column of the row (norm_config)
     PAD_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -106,9 +106,9 @@ def fused_add_rms_norm_kernel(
         sum_sq = tl.sum(s * s, axis=1)
         mean_sq = tl.math.div_rn(sum_sq, tl.zeros_like(sum_sq) + H)
         rstd = tl.math.div_rn(tl.full((ROWS,), 1.0, tl.float32), tl.math.sqrt_rn(mean_sq + eps))
-        if LIVE_QUARTERS < 4:
-            # The quarters past the row's last (padded) scale column are all masked: they take no normalize,
-            # quantize or store instructions (H 6144 in an 8192-wide tile: 1272 -> 1136 in sm_90 SASS).
+        if LIVE_QUARTERS == 3:
+            # The last quarter is all masked: it takes no normalize, quantize or store instructions (H 6144,
+            # MXFP8 without the BF16 rows: 1272 -> 1136 static sm_90 SASS instructions, CPU compile).
             s0, s1, s2, _ = column_quarters(s, ROWS, BLOCK_H)
             w0, w1, w2, _ = column_quarters(w, 1, BLOCK_H)
             QUARTER: tl.constexpr = BLOCK_H // 4
@@ -118,10 +118,9 @@ def fused_add_rms_norm_kernel(
             _finish_columns(s1, w1, rstd, QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
                             scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
                             A_DEQ_PERMUTED, ROWS, QUARTER)
-            if LIVE_QUARTERS == 3:
-                _finish_columns(s2, w2, rstd, 2 * QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr,
-                                values_ptr, scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED,
-                                WRITE_A_DEQ, A_DEQ_PERMUTED, ROWS, QUARTER)
+            _finish_columns(s2, w2, rstd, 2 * QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
+                            scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
+                            A_DEQ_PERMUTED, ROWS, QUARTER)
         else:
             _finish_columns(s, w, rstd, 0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr, scales_ptr,
                             a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ, A_DEQ_PERMUTED,
@@ -132,8 +131,8 @@ def fused_add_rms_norm_kernel(
 
 @triton.jit
 def column_quarters(t, ROWS: tl.constexpr, COLS: tl.constexpr):
-    """The four column quarters [ROWS, COLS // 4] of a [ROWS, COLS] tile, in order. Free (no data moves) where
-    each quarter is a whole number of the tile layout's repetitions, as ``norm_config`` launches it."""
+    """The four column quarters [ROWS, COLS // 4] of a [ROWS, COLS] tile, in order. Where ``norm_config`` takes
+    them, sm_90 compiles the split without shared memory (the tile's layout holds each quarter in registers)."""
     # column (2a + b) * COLS/4 + c: dims (a, b, c) -> (c, b, a), then split a, then b
     t = tl.permute(tl.reshape(t, (ROWS, 2, 2, COLS // 4)), (0, 3, 2, 1))
     low, high = tl.split(t)
@@ -195,19 +194,19 @@ def norm_config(m: int, hidden: int) -> tuple[int, int, int, int]:
     219: 0.0001-0.001% of them at 16-8192 rows; the MXFP8 output is still that call's
     ``normed`` quantized).
 
-    LIVE_QUARTERS < 4 where a one-row tile's last quarters hold no column below the swizzle-padded
-    scale columns and each quarter is whole layout repetitions (8 elements x 32 lanes x num_warps),
-    so splitting the tile moves no data; the row sum still runs over the whole tile.
+    LIVE_QUARTERS is 3 where the 8192-wide one-row tile at 8 warps has no column of the row in its
+    last quarter (H <= 6144; swizzle-padded scale columns end on a multiple of 128 columns, inside
+    the third quarter): the kernel splits the tile into quarters after the row sum over the whole
+    tile (each quarter is one repetition of the layout sm_90 compiles, 8 elements x 32 lanes x
+    8 warps) and skips the last. Elsewhere 4: the whole tile, as before.
     """
     block_h = max(128, triton.next_power_of_2(hidden))
     rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
     elems = rows * block_h
     eight = block_h == 8192 and (hidden <= 6144 or 9 <= m <= 16 or m >= 512)
     num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 or eight else 16
-    quarter = block_h // 4
-    live = 4
-    if rows == 1 and quarter % (8 * 32 * num_warps) == 0:
-        live = max(2, triton.cdiv(triton.cdiv(hidden // 32, 4) * 4 * 32, quarter))
+    one_row_at_8_warps = rows == 1 and block_h == 8192 and num_warps == 8
+    live = triton.cdiv(hidden, block_h // 4) if one_row_at_8_warps else 4
     return rows, block_h, num_warps, live
 
 
