@@ -32,7 +32,7 @@ from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
     bf16_to_f32,
     mxfp8_quantize_tile,
-    swizzled_scale_offset,
+    store_row_scales,
     to_bf16_rne,
     zero_scale_padding_rows,
 )
@@ -160,16 +160,7 @@ def _finish_columns(s, w, rstd, col0, rows, row_ok, H, residual_out_ptr, normed_
         # Quantize exactly the BF16 normed row (spec: bit-identical to mxfp8_quantize(normed)).
         values, scales = mxfp8_quantize_tile(bf16_to_f32(to_bf16_rne(y)), ROWS, COLS)
         tl.store(values_ptr + out_offs, values, mask=mask)
-        num_scols = H // 32
-        padded_scols = (num_scols + 3) // 4 * 4
-        scols = col0 // 32 + tl.arange(0, COLS // 32)
-        if SWIZZLED:
-            s_offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols)
-            s_mask = row_ok[:, None] & (scols[None, :] < padded_scols)
-        else:
-            s_offs = rows[:, None] * num_scols + scols[None, :]
-            s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
-        tl.store(scales_ptr + s_offs, scales, mask=s_mask)
+        store_row_scales(scales_ptr, scales, rows, row_ok, col0 // 32 + tl.arange(0, COLS // 32), H // 32, SWIZZLED)
         if WRITE_A_DEQ:
             store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, COLS, A_DEQ_PERMUTED)
 

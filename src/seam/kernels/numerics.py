@@ -282,6 +282,22 @@ def swizzled_scale_offset(r, c, padded_cols):
 
 
 @triton.jit
+def store_row_scales(scales_ptr, scales, rows, row_ok, scols, num_scols, SWIZZLED: tl.constexpr):
+    """Store the scale bytes ``scales`` [R, C] of rows ``rows`` ([R], ``row_ok`` those < M) at scale columns
+    ``scols`` [C] of a matrix with ``num_scols`` scale columns: 128x4-swizzled up to the padded column count P =
+    ceil(num_scols / 4) * 4 (the columns past the row come from masked lanes: zero, the padding's value), or
+    row-major [M, num_scols] (``docs/spec/mxfp8.md``)."""
+    if SWIZZLED:
+        padded_cols = (num_scols + 3) // 4 * 4
+        offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_cols)
+        mask = row_ok[:, None] & (scols[None, :] < padded_cols)
+    else:
+        offs = rows[:, None] * num_scols + scols[None, :]
+        mask = row_ok[:, None] & (scols[None, :] < num_scols)
+    tl.store(scales_ptr + offs, scales, mask=mask)
+
+
+@triton.jit
 def zero_scale_padding_rows(
     scales_ptr,  # uint8 flat 128x4-swizzled scales of M rows
     M,

@@ -28,7 +28,7 @@ from seam.kernels.numerics import (
     bf16_to_f32,
     mxfp8_quantize_tile,
     sigmoid,
-    swizzled_scale_offset,
+    store_row_scales,
     to_bf16_rne,
     zero_scale_padding_rows,
 )
@@ -108,13 +108,7 @@ def swiglu_oai_kernel(
                 act = bf16_to_f32(to_bf16_rne(act))
             values, scales = mxfp8_quantize_tile(act, BLOCK_M, BLOCK_I)
             tl.store(values_ptr + out_offs, values, mask=mask)
-            if SWIZZLED:
-                s_offs = swizzled_scale_offset(rows[:, None], scols[None, :], padded_scols)
-                s_mask = row_ok[:, None] & (scols[None, :] < padded_scols)
-            else:
-                s_offs = rows[:, None] * num_scols + scols[None, :]
-                s_mask = row_ok[:, None] & (scols[None, :] < num_scols)
-            tl.store(scales_ptr + s_offs, scales, mask=s_mask)
+            store_row_scales(scales_ptr, scales, rows, row_ok, scols, num_scols, SWIZZLED)
             if WRITE_A_DEQ:  # the column block is whole 128-column steps (BLOCK_I >= 128, a power of two)
                 store_a_deq(a_deq_ptr, rows * I, cols, values, scales, mask, BLOCK_M, BLOCK_I, A_DEQ_PERMUTED)
         else:
