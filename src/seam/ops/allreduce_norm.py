@@ -64,15 +64,16 @@ def allreduce_gemma_rms_norm_mxfp8(
         ``(QuantizedActivation, residual_out, normed)``; None when ``defer``.
 
     Raises:
-        TypeError: ``group`` of another type; otherwise as the path taken.
+        TypeError: ``group`` of another type (with ``defer`` too), ``defer`` not a bool; otherwise as the path
+            taken. With ``defer`` the tensors are not checked: they go to the caller's own kernel.
         ValueError: as the path taken (shapes, dtypes, M outside the capacity).
     """
+    if group is not None and not isinstance(group, LamportAllReduce):
+        wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
+        hint = wrap if isinstance(group, Group) else ""
+        raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}{hint}")
     if checks.flag("defer", defer):
         return None
     if group is None:
         return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16, a_deq)
-    if not isinstance(group, LamportAllReduce):
-        wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
-        hint = wrap if isinstance(group, Group) else ""
-        raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}{hint}")
     return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16, a_deq=a_deq)
