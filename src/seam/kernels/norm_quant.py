@@ -109,18 +109,13 @@ def fused_add_rms_norm_kernel(
         if LIVE_QUARTERS == 3:
             # The last quarter is all masked: it takes no normalize, quantize or store instructions (H 6144,
             # MXFP8 without the BF16 rows: 1272 -> 1136 static sm_90 SASS instructions, CPU compile).
-            s0, s1, s2, _ = column_quarters(s, ROWS, BLOCK_H)
-            w0, w1, w2, _ = column_quarters(w, 1, BLOCK_H)
+            s_quarters = column_quarters(s, ROWS, BLOCK_H)
+            w_quarters = column_quarters(w, 1, BLOCK_H)
             QUARTER: tl.constexpr = BLOCK_H // 4
-            _finish_columns(s0, w0, rstd, 0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
-                            scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
-                            A_DEQ_PERMUTED, ROWS, QUARTER)
-            _finish_columns(s1, w1, rstd, QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
-                            scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
-                            A_DEQ_PERMUTED, ROWS, QUARTER)
-            _finish_columns(s2, w2, rstd, 2 * QUARTER, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr,
-                            scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ,
-                            A_DEQ_PERMUTED, ROWS, QUARTER)
+            for q in tl.static_range(3):
+                _finish_columns(s_quarters[q], w_quarters[q], rstd, q * QUARTER, rows, row_ok, H, residual_out_ptr,
+                                normed_ptr, values_ptr, scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT,
+                                SWIZZLED, WRITE_A_DEQ, A_DEQ_PERMUTED, ROWS, QUARTER)
         else:
             _finish_columns(s, w, rstd, 0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr, scales_ptr,
                             a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ, A_DEQ_PERMUTED,
@@ -194,11 +189,10 @@ def norm_config(m: int, hidden: int) -> tuple[int, int, int, int]:
     block_h = max(128, triton.next_power_of_2(hidden))
     rows = max(1, min(8192 // block_h, triton.next_power_of_2(max(m, 1)), 16))
     elems = rows * block_h
-    eight = block_h == 8192 and (hidden <= 6144 or 9 <= m <= 16 or m >= 512)
+    quarter_masked = block_h == 8192 and hidden <= 6144  # one row (ROWS 1), the tile's last quarter all masked
+    eight = block_h == 8192 and (quarter_masked or 9 <= m <= 16 or m >= 512)
     num_warps = 4 if elems <= 2048 else 8 if elems <= 4096 or eight else 16
-    one_row_at_8_warps = rows == 1 and block_h == 8192 and num_warps == 8
-    live = triton.cdiv(hidden, block_h // 4) if one_row_at_8_warps else 4
-    return rows, block_h, num_warps, live
+    return rows, block_h, num_warps, 3 if quarter_masked else 4
 
 
 def launch_fused_add_rms_norm(
