@@ -52,6 +52,14 @@ def test_defer_still_checks_the_group(device):
         allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, 123, defer=True)
     with pytest.raises(TypeError, match="defer"):
         allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, defer="yes")
+    # so do the option flags (a new-user trial passed also_bf16=1 and a_deq="zz" while deferring)
+    with pytest.raises(TypeError, match="also_bf16 must be a bool, got int"):
+        allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=1, defer=True)
+    with pytest.raises(ValueError, match="a_deq must be True, False or 'auto', got 'zz'"):
+        allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, a_deq="zz", defer=True)
+    with pytest.raises(TypeError, match="a_deq must be a bool or 'auto', got int"):
+        allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, a_deq=2, defer=True)
+    assert allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=True, a_deq="AUTO", defer=True) is None
 
 
 def test_rejects_other_group_types(device):

@@ -11,6 +11,7 @@ import torch
 
 from seam import checks
 from seam.comm.group import Group
+from seam.ops.a_deq import check_a_deq
 from seam.ops.allreduce import LamportAllReduce
 from seam.ops.norm import gemma_norm_mxfp8_activation
 
@@ -64,15 +65,20 @@ def allreduce_gemma_rms_norm_mxfp8(
         ``(QuantizedActivation, residual_out, normed)``; None when ``defer``.
 
     Raises:
-        TypeError: ``group`` of another type (with ``defer`` too), ``defer`` not a bool; otherwise as the path
-            taken. With ``defer`` the tensors are not checked: they go to the caller's own kernel.
-        ValueError: as the path taken (shapes, dtypes, M outside the capacity).
+        TypeError: ``group`` of another type, ``defer`` or ``also_bf16`` not a bool, ``a_deq`` neither a bool nor a
+            string (with ``defer`` too); otherwise as the path taken. With ``defer`` the tensors are not checked: they
+            go to the caller's own kernel.
+        ValueError: ``a_deq`` a string other than "auto" (with ``defer`` too); as the path taken (shapes, dtypes, M
+            outside the capacity).
     """
     if group is not None and not isinstance(group, LamportAllReduce):
         wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
         hint = wrap if isinstance(group, Group) else ""
         raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}{hint}")
     if checks.flag("defer", defer):
+        # the option flags are the caller's too: a wrong one surfaces while deferring, not once it stops
+        checks.flag("also_bf16", also_bf16)
+        check_a_deq(a_deq)
         return None
     if group is None:
         return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16, a_deq)
