@@ -197,18 +197,23 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
                           warp_specialized=True)
             assert -(-m // narrow.block_m) == token_tiles  # the launch's grid axis 1
             assert narrow.num_stages <= mxfp8_wgmma_ws.max_stages(narrow.block_m, k, split)
-            # up to 192 tokens the wide tile where its one-wave split fills more of the wave; 3 stages
+            # up to 192 tokens a wide tile (128 + the tokens past 128, rounded up to 8, 16, 32 or 64) where its
+            # one-wave split fills more of the wave
             wide_split = min(WS_MAX_SPLIT, max(1, min(132 // tiles, steps // 4)))
             if m <= 192 and 2 * tiles * wide_split >= 3 * programs:  # 1.5x the programs: run 211's one win
-                assert t == Tile(192, 128, 128, 8, min(3, mxfp8_wgmma.max_steps(k, wide_split)), wide_split,
-                                 wgmma=True, warp_specialized=True), (m, n, k)
+                wide = 136 if m <= 136 else 144 if m <= 144 else 160 if m <= 160 else 192
+                assert (t.block_m, t.split_k) == (wide, wide_split) and t.warp_specialized, (m, n, k)
+                assert t.num_stages == min(WS_STAGES, mxfp8_wgmma_ws.max_stages(wide, k, wide_split)), (m, n, k)
             else:
                 assert t == narrow, (m, n, k)
     # run 211: only N 4992 x 6144 (split 1 -> 3) of the measured shapes takes it
     assert {(m, n, k) for m in (129, 160, 192) for n, k in SHAPES + ((9856, 6144), (4096, 4096))
-            if (t := pick_token_tiles(m, n, k, 132)) is not None and t.block_m == 192} == {
+            if (t := pick_token_tiles(m, n, k, 132)) is not None and t.block_m in mxfp8_wgmma_ws.WIDE_TILES} == {
         (m, 4992, 6144) for m in (129, 160, 192)}
-    assert pick_token_tiles(160, 4992, 6144, 132) == Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True)
+    # run 234's tiles, at the depths it timed (4 stages at 136-144 tokens, 3 above, as shared memory allows)
+    assert [(t.block_m, t.num_stages, t.split_k) for t in (pick_token_tiles(m, 4992, 6144, 132) for m in (
+        129, 136, 137, 144, 145, 160, 161, 192))] == [(136, 4, 3), (136, 4, 3), (144, 4, 3), (144, 4, 3), (160, 3, 3),
+                                                      (160, 3, 3), (192, 3, 3), (192, 3, 3)]
     # the measured splits (runs 199-200)
     assert [(t.block_m, t.split_k) for t in (pick_token_tiles(m, n, k, 132) for m, n, k in (
         (256, 2560, 6144), (384, 2560, 6144), (256, 4992, 6144), (384, 4992, 6144), (256, 6144, 2048),
@@ -221,7 +226,7 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
 
 def test_default_pick_at_129_to_384_tokens(monkeypatch):
     """pick_tile takes the token tiles ahead of the ring kernel and the prefill path; so does the fused QKV op (log
-    run 207: ahead of the ring kernel at N 4992 too), the 192-token tile included."""
+    run 207: ahead of the ring kernel at N 4992 too), the wide tiles included."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
@@ -231,7 +236,7 @@ def test_default_pick_at_129_to_384_tokens(monkeypatch):
             t = pick_token_tiles(m, n, k, 132)
             assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == t
             assert pick_qkv_tile(m, n, k, cuda) == t
-            assert (t.block_m == 192) == (n == 4992 and m <= 192)
+            assert (t.block_m in mxfp8_wgmma_ws.WIDE_TILES) == (n == 4992 and m <= 192)
         assert pick_tile(m, 6144, 768, cuda) == mxfp8_gemm_config.BF16_MM_TILE
     assert pick_qkv_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
@@ -292,7 +297,7 @@ def test_warp_specialized_tile_checked_before_launch(device):
     if not wgmma_config.wgmma_supported(device):
         return
     for bad, m, match in ((Tile(32, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 20,
-                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128, 192\\), got 32"),
+                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128, 136, 144, 160, 192\\), got 32"),
                           (Tile(128, 128, 128, 8, 5, 1, wgmma=True, warp_specialized=True), 40,
                            "num_stages in \\[1, 4\\]")):
         with pytest.raises(ValueError, match=match):
@@ -301,19 +306,20 @@ def test_warp_specialized_tile_checked_before_launch(device):
     assert check_tile(Tile(64, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), 6144, 40, device)
 
 
-def test_192_token_tile_is_warp_specialized_only(device, monkeypatch):
-    """192 tokens (128 + 64): warp-specialized only, at most 3 stages (shared memory), any M (token tiles); not a
-    ring tile, and the launch rules its combine reads exist."""
+@pytest.mark.parametrize("block_m, second, most", [(136, 8, 4), (144, 16, 4), (160, 32, 3), (192, 64, 3)])
+def test_wide_tiles_are_warp_specialized_only(device, monkeypatch, block_m, second, most):
+    """The wide tiles, 128 + 8, 16, 32 or 64 tokens: warp-specialized only, at most 4 or 3 stages (shared memory),
+    any M (token tiles); not ring tiles, and the launch rules their combine reads exist."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
-    wide = Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True)
-    assert check_tile(wide, 6144, 160, device) == wide and check_tile(wide, 6144, 400, device) == wide
+    wide = Tile(block_m, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True)
+    assert check_tile(wide, 6144, 129, device) == wide and check_tile(wide, 6144, 400, device) == wide
     assert not wide.ring and covers(wide, 400) and covers(wide, 400, partials=True)
-    assert mxfp8_wgmma_ws.second_tokens(192) == 64 and mxfp8_wgmma_ws.max_stages(192, 6144, 3) == 3
-    assert wgmma_launch(192, 6144, 3, 3).combiners == 2
+    assert mxfp8_wgmma_ws.second_tokens(block_m) == second and mxfp8_wgmma_ws.max_stages(block_m, 6144, 3) == most
+    assert wgmma_launch(block_m, 6144, 3, 3).combiners == 2
     for bad, match in ((dataclasses.replace(wide, warp_specialized=False), "tile.wgmma needs block_m in"),
-                       (dataclasses.replace(wide, num_stages=4), "num_stages in \\[1, 3\\]")):
+                       (dataclasses.replace(wide, num_stages=most + 1), f"num_stages in \\[1, {most}\\]")):
         with pytest.raises(ValueError, match=match):
-            check_tile(bad, 6144, 160, device)
+            check_tile(bad, 6144, 129, device)
 
 
 def test_streamed_tiles_stream_every_launch_and_dequantize_first():
@@ -352,14 +358,14 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
 
 
 def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
-    """The warp-specialized kernel runs the 64-row, 64 + tail, 128- and 192-token tiles, at ring depths that fit (CPU
+    """The warp-specialized kernel runs the 64-row, 64 + tail, 128-token and wide tiles, at ring depths that fit (CPU
     tensors: never launched)."""
     x = torch.zeros(100, 2048, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 2048, dtype=torch.uint8), torch.zeros(128 * 64, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
-    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128, 192)
+    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128, 136, 144, 160, 192)
     for bm in (8, 32, 256):
-        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128, 192\\), got {bm}"):
+        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128, 136, 144, 160, 192\\), got {bm}"):
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
     assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
     for stages in (0, 5):
@@ -598,6 +604,9 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
     # the 192-token tile (128 + 64 tokens) at splits beyond its pick's: its combine (2 combiners at split 3), partials
     runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
+    # the narrower wide tiles at their deepest rings (144 at 4 stages: the closest to the shared-memory limit)
+    runs |= {(bm, st, 3, 6144, partials, not partials, True) for bm, st in ((136, 4), (144, 4), (160, 3))
+             for partials in (False, True)}
     for nkv in (1, 2, 4):
         n = (19 * nkv + 1) * 128
         for m in (70, 100):  # a 64 + tail tile and the 128-token tile, as pick_qkv_tile runs them
@@ -1002,11 +1011,16 @@ def test_bit_exact_token_tile_overrides_gpu(tile, m):
     (Tile(192, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True), 350, 640),  # the second tile's 64-token rows
     (Tile(192, 128, 128, 8, 3, 5, wgmma=True, warp_specialized=True), 384, 1536),  # two full tiles, 4 combiners
     (Tile(192, 128, 128, 8, 3, 1, wgmma=True, warp_specialized=True), 100, 640),  # the second accumulator unused
+    (Tile(136, 128, 128, 8, 4, 3, wgmma=True, warp_specialized=True), 129, 4992),  # the pick at 129-136 tokens
+    (Tile(144, 128, 128, 8, 4, 3, wgmma=True, warp_specialized=True), 144, 4992),  # 4 stages: 226 KiB of shared memory
+    (Tile(160, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True), 150, 640),  # the 32-token accumulator part full
+    (Tile(136, 128, 128, 8, 4, 2, wgmma=True, warp_specialized=True), 300, 640),  # three token tiles, the last 28 rows
+    (Tile(144, 128, 128, 8, 4, 6, wgmma=True, warp_specialized=True), 144, 2560),  # 4 combiners
 ], ids=str)
-def test_bit_exact_192_token_tile_gpu(tile, m, n):
-    """The warp-specialized 192-token tile (a 128- and a 64-token accumulator on one weight conversion; picked at
-    129-192 tokens where it fills the wave 1.5x better): exact sums on MXFP8 and BF16 rows, for two problems back to back
-    on one workspace (stale partials or counters would show in the second), counters back at zero where the split
+def test_bit_exact_wide_tiles_gpu(tile, m, n):
+    """The warp-specialized wide tiles (a 128-token and an 8-64-token accumulator on one weight conversion; picked at
+    129-192 tokens where they fill the wave 1.5x better): exact sums on MXFP8 and BF16 rows, for two problems back to
+    back on one workspace (stale partials or counters would show in the second), counters back at zero where the split
     uses them."""
     for seed in (m + n, m + n + 1):
         x, w, want = exact_block_inputs(m, n, 6144, seed=seed)

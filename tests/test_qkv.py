@@ -23,7 +23,7 @@ from seam import runtime
 from seam.bench.qkv import qkv_unfused
 from seam.formats import nvfp4
 from seam.kernels import mxfp8_gemm_config as gemm_config
-from seam.kernels import wgmma_config, workspace
+from seam.kernels import mxfp8_wgmma_ws, wgmma_config, workspace
 from seam.kernels.mxfp8_gemm_config import (
     BF16_MM_TILE,
     GEMV_TILE,
@@ -552,8 +552,8 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon tile (M 2..64; 65..128 at K >= 2048 on its 64 + tail and
     128-token tiles; its warp-specialized token tiles at 129..384, log run 207: ahead of the ring kernel at nkv 2 too),
-    the 192-token tile included (nkv 2 at 129..192), and its prefill tile above; one token takes the Gluon decode
-    tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
+    the wide tiles included (nkv 2 at 129..192: 136, 144, 160 or 192 tokens), and its prefill tile above; one token
+    takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
@@ -569,9 +569,11 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
             elif m <= 128:  # the 64 + tail tiles to 96 tokens, then the 128-token tile
                 assert t == linear and linear.block_m in ((72, 80, 96) if m <= 96 else (128,)), m
                 assert t.warp_specialized == (linear.split_k <= wgmma_config.WS_MAX_SPLIT), m
-            elif m <= 384:  # mxfp8_linear's token tiles, the 192-token one included
+            elif m <= 384:  # mxfp8_linear's token tiles, the wide ones included
                 assert t == linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
-                assert (t.block_m == 192) == (nkv == 2 and m <= 192), m
+                wide = nkv == 2 and m <= 192
+                assert t.block_m in mxfp8_wgmma_ws.WIDE_TILES if wide else t.block_m <= 128, m
+                assert not wide or t.block_m == (136 if m <= 136 else 160 if m <= 160 else 192), m
             else:
                 assert t == linear == BF16_MM_TILE, m
 
@@ -973,20 +975,24 @@ def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nkv, m, split_k", [
-    (2, 160, 3),  # the pick at N 4992 (log run 208)
-    (2, 129, 3),  # one token on the 64-token accumulator
-    (1, 192, 6),  # both accumulators full; split 6: the one-row epilogue after the tile
-    (2, 350, 2),  # two token tiles: the second's rows 192..349, its 64-token accumulator (rows 320..383) partly past M
-    (4, 100, 1),  # the 64-token accumulator wholly past M
+@pytest.mark.parametrize("nkv, m, block_m, stages, split_k", [
+    (2, 160, 192, 3, 3),  # log run 208's pick at N 4992
+    (2, 129, 192, 3, 3),  # one token on the 64-token accumulator
+    (1, 192, 192, 3, 6),  # both accumulators full; split 6: the one-row epilogue after the tile
+    (2, 350, 192, 3, 2),  # two token tiles: the second's rows 192..349, its 64-token part (320..383) partly past M
+    (4, 100, 192, 3, 1),  # the 64-token accumulator wholly past M
+    (2, 129, 136, 4, 3),  # the picks at nkv 2 (run 234): one token on the 8-token accumulator
+    (2, 144, 144, 4, 3),
+    (2, 150, 160, 3, 3),  # the 32-token accumulator part full
+    (1, 300, 136, 4, 6),  # three token tiles; split 6: the one-row epilogue
 ])
-def test_fused_bit_exact_on_the_192_token_tile_gpu(nkv, m, split_k):
-    """The op on the warp-specialized 192-token tile (a 128- and a 64-token accumulator per program; picked at nkv 2,
-    129-192 tokens): its partials, [heads, split, token tiles x 192, 128], read by the epilogue (4-row programs after
-    it at splits up to 3, one-row above), the reference bytes on an exact accumulator, counters back at zero."""
+def test_fused_bit_exact_on_the_wide_tiles_gpu(nkv, m, block_m, stages, split_k):
+    """The op on the warp-specialized wide tiles (a 128- and an 8-64-token accumulator per program; picked at nkv 2,
+    129-192 tokens): their partials, [heads, split, token tiles x block_m, 128], read by the epilogue (4-row programs
+    after them at splits up to 3, one-row above), the reference bytes on an exact accumulator, counters back at zero."""
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=95 + m, device="cuda", integer=True,
                      num_blocks=max(4, -(-3 * m // 64)))
-    _assert_fused_exact_on_integer_problem(p, Tile(192, 128, 128, 8, 3, split_k=split_k, wgmma=True,
+    _assert_fused_exact_on_integer_problem(p, Tile(block_m, 128, 128, 8, stages, split_k=split_k, wgmma=True,
                                                    warp_specialized=True))
 
 

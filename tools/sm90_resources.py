@@ -8,7 +8,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
 ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
-streams A_deq, so ``--a-deq --a-stream`` are implied there; 192: its warp-specialized 128 + 64-token tile) or, with
+streams A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token
+tiles) or, with
 ``block_m`` 256, the Gluon ring kernel
 (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
 ring depth must fit its shared memory. Their compile also
@@ -147,7 +148,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
     if block_m == 256:
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
-    if block_m == mxfp8_wgmma_ws.WIDE_BLOCK_M:  # the warp-specialized kernel's only
+    if block_m in mxfp8_wgmma_ws.WIDE_TILES:  # the warp-specialized kernel's only
         if warp_specialized is False:
             raise ValueError(f"wgmma: block_m {block_m} runs warp-specialized only")
         return _ws_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, bf16_mul=bf16_mul, ptx=ptx,

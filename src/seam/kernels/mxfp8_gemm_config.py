@@ -51,7 +51,8 @@ class Tile:
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
     #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
-    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also 192) the
+    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also the wide
+    #: tiles 136, 144, 160 and 192) the
     #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
     #: (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
@@ -60,14 +61,14 @@ class Tile:
     bf16_mm: bool = False
     #: A ``wgmma`` tile of 64-192 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
     #: ``BLOCK_MS``; :func:`wgmma_warp_specialized`): the decode kernel's bytes (its partials too, for the fused QKV
-    #: op), A_deq streamed (written first by the dequantization launch where none comes); 192 (128 + 64 tokens)
-    #: is this kernel's only.
+    #: op), A_deq streamed (written first by the dequantization launch where none comes); the wide tiles (128 + 8-64
+    #: tokens) are this kernel's only.
     warp_specialized: bool = False
 
     @property
     def ring(self) -> bool:
-        """A ``wgmma`` tile of the ring kernel (``block_m`` 256), not of the decode kernel (nor the warp-specialized
-        192-token tile)."""
+        """A ``wgmma`` tile of the ring kernel (``block_m`` 256), not of the decode kernel (nor a warp-specialized
+        wide tile)."""
         return self.wgmma and self.block_m > WGMMA_MAX_M and not self.warp_specialized
 
     def to_args(self) -> tuple:
@@ -260,6 +261,12 @@ def streamed_block_m(tokens: int) -> int:
     return 64 + max(8, triton.next_power_of_2(tokens - 64)) if tokens <= TAIL_MAX_M else STREAMED_BLOCK_M
 
 
+def wide_block_m(tokens: int) -> int:
+    """The warp-specialized kernel's wide tile for 129-192 tokens (``seam.kernels.mxfp8_wgmma_ws.WIDE_TILES``): 128 on
+    one accumulator and the tokens past them, rounded up to 8, 16, 32 or 64, on the second."""
+    return 128 + max(8, triton.next_power_of_2(tokens - 128))
+
+
 def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -> bool:
     """Whether :func:`pick_wgmma_tile` takes a decode-kernel tile warp-specialized (``seam.kernels.mxfp8_wgmma_ws``: a
     TMA producer warp, two consumer warpgroups that never wait for each other; ``Tile.warp_specialized``): the
@@ -336,18 +343,21 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     against 19.55 / 23.98 / 22.05; N 1536 x 6144 15.27 / 16.82 / 18.21 / 21.96 against 18.84 / 20.95 / 22.08 / 24.76:
     0.64-0.91x at all 15 points (BF16 rows 0.65-0.95x).
 
-    Up to 192 tokens, one :data:`~seam.kernels.mxfp8_wgmma_ws.WIDE_BLOCK_M` tile (128 + 64 tokens on one
-    weight conversion, at most 3 stages) instead, where its one-wave split puts at least 1.5x as many programs in the
-    wave as the token tiles' (split 1 of two token tiles leaves N 4992's 39 x 2 programs on 132 SMs; the wide tile
-    takes 39 x 3; the one win measured, so the bound; between 1x and 1.5x, e.g. N 3072 x 6144's 120 against 96, is
-    not measured).
+    Up to 192 tokens, one wide tile (:func:`wide_block_m`: 128 + 8, 16, 32 or 64 tokens on one weight conversion)
+    instead, where its one-wave split puts at least 1.5x as many programs in the wave as the token tiles' (split 1 of
+    two token tiles leaves N 4992's 39 x 2 programs on 132 SMs; the wide tile takes 39 x 3; the one win measured, so
+    the bound; between 1x and 1.5x, e.g. N 3072 x 6144's 120 against 96, is not measured).
     H100 (2026-12-05, ``docs/benchmarks-log.md`` runs 208 and 211, ``mxfp8_linear`` given A_deq, weights past L2, us at
     M 129 / 160 / 192, the token tiles / the wide tile at its split, 3 stages; humming W8A16 in the same process in
     brackets): N 4992 x 6144 (token tiles split 1, wide 3) 33.52 / 35.11 / 34.20 -> 27.48 / 26.72 / 27.25 (24.92 /
     26.56 / 32.16); at equal program counts the token tiles stay faster: N 2560 x 6144 (split 3 / 6, 120 programs
     each) 15.70 / 15.66 / 16.67 against 19.22 / 18.64 / 18.11, N 6144 x 2048 (1 / 2, 96) 12.22 / 12.82 / 13.04
     against 16.43 / 16.29 / 16.56, and N 1536 x 6144 (5 / 6: 120 against 72 programs) 11.98 / 12.17 / 13.15 against
-    16.64 / 16.42 / 16.35."""
+    16.64 / 16.42 / 16.35. The wide tile sized to M, at the ring depth shared memory allows (4 stages at 136-144
+    tokens, 3 at 160-192): H100 (runs 234-235, N 4992 x 6144, split 3, the same bytes as the 192-token tile's, us,
+    192 tokens -> the sized tile; humming W8A16 in brackets, run 234's process): M 129 27.57 -> 136: 23.15 (25.11); M
+    136 26.74 -> 22.29; M 144 26.54 -> 144: 22.38 (23.62 at 3 stages); M 152 26.51 -> 160: 24.42; M 160 26.57 ->
+    24.11 (26.40)."""
     if not WGMMA_MAX_M < m <= TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
     tiles, steps = -(-n // 128), k // 128
@@ -357,11 +367,11 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
         return None
     block_m = streamed_block_m(-(-m // token_tiles))  # each token tile's share of M: 65 tokens or more
     split = min(WS_MAX_SPLIT, one_wave_split(programs, steps, sms))
-    if m <= mxfp8_wgmma_ws.WIDE_BLOCK_M:  # one token tile's programs against the wide tile's
+    if m <= mxfp8_wgmma_ws.WIDE_TILES[-1]:  # one token tile's programs against the wide tile's
         wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
         if 2 * tiles * wide_split >= 3 * programs * split:
-            block_m, split = mxfp8_wgmma_ws.WIDE_BLOCK_M, wide_split
-    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # the wide tile: 3
+            block_m, split = wide_block_m(m), wide_split
+    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # wide tiles: 4 at 136-144, 3 at 160-192
     return Tile(block_m, 128, 128, 8, stages, split, wgmma=True, warp_specialized=True)
 
 

@@ -38,10 +38,10 @@ wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where
 every token tile's half-tiles on counters and partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
 operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
-:data:`WIDE_BLOCK_M` tile (128 + 64 tokens on two accumulators, one weight conversion for both) takes 129-192 tokens
-where its one-wave K split puts at least 1.5x as many programs in the wave as the token tiles'
-(``pick_token_tiles``; the TP 2 QKV shape, N 4992 x K 6144, at split 3: 0.76-0.82x the token tiles' time, log run
-211).
+:data:`WIDE_TILES` (128 + 8-64 tokens on two accumulators, one weight conversion for both) take 129-192 tokens
+where their one-wave K split puts at least 1.5x as many programs in the wave as the token tiles'
+(``pick_token_tiles``; the TP 2 QKV shape, N 4992 x K 6144, at split 3: 0.76-0.82x the token tiles' time on the
+192-token tile, log run 211, and 0.83-0.92x the 192-token tile's on the tile sized to M, runs 234-235).
 """
 
 from __future__ import annotations
@@ -69,18 +69,20 @@ from seam.kernels.mxfp8_wgmma import (
 )
 from seam.kernels.wgmma_combine import check_combiners, store_tile
 
-#: 128 + 64 tokens per program: the 128-token accumulator and a 64-token one (the 64 + tail tiles' structure), one
-#: weight conversion for both.
-WIDE_BLOCK_M = 192
+#: The wide tiles, 128 + 8, 16, 32 or 64 tokens per program: a 128-token accumulator and a second one for the tokens
+#: past it (the 64 + tail tiles' structure), one weight conversion for both; the second sized to the tokens past 128
+#: (``seam.kernels.mxfp8_gemm_config.wide_block_m``), so the MMAs run no more padding than 7, 15 or 31 tokens.
+WIDE_TILES = (136, 144, 160, 192)
 #: The tiles (``block_m``) this kernel runs: the 64-row tile (given A_deq), the 64 + tail tiles, the 128-token tile and
-#: :data:`WIDE_BLOCK_M`.
-BLOCK_MS = (64, *TAIL_TILES, 128, WIDE_BLOCK_M)
+#: the :data:`WIDE_TILES`.
+BLOCK_MS = (64, *TAIL_TILES, 128, *WIDE_TILES)
 
 
 def second_tokens(block_m: int) -> int:
     """Tokens on the tile's second accumulator: a 64 + tail tile's tail
-    (:func:`seam.kernels.mxfp8_wgmma.tail_tokens`), 64 of :data:`WIDE_BLOCK_M`; 0 for the others."""
-    return 64 if block_m == WIDE_BLOCK_M else tail_tokens(block_m)
+    (:func:`seam.kernels.mxfp8_wgmma.tail_tokens`), a wide tile's tokens past 128 (:data:`WIDE_TILES`); 0 for the
+    others."""
+    return block_m - 128 if block_m in WIDE_TILES else tail_tokens(block_m)
 
 
 #: Registers per thread at launch (12 warps: 384 x 168 <= 65536).
@@ -221,7 +223,7 @@ def mxfp8_linear_wgmma_ws_kernel(
     stride_om,
     K: gl.constexpr,
     MP: gl.constexpr,  # tokens padded to the MMAs' N sides, MP - TAIL + TAIL
-    TAIL: gl.constexpr,  # 64 + TAIL tiles and the 192-token one: tokens MP - TAIL.. on a second accumulator; else 0
+    TAIL: gl.constexpr,  # 64 + TAIL and the wide tiles: tokens MP - TAIL.. on a second accumulator; else 0
     SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by a combining program

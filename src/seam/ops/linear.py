@@ -127,7 +127,7 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m
             or tile.warp_specialized and tile.block_m in mxfp8_wgmma_ws.BLOCK_MS or tile.block_m == 256):
         raise ValueError(f"tile.wgmma needs block_m in {mxfp8_wgmma.BLOCK_MS} and >= M={m} (the decode kernel; "
-                         f"any M warp-specialized), or 256 (the ring kernel), or {mxfp8_wgmma_ws.WIDE_BLOCK_M} "
+                         f"any M warp-specialized), or 256 (the ring kernel), or one of {mxfp8_wgmma_ws.WIDE_TILES} "
                          f"warp-specialized, got {tile.block_m}")
     if tile.warp_specialized and -(-m // tile.block_m) > MAX_TOKEN_TILES:  # the launch grid's axis 1
         raise ValueError(f"tile.warp_specialized takes at most {MAX_TOKEN_TILES} token tiles of block_m "
@@ -259,7 +259,7 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 64-128 or 192 rows, a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
+            not a wgmma tile of 64-128 or 136-192 (the wide tiles) rows, a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
             MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose bytes changed since its record
@@ -297,13 +297,13 @@ def mxfp8_linear(
         None takes ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
         checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32,
         64, 72, 80, 96 or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token
-        tiles; 192 warp-specialized only) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
+        tiles; the wide tiles 136, 144, 160 and 192 warp-specialized only) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
         multiple of 128 (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
-        64-128 or 192) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
+        64-128 or a wide tile) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
         picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384
-        over token tiles, at most 65535 of them, the 192-token tile at 129-192 where it fills the wave 1.5x better);
+        over token tiles, at most 65535 of them, a wide tile at 129-192 where it fills the wave 1.5x better);
         ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
 
     Paths (``docs/gemm.md`` has each with its measurements):
@@ -324,8 +324,8 @@ def mxfp8_linear(
           ``seam.kernels.wgmma_config.wgmma_dequantize_first``).
         - 129-384 where K >= 2048 and one program per N tile and 128-token tile fits a wave (``pick_token_tiles``):
           the decode kernel's warp-specialized tiles over ceil(M / 128) token tiles, or up to 192 tokens one
-          192-token tile where its K split puts 1.5x as many programs in the wave (activations dequantized by a
-          launch before it).
+          wide tile (128 + 8, 16, 32 or 64 tokens, the second part sized to M) where its K split puts 1.5x as many
+          programs in the wave (activations dequantized by a launch before it).
         - else 129-256 on wide layers (``pick_ring_tile``): the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``:
           weights and the activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of
           temporary BF16).
