@@ -210,6 +210,9 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
     assert {(m, n, k) for m in (129, 160, 192) for n, k in SHAPES + ((9856, 6144), (4096, 4096))
             if (t := pick_token_tiles(m, n, k, 132)) is not None and t.block_m in mxfp8_wgmma_ws.WIDE_TILES} == {
         (m, 4992, 6144) for m in (129, 160, 192)}
+    for outside in (128, 193):  # no wide tile holds them
+        with pytest.raises(ValueError, match=f"the wide tiles take 129-192 tokens, got {outside}"):
+            mxfp8_gemm_config.wide_block_m(outside)
     # run 234's tiles, at the depths it timed (4 stages at 136-144 tokens, 3 above, as shared memory allows)
     assert [(t.block_m, t.num_stages, t.split_k) for t in (pick_token_tiles(m, 4992, 6144, 132) for m in (
         129, 136, 137, 144, 145, 160, 161, 192))] == [(136, 4, 3), (136, 4, 3), (144, 4, 3), (144, 4, 3), (160, 3, 3),
@@ -612,7 +615,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (70, 100):  # a 64 + tail tile and the 128-token tile, as pick_qkv_tile runs them
             t = pick_wgmma_tile(m, n, 6144, 132)
             runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, t.warp_specialized))
-        for m in (129, 160, 257, 384):  # the token tiles, the 192-token tile at nkv 2 included
+        for m in (129, 160, 257, 384):  # the token tiles, the wide tiles at nkv 2 (136, 160) included
             if (t := pick_token_tiles(m, n, 6144, 132)) is not None:
                 runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, True))
     # the 64 + tail tiles' partials as overrides: the plain decode kernel's too

@@ -560,7 +560,7 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
         n = (19 * nkv + 1) * 128
-        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 160, 192, 193, 256, 257, 384, 385, 2048):
+        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 137, 144, 145, 160, 192, 193, 256, 257, 384, 385, 2048):
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
@@ -573,7 +573,7 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t == linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
                 wide = nkv == 2 and m <= 192
                 assert t.block_m in mxfp8_wgmma_ws.WIDE_TILES if wide else t.block_m <= 128, m
-                assert not wide or t.block_m == (136 if m <= 136 else 160 if m <= 160 else 192), m
+                assert not wide or t.block_m == gemm_config.wide_block_m(m), m
             else:
                 assert t == linear == BF16_MM_TILE, m
 
@@ -1046,8 +1046,8 @@ def test_epilogue_stages_rows_past_partials_kept_in_the_workspace(in_workspace, 
 @pytest.mark.parametrize("nkv, m", [(1, 8), (1, 64), (1, 128), (2, 160), (2, 300), (4, 200)])
 def test_fused_back_to_back_calls_each_read_their_own_partials_gpu(nkv, m):
     """Two different problems launched back to back on the one workspace (no synchronization between them):
-    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; at 160 tokens the 192-token
-    tile's; after it, after the token tiles and after the 256-token ring GEMM (nkv 4 at 200 tokens) the epilogue
+    both give the reference bytes (nkv 2 at 300 tokens: three token tiles' partials; at 160 tokens the 160-token
+    wide tile's; after it, after the token tiles and after the 256-token ring GEMM (nkv 4 at 200 tokens) the epilogue
     stages NVFP4 rows in the workspace while other heads' programs still read the GEMM's partials there: the staged
     rows must lie past them), and the counters are back at zero."""
     problems = [make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=seed, device="cuda", integer=True,

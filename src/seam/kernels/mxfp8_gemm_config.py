@@ -263,7 +263,12 @@ def streamed_block_m(tokens: int) -> int:
 
 def wide_block_m(tokens: int) -> int:
     """The warp-specialized kernel's wide tile for 129-192 tokens (``seam.kernels.mxfp8_wgmma_ws.WIDE_TILES``): 128 on
-    one accumulator and the tokens past them, rounded up to 8, 16, 32 or 64, on the second."""
+    one accumulator and the tokens past them, rounded up to 8, 16, 32 or 64, on the second.
+
+    Raises:
+        ValueError: ``tokens`` outside 129-192 (no wide tile holds them)."""
+    if not 128 < tokens <= mxfp8_wgmma_ws.WIDE_TILES[-1]:
+        raise ValueError(f"the wide tiles take 129-{mxfp8_wgmma_ws.WIDE_TILES[-1]} tokens, got {tokens}")
     return 128 + max(8, triton.next_power_of_2(tokens - 128))
 
 
@@ -499,7 +504,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
     ``seam.kernels.qkv_epilogue.launch_qkv``; the warp-specialized token tiles' partials the epilogue reads across
-    token tiles, the 192-token tile's included); else, or with ``tl_only``, its tl choice refit to the registers
+    token tiles, the wide tiles' included); else, or with ``tl_only``, its tl choice refit to the registers
     the fused kernel's epilogue takes.
 
     At 65-384 tokens, the same GEMM tile as ``mxfp8_linear`` (H100, 2026-12-05, ``docs/benchmarks-log.md`` run 207,
@@ -508,8 +513,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     ``seam.kernels.qkv_config.epilogue_tile_after``, before -> now): nkv 1 (N 2560) M 65 15.60 -> 14.11, 128 17.54
     (the same tile), 129 27.71 -> 20.05, 192 25.51 -> 20.85, 256 25.79 -> 23.05, 384 34.13 -> 29.77; nkv 2 (N 4992)
     M 65 25.83 -> 20.71, 128 27.05 -> 24.29, 129 48.84 -> 42.59, 192 48.95 -> 46.16, 256 50.28 -> 46.50, 384 62.06
-    -> 54.06 (at nkv 2 129-192 tokens those are the token tiles; the op now takes the 192-token tile there, as
-    ``mxfp8_linear`` does, which took 27.45 / 27.43 us alone at 129 / 192 tokens against the token tiles' 33.51 /
+    -> 54.06 (at nkv 2 129-192 tokens those are the token tiles; the op then took the 192-token tile there, as
+    ``mxfp8_linear`` did, and now its wide tile sized to M (run 236: 26.83 / 29.70 us at 129 / 160 tokens), which took 27.45 / 27.43 us alone at 129 / 192 tokens against the token tiles' 33.51 /
     34.22, run 208; the op on it, run 214: 31.00 / 30.26 / 30.83 at 129 / 160 / 192 against the token tiles' 43.14 /
     44.39 / 46.29). The ring kernel with the same 4-row epilogue tile took 46.27 /
     45.37 / 48.03 at 129 / 192 / 256 tokens there: the token tiles win at 129 and tie above, so the op runs one GEMM

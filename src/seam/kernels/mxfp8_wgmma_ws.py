@@ -41,7 +41,7 @@ operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the
 :data:`WIDE_TILES` (128 + 8-64 tokens on two accumulators, one weight conversion for both) take 129-192 tokens
 where their one-wave K split puts at least 1.5x as many programs in the wave as the token tiles'
 (``pick_token_tiles``; the TP 2 QKV shape, N 4992 x K 6144, at split 3: 0.76-0.82x the token tiles' time on the
-192-token tile, log run 211, and 0.83-0.92x the 192-token tile's on the tile sized to M, runs 234-235).
+192-token tile, log run 211, and 0.83-0.92x the 192-token tile's on the tile sized to M, run 235).
 """
 
 from __future__ import annotations
