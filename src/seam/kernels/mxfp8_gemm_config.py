@@ -514,7 +514,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     (the same tile), 129 27.71 -> 20.05, 192 25.51 -> 20.85, 256 25.79 -> 23.05, 384 34.13 -> 29.77; nkv 2 (N 4992)
     M 65 25.83 -> 20.71, 128 27.05 -> 24.29, 129 48.84 -> 42.59, 192 48.95 -> 46.16, 256 50.28 -> 46.50, 384 62.06
     -> 54.06 (at nkv 2 129-192 tokens those are the token tiles; the op then took the 192-token tile there, as
-    ``mxfp8_linear`` did, and now its wide tile sized to M (run 236: 26.83 / 29.70 us at 129 / 160 tokens), which took 27.45 / 27.43 us alone at 129 / 192 tokens against the token tiles' 33.51 /
+    ``mxfp8_linear`` did, and now its wide tile sized to M (run 236: 26.83 / 29.70 us at 129 / 160 tokens); the
+    192-token tile took 27.45 / 27.43 us alone at 129 / 192 tokens against the token tiles' 33.51 /
     34.22, run 208; the op on it, run 214: 31.00 / 30.26 / 30.83 at 129 / 160 / 192 against the token tiles' 43.14 /
     44.39 / 46.29). The ring kernel with the same 4-row epilogue tile took 46.27 /
     45.37 / 48.03 at 129 / 192 / 256 tokens there: the token tiles win at 129 and tie above, so the op runs one GEMM

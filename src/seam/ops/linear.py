@@ -259,7 +259,8 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 64-128 rows or a wide tile (136, 144, 160 or 192), a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
+            not a wgmma tile of 64-128 rows or a wide tile (136, 144, 160 or 192), a bf16_mm tile other than
+            ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
             MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose bytes changed since its record
@@ -297,7 +298,8 @@ def mxfp8_linear(
         None takes ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
         checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32,
         64, 72, 80, 96 or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token
-        tiles; the wide tiles 136, 144, 160 and 192 warp-specialized only) or 256 (the ring kernel, any M), block_n = block_k = 128, 8 warps, K a
+        tiles; the wide tiles 136, 144, 160 and 192 warp-specialized only) or 256 (the ring kernel, any M), block_n =
+        block_k = 128, 8 warps, K a
         multiple of 128 (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
