@@ -254,11 +254,17 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
     return Tile(block_m, 128, 128, 8, ring(split), split, wgmma=True)
 
 
+def _two_accumulators(first: int, tokens: int) -> int:
+    """A tile of ``first`` tokens on one accumulator and the rest of ``tokens``, rounded up to a power of two of at
+    least 8 (the MMA's smallest N), on a second: the 64 + tail and the wide tiles."""
+    return first + max(8, triton.next_power_of_2(tokens - first))
+
+
 def streamed_block_m(tokens: int) -> int:
     """The streamed decode tile for 65-128 tokens (:func:`pick_wgmma_tile`; a token tile's share of M,
     :func:`pick_token_tiles`): a 64 + tail tile up to :data:`TAIL_MAX_M` tokens (the tail rounded up to 8, 16 or 32),
     else :data:`STREAMED_BLOCK_M`."""
-    return 64 + max(8, triton.next_power_of_2(tokens - 64)) if tokens <= TAIL_MAX_M else STREAMED_BLOCK_M
+    return _two_accumulators(64, tokens) if tokens <= TAIL_MAX_M else STREAMED_BLOCK_M
 
 
 def wide_block_m(tokens: int) -> int:
@@ -269,7 +275,7 @@ def wide_block_m(tokens: int) -> int:
         ValueError: ``tokens`` outside 129-192 (no wide tile holds them)."""
     if not 128 < tokens <= mxfp8_wgmma_ws.WIDE_TILES[-1]:
         raise ValueError(f"the wide tiles take 129-{mxfp8_wgmma_ws.WIDE_TILES[-1]} tokens, got {tokens}")
-    return 128 + max(8, triton.next_power_of_2(tokens - 128))
+    return _two_accumulators(128, tokens)
 
 
 def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -> bool:
