@@ -302,7 +302,7 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
                  a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
     streamed tiles, the 64 + tail ones and :data:`STREAMED_BLOCK_M`, stream A_deq wherever they read one), the ring
-    kernel above (the warp-specialized wide tiles, 136-192, read only their split-K combine's rules here).
+    kernel above (the warp-specialized wide tiles, 136-256, read only their split-K combine's rules here).
     ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
     (:func:`wgmma_a_stream`)."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)

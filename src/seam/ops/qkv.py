@@ -306,7 +306,8 @@ def qkv_index_fused_epilogue(
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
             ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens the warp-specialized
-            kernel's token tiles or a wide tile of 136-192 tokens, the ring kernel's tile or the prefill path), else a
+            kernel's token tiles or a wide tile of 136-256 tokens, the ring kernel's tile or the prefill path; at
+            385-1024 its token tiles where ``mxfp8_linear`` takes them; the prefill path above), else a
             tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
