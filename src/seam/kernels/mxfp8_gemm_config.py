@@ -387,7 +387,8 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
         wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
         if 2 * tiles * wide_split >= 3 * programs * split:
             block_m, split = wide_block_m(m), wide_split
-    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # wide tiles: 4 at 136-144, 3 at 160-192
+    # wide tiles: 4 stages at 136-144, 3 at 160-192, 2 at 256
+    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))
     return Tile(block_m, 128, 128, 8, stages, split, wgmma=True, warp_specialized=True)
 
 

@@ -45,7 +45,8 @@ STREAMED_MIN_K = 2048
 #: kernel, over token tiles.
 TOKEN_TILES_MAX_M = 384
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
-#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (the decode kernel's largest M over token tiles).
+#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (:data:`TOKEN_TILES_MAX_M`, the decode kernel's
+#: token tiles' first range; past it they dequantize their own permuted copy).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide

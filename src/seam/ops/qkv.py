@@ -272,7 +272,8 @@ def qkv_index_fused_epilogue(
     quantized BF16 rows give).
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560, M 65..128
     at K >= 2048 on its 64 + tail and 128-token tiles, its token tiles at 129..384, the ring kernel where the token
-    tiles take more than a wave; the same tile here) or its prefill path (CUDA, M >= 65 otherwise),
+    tiles take more than a wave, its token tiles at 385..1024 where it takes them; the same tile here, but the prefill
+    path above ``QKV_TOKEN_TILES_MAX_M``, 1024 tokens) or its prefill path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
     epilogue on ``acc`` in registers.
