@@ -255,7 +255,6 @@ def test_picker_takes_385_to_2048_tokens_on_token_tiles_where_the_wave_model_say
             programs = -(-n // 128) * -(-m // t.block_m)
             assert t.split_k == 1 or 4 * programs < 3 * 132 and t.split_k <= 4, (m, n, k, t)
             assert t.num_stages == min(WS_STAGES, mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k))
-            assert -(-m // t.block_m) <= 16  # the launch's grid axis 1
 
 
 def test_default_pick_at_129_to_384_tokens(monkeypatch):

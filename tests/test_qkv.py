@@ -580,8 +580,9 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert linear == (gemm_config.pick_prefill_token_tiles(m, n, 6144, 132) or BF16_MM_TILE), m
                 assert t == (linear if m <= gemm_config.QKV_TOKEN_TILES_MAX_M else BF16_MM_TILE), m
         # run 246's points: the token tiles at 512 and 1024 tokens (nkv 1: 256 and 192 tokens; nkv 2: 192)
-        assert [pick_qkv_tile(m, n, 6144, sm90).block_m for m in (385, 512, 1024, 1025)] == (
-            [256, 256, 192, 128] if nkv == 1 else [192, 192, 192, 128])
+        assert [pick_qkv_tile(m, n, 6144, sm90).block_m for m in (385, 512, 1024)] == (
+            [256, 256, 192] if nkv == 1 else [192, 192, 192])
+        assert pick_qkv_tile(1025, n, 6144, sm90) == BF16_MM_TILE
 
 
 def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):

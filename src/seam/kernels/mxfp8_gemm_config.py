@@ -403,7 +403,9 @@ PREFILL_STEP_US = {128: 0.85, 192: 1.13, 256: 1.52}
 #: split 2-4 ways took 5-15 us more than the step model).
 PREFILL_SPLIT_US = 2.0
 #: Bytes per weight element that the prefill path moves and the token tiles do not (its dequantization launch reads
-#: the E4M3 byte and writes a BF16 copy), and the rate they move at (H100, us): the prefill path's fixed price.
+#: the E4M3 byte and writes a BF16 copy), and the rate they move at (H100 SXM, bytes per us): the prefill path's fixed
+#: price. An H200 (4.8 TB/s) moves them faster, so there the rule may take the token tiles slightly too often (not
+#: measured).
 PREFILL_WEIGHT_BYTES = 3
 PREFILL_WEIGHT_BYTES_PER_US = 3.35e6
 
@@ -585,7 +587,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
     ``seam.kernels.qkv_epilogue.launch_qkv``; the warp-specialized token tiles' partials the epilogue reads across
-    token tiles, the wide tiles' included), but the prefill path's above :data:`QKV_TOKEN_TILES_MAX_M` tokens; else,
+    token tiles, the wide tiles' included), but the prefill path's above :data:`QKV_TOKEN_TILES_MAX_M` tokens (where
+    torch has it: ``bf16_mm_supported``; else the token tiles stay); else,
     or with ``tl_only``, its tl choice refit to the registers the fused kernel's epilogue takes.
 
     At 65-384 tokens, the same GEMM tile as ``mxfp8_linear`` (H100, 2026-12-05, ``docs/benchmarks-log.md`` run 207,
