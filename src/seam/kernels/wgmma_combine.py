@@ -33,68 +33,53 @@ def store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N
     WR: gl.constexpr = BN // 64  # warps along N: 64 rows each
     EPI: gl.constexpr = gl.BlockedLayout([2, 1], [32, 1], [WR, num_warps // WR], [0, 1])
     MA: gl.constexpr = MP - TAIL
-    # Each accumulator is converted, and its addresses formed, after the one before it is stored: both at once
-    # spill a 128 + 128-token tile's registers.
-    if PARTIALS:
-        tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, 0, MA, BN, MP,
-                                                    SPLIT_K, EPI)
-        gl.store(base + kid * (BN * MP), gl.convert_layout(acc, EPI))
-        if TAIL > 0:
-            tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, MA, TAIL, BN,
-                                                        MP, SPLIT_K, EPI)
-            gl.store(base + kid * (BN * MP), gl.convert_layout(acc_t, EPI))
-    elif SPLIT_K == 1:
-        tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, 0, MA, BN, MP,
-                                                    SPLIT_K, EPI)
-        gl.store(out_ptrs, to_bf16_rne(gl.convert_layout(acc, EPI)), mask=out_mask)
-        if TAIL > 0:
-            tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, MA, TAIL, BN,
-                                                        MP, SPLIT_K, EPI)
-            gl.store(out_ptrs, to_bf16_rne(gl.convert_layout(acc_t, EPI)), mask=out_mask)
-    else:
-        tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, 0, MA, BN, MP,
-                                                    SPLIT_K, EPI)
-        gl.store(base + kid * (BN * MP), gl.convert_layout(acc, EPI), mask=tokens)
-        if TAIL > 0:
-            tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, MA, TAIL, BN,
-                                                        MP, SPLIT_K, EPI)
-            gl.store(base + kid * (BN * MP), gl.convert_layout(acc_t, EPI), mask=tokens)
-        gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
-        if COMBINERS == 1:
-            count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
-            if count == SPLIT_K - 1:
-                gl.store(counter_ptr + tile, 0)
-                tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, 0, MA, BN,
-                                                            MP, SPLIT_K, EPI)
-                total = _sum_partials(base, BN * MP, gl.zeros([BN, MA], gl.float32, EPI), tokens, SPLIT_K, COMBINE,
-                                      MP <= TOKENS_ONLY_MAX_MP)
-                gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
-                if TAIL > 0:
-                    tokens, out_mask, out_ptrs, base = _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, MA,
-                                                                TAIL, BN, MP, SPLIT_K, EPI)
-                    total = _sum_partials(base, BN * MP, gl.zeros([BN, TAIL], gl.float32, EPI), tokens, SPLIT_K,
-                                          COMBINE, MP <= TOKENS_ONLY_MAX_MP)
-                    gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
-        else:
-            gl.atomic_add(counter_ptr + tile, 1, sem="release")
-            # the tile's last programs: the others started before them (launch order) and never wait
-            if kid >= SPLIT_K - COMBINERS:
-                _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid - (SPLIT_K - COMBINERS), n0, m0, M, N,
-                              stride_om, BN, MP, TAIL, SPLIT_K, COMBINE, COMBINERS, num_warps)
-
-
-@gluon.jit
-def _columns(out_ptr, ws_ptr, tile, n0, m0, M, N, stride_om, C0: gl.constexpr, C: gl.constexpr, BN: gl.constexpr,
-             MP: gl.constexpr, SPLIT_K: gl.constexpr, layout: gl.constexpr):
-    """Columns C0..C0 + C of a [BN, MP] tile in ``layout``: which are tokens (< M), the output's mask and addresses
-    (rows n0.., columns m0 + C0..), and the addresses in the tile's first split-K partial."""
-    r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, layout))
-    c_idx = C0 + gl.arange(0, C, layout=gl.SliceLayout(0, layout))
-    tokens = m0 + c_idx[None, :] < M  # the split-K partials' columns the output keeps (the rest are padding)
+    acc = gl.convert_layout(acc, EPI)
+    r_idx = gl.arange(0, BN, layout=gl.SliceLayout(1, EPI))
+    m_idx = gl.arange(0, MA, layout=gl.SliceLayout(0, EPI))
+    tokens = m0 + m_idx[None, :] < M  # the split-K partials' columns the output keeps (the rest are padding)
     out_mask = (n0 + r_idx[:, None] < N) & tokens
-    out_ptrs = out_ptr + (m0 + c_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
-    base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + c_idx[None, :] * BN + r_idx[:, None]
-    return tokens, out_mask, out_ptrs, base
+    out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
+    base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + m_idx[None, :] * BN + r_idx[:, None]
+    if TAIL > 0:  # the same for the tail's columns MA..MP
+        acc_t = gl.convert_layout(acc_t, EPI)
+        t_idx = MA + gl.arange(0, TAIL, layout=gl.SliceLayout(0, EPI))
+        t_tokens = m0 + t_idx[None, :] < M
+        t_mask = (n0 + r_idx[:, None] < N) & t_tokens
+        t_ptrs = out_ptr + (m0 + t_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
+        t_base = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + t_idx[None, :] * BN + r_idx[:, None]
+    if PARTIALS:
+        gl.store(base + kid * (BN * MP), acc)
+        if TAIL > 0:
+            gl.store(t_base + kid * (BN * MP), acc_t)
+    elif SPLIT_K == 1:
+        gl.store(out_ptrs, to_bf16_rne(acc), mask=out_mask)
+        if TAIL > 0:
+            gl.store(t_ptrs, to_bf16_rne(acc_t), mask=t_mask)
+    elif COMBINERS == 1:
+        gl.store(base + kid * (BN * MP), acc, mask=tokens)
+        if TAIL > 0:
+            gl.store(t_base + kid * (BN * MP), acc_t, mask=t_tokens)
+        gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
+        count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
+        if count == SPLIT_K - 1:
+            gl.store(counter_ptr + tile, 0)
+            total = _sum_partials(base, BN * MP, gl.zeros([BN, MA], gl.float32, EPI), tokens, SPLIT_K, COMBINE,
+                                  MP <= TOKENS_ONLY_MAX_MP)
+            gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
+            if TAIL > 0:
+                total_t = _sum_partials(t_base, BN * MP, gl.zeros([BN, TAIL], gl.float32, EPI), t_tokens, SPLIT_K,
+                                        COMBINE, MP <= TOKENS_ONLY_MAX_MP)
+                gl.store(t_ptrs, to_bf16_rne(total_t), mask=t_mask)
+    else:
+        gl.store(base + kid * (BN * MP), acc, mask=tokens)
+        if TAIL > 0:
+            gl.store(t_base + kid * (BN * MP), acc_t, mask=t_tokens)
+        gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
+        gl.atomic_add(counter_ptr + tile, 1, sem="release")
+        # the tile's last programs: the others started before them (launch order) and never wait
+        if kid >= SPLIT_K - COMBINERS:
+            _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, kid - (SPLIT_K - COMBINERS), n0, m0, M, N, stride_om,
+                          BN, MP, TAIL, SPLIT_K, COMBINE, COMBINERS, num_warps)
 
 
 @gluon.jit
