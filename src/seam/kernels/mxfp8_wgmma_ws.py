@@ -30,9 +30,8 @@ mixed: the picker keeps those splits on the plain decode kernel
 
 Registers: the launch caps every thread at :data:`MAX_REGISTERS` (Triton runs the three partitions on 12 warps'
 worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the consumers :data:`CONSUMER_REGISTERS`
-and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``;
-the 256-token tile's two [64, 128] accumulators too, since the split-K combine stores the first's sums before it
-sums the second's).
+and the producer :data:`PRODUCER_REGISTERS` (the 256-token tile: :data:`WIDEST_CONSUMER_REGISTERS` and
+:data:`WIDEST_PRODUCER_REGISTERS`); every picked tile compiles without spills (``tools/sm90_resources.py``).
 With ``PARTIALS`` (the fused QKV op's GEMM at 65-1024 tokens) each consumer stores its rows of the program's partial
 in the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's
 wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and at
@@ -96,6 +95,10 @@ MAX_REGISTERS = 168
 #: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
 CONSUMER_REGISTERS = gl.constexpr(232)
 PRODUCER_REGISTERS = gl.constexpr(40)
+#: The same for the 128 + 128-token tile: its consumers' two [64, 128] accumulators spill in the split-K epilogue at
+#: 232 (40 bytes, sm_90, ``tools/sm90_resources.py``); its producer fits 24, the least ``setmaxnreg`` gives.
+WIDEST_CONSUMER_REGISTERS = gl.constexpr(240)
+WIDEST_PRODUCER_REGISTERS = gl.constexpr(24)
 #: Warps of each consumer partition (one warpgroup: 64 weight rows on the MMA's M side).
 CONSUMER_WARPS = gl.constexpr(4)
 
@@ -269,7 +272,8 @@ def mxfp8_linear_wgmma_ws_kernel(
                      n_steps, M, N, stride_om, 1, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL, PARTIALS)),
         (_producer, (w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
                      m0, K_STEPS, STAGES, TAIL, USE_PDL, PARTIALS)),
-    ], [CONSUMER_WARPS, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])
+    ], [CONSUMER_WARPS, 1], [WIDEST_CONSUMER_REGISTERS if MP == 256 else CONSUMER_REGISTERS,
+                             WIDEST_PRODUCER_REGISTERS if MP == 256 else PRODUCER_REGISTERS])
 
 
 def launch_mxfp8_linear_wgmma_ws(
