@@ -95,8 +95,9 @@ MAX_REGISTERS = 168
 #: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
 CONSUMER_REGISTERS = gl.constexpr(232)
 PRODUCER_REGISTERS = gl.constexpr(40)
-#: The same for the 128 + 128-token tile: its consumers' two [64, 128] accumulators spill in the split-K epilogue at
-#: 232 (40 bytes, sm_90, ``tools/sm90_resources.py``); its producer fits 24, the least ``setmaxnreg`` gives.
+#: The same for the 128 + 128-token tile: its consumers' two [64, 128] accumulators spill at 232 in its split-K
+#: epilogue (32 bytes at split 2, sm_90, ``tools/sm90_resources.py``); its producer fits 24, the least ``setmaxnreg``
+#: gives.
 WIDEST_CONSUMER_REGISTERS = gl.constexpr(240)
 WIDEST_PRODUCER_REGISTERS = gl.constexpr(24)
 #: Warps of each consumer partition (one warpgroup: 64 weight rows on the MMA's M side).
