@@ -473,16 +473,17 @@ def test_dequantize_kernel_quantizes_bf16_activations_in_the_same_launch(r, r_w,
 @pytest.mark.parametrize("hopper", [False, True], ids=["cuda", "hopper"])
 def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
     """From 65 tokens on a CUDA GPU, where no Gluon kernel takes the shape (on Hopper the decode kernel takes
-    65-128 tokens at K >= 2048, its token tiles 129-384 where they fit a wave, and the ring kernel some shapes up to
-    256): the prefill path (runs 156-157: faster than the tl kernel at all 30 points of ten shapes at 65-128 tokens).
-    Below 65 tokens and under the interpreter it is never picked."""
+    65-128 tokens at K >= 2048, its token tiles 129-384 where they fit a wave and 385-2048 where
+    pick_prefill_token_tiles takes them, and the ring kernel some shapes up to 256): the prefill path (runs 156-157:
+    faster than the tl kernel at all 30 points of ten shapes at 65-128 tokens). Below 65 tokens and under the
+    interpreter it is never picked."""
     assert not pick_tile(4096, 2560, 6144, torch.device("cpu")).bf16_mm  # the interpreter keeps the tl kernel
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: device.type == "cuda")
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: hopper)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
-    prefill = [(65, 6144, 768), (128, 6144, 768), (96, 256, 256), (100, 6144, 800), (385, 2560, 6144),
-               (384, 6144, 2048), (2048, 6144, 768), (8192, 1536, 6144)]
+    prefill = [(65, 6144, 768), (128, 6144, 768), (96, 256, 256), (100, 6144, 800), (385, 1536, 6144),
+               (384, 6144, 2048), (2048, 6144, 768), (2048, 2560, 6144), (8192, 1536, 6144)]
     for m, n, k in prefill + ([] if hopper else [(65, 2560, 6144), (128, 1536, 6144), (129, 2560, 6144)]):
         assert pick_tile(m, n, k, cuda) == BF16_MM_TILE, (m, n, k)
         assert not pick_tile(m, n, k, cuda, tl_only=True).bf16_mm
@@ -541,8 +542,9 @@ def test_prefill_tile_checked(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(129, 6144, 768), (333, 6144, 768), (2048, 6144, 768), (385, 2560, 6144),
-                                   (2048, 2560, 6144), (384, 6144, 2048)])  # past the token tiles (384: past a wave)
+@pytest.mark.parametrize("m,n,k", [(129, 6144, 768), (333, 6144, 768), (2048, 6144, 768), (385, 1536, 6144),
+                                   (2048, 2560, 6144), (384, 6144, 2048)])  # past the token tiles (384: past a wave;
+# 385 and 2048 at these N: where pick_prefill_token_tiles keeps the prefill path)
 def test_prefill_path_picked_and_exact_gpu(m, n, k):
     x, w, want = exact_block_inputs(m, n, k, seed=m, device="cuda")
     assert pick_tile(m, n, k, x.device) == BF16_MM_TILE

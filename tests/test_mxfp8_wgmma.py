@@ -41,6 +41,8 @@ from seam.kernels.mxfp8_gemm_config import (
     WS_STAGES,
     TOKEN_TILES_MAX_M,
     pick_token_tiles,
+    PREFILL_TOKEN_TILES_MAX_M,
+    pick_prefill_token_tiles,
 )
 from seam.kernels.wgmma_config import (
     RESIDENT_MAX_M,
@@ -197,34 +199,62 @@ def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
                           warp_specialized=True)
             assert -(-m // narrow.block_m) == token_tiles  # the launch's grid axis 1
             assert narrow.num_stages <= mxfp8_wgmma_ws.max_stages(narrow.block_m, k, split)
-            # up to 192 tokens a wide tile (128 + the tokens past 128, rounded up to 8, 16, 32 or 64) where its
+            # up to 256 tokens a wide tile (128 + the tokens past 128, rounded up to 8, 16, 32, 64 or 128) where its
             # one-wave split fills more of the wave
             wide_split = min(WS_MAX_SPLIT, max(1, min(132 // tiles, steps // 4)))
-            if m <= 192 and 2 * tiles * wide_split >= 3 * programs:  # 1.5x the programs: run 211's one win
-                wide = 136 if m <= 136 else 144 if m <= 144 else 160 if m <= 160 else 192
+            if m <= 256 and 2 * tiles * wide_split >= 3 * programs:  # 1.5x the programs: run 211's one win
+                wide = 136 if m <= 136 else 144 if m <= 144 else 160 if m <= 160 else 192 if m <= 192 else 256
                 assert (t.block_m, t.split_k) == (wide, wide_split) and t.warp_specialized, (m, n, k)
                 assert t.num_stages == min(WS_STAGES, mxfp8_wgmma_ws.max_stages(wide, k, wide_split)), (m, n, k)
             else:
                 assert t == narrow, (m, n, k)
-    # run 211: only N 4992 x 6144 (split 1 -> 3) of the measured shapes takes it
-    assert {(m, n, k) for m in (129, 160, 192) for n, k in SHAPES + ((9856, 6144), (4096, 4096))
+    # runs 211 and 237: only N 4992 x 6144 (split 1 -> 3) of the measured shapes takes it
+    assert {(m, n, k) for m in (129, 160, 192, 193, 256) for n, k in SHAPES + ((9856, 6144), (4096, 4096))
             if (t := pick_token_tiles(m, n, k, 132)) is not None and t.block_m in mxfp8_wgmma_ws.WIDE_TILES} == {
-        (m, 4992, 6144) for m in (129, 160, 192)}
-    for outside in (128, 193):  # no wide tile holds them
-        with pytest.raises(ValueError, match=f"the wide tiles take 129-192 tokens, got {outside}"):
+        (m, 4992, 6144) for m in (129, 160, 192, 193, 256)}
+    for outside in (128, 257):  # no wide tile holds them
+        with pytest.raises(ValueError, match=f"the wide tiles take 129-256 tokens, got {outside}"):
             mxfp8_gemm_config.wide_block_m(outside)
     # run 234's tiles, at the depths it timed (4 stages at 136-144 tokens, 3 above, as shared memory allows)
     assert [(t.block_m, t.num_stages, t.split_k) for t in (pick_token_tiles(m, 4992, 6144, 132) for m in (
-        129, 136, 137, 144, 145, 160, 161, 192))] == [(136, 4, 3), (136, 4, 3), (144, 4, 3), (144, 4, 3), (160, 3, 3),
-                                                      (160, 3, 3), (192, 3, 3), (192, 3, 3)]
-    # the measured splits (runs 199-200)
+        129, 136, 137, 144, 145, 160, 161, 192, 193, 256))] == [
+        (136, 4, 3), (136, 4, 3), (144, 4, 3), (144, 4, 3), (160, 3, 3), (160, 3, 3), (192, 3, 3), (192, 3, 3),
+        (256, 2, 3), (256, 2, 3)]
+    # the measured splits (runs 199-200; N 4992 at 256 tokens: the 128 + 128-token tile since run 237)
     assert [(t.block_m, t.split_k) for t in (pick_token_tiles(m, n, k, 132) for m, n, k in (
         (256, 2560, 6144), (384, 2560, 6144), (256, 4992, 6144), (384, 4992, 6144), (256, 6144, 2048),
-        (256, 1536, 6144), (384, 1536, 6144)))] == [(128, 3), (128, 2), (128, 1), (128, 1), (128, 1), (128, 5),
+        (256, 1536, 6144), (384, 1536, 6144)))] == [(128, 3), (128, 2), (256, 3), (128, 1), (128, 1), (128, 5),
                                                     (128, 3)]
     assert [pick_token_tiles(m, 2560, 6144, 132).block_m for m in (129, 144, 145, 160, 161, 192, 193, 257, 288,
                                                                        289)] == [72, 72, 80, 80, 96, 96, 128, 96, 96,
                                                                                  128]
+
+
+def test_picker_takes_385_to_2048_tokens_on_token_tiles_where_the_wave_model_says():
+    """Run 239 (H100): past 384 tokens the warp-specialized kernel over token tiles of 128, 192 or 256 tokens (no
+    BF16 weight copy) took 0.68-1.03x the prefill path's time where this rule takes it, at four layers' shapes; split 1
+    unless that fills less than 3/4 of a wave; none at K < 2048 (not measured) nor past 2048 tokens."""
+    assert PREFILL_TOKEN_TILES_MAX_M == 2048
+    ms = (385, 512, 768, 1024, 1536, 2048)
+    picks = {n_k: [(t.block_m, t.split_k) if (t := pick_prefill_token_tiles(m, *n_k, 132)) else None for m in ms]
+             for n_k in ((1536, 6144), (2560, 6144), (6144, 2048), (4992, 6144))}
+    assert picks == {  # the prefill path (None) where run 239's token tiles lost or the model's idle time is dear
+        (1536, 6144): [None, (192, 3), (256, 3), None, None, (192, 1)],
+        (2560, 6144): [(256, 3), (256, 3), (256, 2), (192, 1), (256, 1), None],
+        (6144, 2048): [(256, 1), (256, 1), (192, 1), (128, 1), (192, 1), (192, 1)],
+        (4992, 6144): [(192, 1), (192, 1), (256, 1), (192, 1), (256, 1), (128, 1)]}
+    for m in (384, 2049):  # the 129-384 rule's / the prefill path's
+        assert pick_prefill_token_tiles(m, 2560, 6144, 132) is None
+    assert pick_prefill_token_tiles(512, 6144, 768, 132) is None  # K below 2048
+    assert pick_prefill_token_tiles(512, 2560, 6112, 132) is None  # K not a multiple of 128
+    for n, k in SHAPES + ((9856, 6144), (8192, 2048), (3072, 2048)):
+        for m in range(385, PREFILL_TOKEN_TILES_MAX_M + 1, 41):
+            if (t := pick_prefill_token_tiles(m, n, k, 132)) is None:
+                continue
+            assert k >= STREAMED_MIN_K and t.block_m in (128, 192, 256) and t.warp_specialized and t.wgmma
+            programs = -(-n // 128) * -(-m // t.block_m)
+            assert t.split_k == 1 or 4 * programs < 3 * 132 and t.split_k <= 4, (m, n, k, t)
+            assert t.num_stages == min(WS_STAGES, mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k))
 
 
 def test_default_pick_at_129_to_384_tokens(monkeypatch):
@@ -239,16 +269,27 @@ def test_default_pick_at_129_to_384_tokens(monkeypatch):
             t = pick_token_tiles(m, n, k, 132)
             assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == t
             assert pick_qkv_tile(m, n, k, cuda) == t
-            assert (t.block_m in mxfp8_wgmma_ws.WIDE_TILES) == (n == 4992 and m <= 192)
+            assert (t.block_m in mxfp8_wgmma_ws.WIDE_TILES) == (n == 4992 and m <= 256)
         assert pick_tile(m, 6144, 768, cuda) == mxfp8_gemm_config.BF16_MM_TILE
     assert pick_qkv_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
     assert pick_tile(200, 9856, 6144, cuda) == mxfp8_gemm_config.pick_ring_tile(200, 9856, 6144, 132)  # > a wave
-    assert pick_tile(385, 2560, 6144, cuda) == mxfp8_gemm_config.BF16_MM_TILE
+    # past 384 tokens the token tiles where pick_prefill_token_tiles takes them, else the prefill path
+    for m, n, k in ((385, 2560, 6144), (2048, 1536, 6144), (2048, 2560, 6144), (385, 1536, 6144), (2049, 1536, 6144)):
+        t = pick_prefill_token_tiles(m, n, k, 132) or mxfp8_gemm_config.BF16_MM_TILE
+        assert pick_tile(m, n, k, cuda) == pick_tile(m, n, k, cuda, a_deq=True) == t
+        assert t.warp_specialized == ((m, n) in ((385, 2560), (2048, 1536)))
+    # the fused QKV op up to QKV_TOKEN_TILES_MAX_M only (run 246: its epilogue on their partials costs more above)
+    assert mxfp8_gemm_config.QKV_TOKEN_TILES_MAX_M == 1024
+    for m in (512, 1024, 1025, 2048):
+        t = pick_tile(m, 4992, 6144, cuda)
+        assert t.warp_specialized and t == pick_prefill_token_tiles(m, 4992, 6144, 132)
+        assert pick_qkv_tile(m, 4992, 6144, cuda) == (t if m <= 1024 else mxfp8_gemm_config.BF16_MM_TILE)
     # a torch without the prefill path's mm: the token tiles all the same, the tl refit past them
     monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: False)
     assert pick_qkv_tile(200, 2560, 6144, cuda).warp_specialized
-    t = pick_qkv_tile(385, 2560, 6144, cuda)
-    assert not (t.wgmma or t.bf16_mm) and t == pick_qkv_tile(385, 2560, 6144, cuda, tl_only=True)
+    assert pick_qkv_tile(385, 2560, 6144, cuda).warp_specialized
+    t = pick_qkv_tile(385, 1536, 6144, cuda)
+    assert not (t.wgmma or t.bf16_mm) and t == pick_qkv_tile(385, 1536, 6144, cuda, tl_only=True)
 
 
 def test_token_tile_overrides_checked(monkeypatch):
@@ -300,7 +341,7 @@ def test_warp_specialized_tile_checked_before_launch(device):
     if not wgmma_config.wgmma_supported(device):
         return
     for bad, m, match in ((Tile(32, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 20,
-                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128, 136, 144, 160, 192\\), got 32"),
+                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128, 136, 144, 160, 192, 256\\), got 32"),
                           (Tile(128, 128, 128, 8, 5, 1, wgmma=True, warp_specialized=True), 40,
                            "num_stages in \\[1, 4\\]")):
         with pytest.raises(ValueError, match=match):
@@ -309,20 +350,26 @@ def test_warp_specialized_tile_checked_before_launch(device):
     assert check_tile(Tile(64, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), 6144, 40, device)
 
 
-@pytest.mark.parametrize("block_m, second, most", [(136, 8, 4), (144, 16, 4), (160, 32, 3), (192, 64, 3)])
+@pytest.mark.parametrize("block_m, second, most", [(136, 8, 4), (144, 16, 4), (160, 32, 3), (192, 64, 3),
+                                                    (256, 128, 2)])
 def test_wide_tiles_are_warp_specialized_only(device, monkeypatch, block_m, second, most):
-    """The wide tiles, 128 + 8, 16, 32 or 64 tokens: warp-specialized only, at most 4 or 3 stages (shared memory),
-    any M (token tiles); not ring tiles, and the launch rules their combine reads exist."""
+    """The wide tiles, 128 + 8, 16, 32, 64 or 128 tokens: warp-specialized only (256 rows not warp-specialized are
+    the ring kernel's tile), at most 4, 3 or 2 stages (shared memory), any M (token tiles); not ring tiles, and the
+    launch rules their combine reads exist."""
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
-    wide = Tile(block_m, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True)
+    wide = Tile(block_m, 128, 128, 8, min(3, most), 3, wgmma=True, warp_specialized=True)
     assert check_tile(wide, 6144, 129, device) == wide and check_tile(wide, 6144, 400, device) == wide
     assert not wide.ring and covers(wide, 400) and covers(wide, 400, partials=True)
     assert mxfp8_wgmma_ws.second_tokens(block_m) == second and mxfp8_wgmma_ws.max_stages(block_m, 6144, 3) == most
     assert wgmma_launch(block_m, 6144, 3, 3).combiners == 2
-    for bad, match in ((dataclasses.replace(wide, warp_specialized=False), "tile.wgmma needs block_m in"),
-                       (dataclasses.replace(wide, num_stages=most + 1), f"num_stages in \\[1, {most}\\]")):
+    bad = [(dataclasses.replace(wide, num_stages=most + 1), f"num_stages in \\[1, {most}\\]")]
+    if block_m != 256:
+        bad.append((dataclasses.replace(wide, warp_specialized=False), "tile.wgmma needs block_m in"))
+    else:
+        assert dataclasses.replace(wide, warp_specialized=False).ring
+    for tile, match in bad:
         with pytest.raises(ValueError, match=match):
-            check_tile(bad, 6144, 129, device)
+            check_tile(tile, 6144, 129, device)
 
 
 def test_streamed_tiles_stream_every_launch_and_dequantize_first():
@@ -366,9 +413,9 @@ def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
     x = torch.zeros(100, 2048, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 2048, dtype=torch.uint8), torch.zeros(128 * 64, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
-    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128, 136, 144, 160, 192)
-    for bm in (8, 32, 256):
-        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128, 136, 144, 160, 192\\), got {bm}"):
+    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128, 136, 144, 160, 192, 256)
+    for bm in (8, 32, 512):
+        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128, 136, 144, 160, 192, 256\\), got {bm}"):
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
     assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
     for stages in (0, 5):
@@ -605,8 +652,13 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (129, 160, 192, 256, 384):
             if (t := pick_token_tiles(m, n, k, 132)) is not None:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
+        for m in (385, 512, 768, 1024, 1536, 2048):  # the token tiles past 384 (pick_prefill_token_tiles)
+            if (t := pick_prefill_token_tiles(m, n, k, 132)) is not None:
+                runs.add((t.block_m, t.num_stages, t.split_k, k, False, True, True))
     # the 192-token tile (128 + 64 tokens) at splits beyond its pick's: its combine (2 combiners at split 3), partials
     runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
+    # the 128 + 128-token tile (two [64, 128] accumulators per consumer) at one and two combiners, and its partials
+    runs |= {(256, 2, split, 6144, partials, not partials, True) for split in (1, 3) for partials in (False, True)}
     # the narrower wide tiles at their deepest rings (144 at 4 stages: the closest to the shared-memory limit)
     runs |= {(bm, st, 3, 6144, partials, not partials, True) for bm, st in ((136, 4), (144, 4), (160, 3))
              for partials in (False, True)}
@@ -615,8 +667,11 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (70, 100):  # a 64 + tail tile and the 128-token tile, as pick_qkv_tile runs them
             t = pick_wgmma_tile(m, n, 6144, 132)
             runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, t.warp_specialized))
-        for m in (129, 160, 257, 384):  # the token tiles, the wide tiles at nkv 2 (136, 160) included
+        for m in (129, 160, 193, 257, 384):  # the token tiles, the wide tiles at nkv 2 (136, 160, 256) included
             if (t := pick_token_tiles(m, n, 6144, 132)) is not None:
+                runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, True))
+        for m in (512, 1024, 2048):  # past 384 tokens, where the token tiles take them
+            if (t := pick_prefill_token_tiles(m, n, 6144, 132)) is not None:
                 runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, True))
     # the 64 + tail tiles' partials as overrides: the plain decode kernel's too
     runs |= {(72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}
@@ -970,10 +1025,11 @@ def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(129, 2560, 6144), (160, 1536, 6144), (192, 6144, 2048), (200, 4992, 6144),
-                                   (256, 2560, 6144), (300, 1536, 6144), (384, 2560, 6144), (384, 136, 2048)])
+@pytest.mark.parametrize("m,n,k", [(129, 2560, 6144), (160, 1536, 6144), (192, 6144, 2048), (300, 4992, 6144),
+                                   (256, 2560, 6144), (300, 1536, 6144), (384, 2560, 6144), (384, 136, 2048),
+                                   (512, 1536, 6144), (600, 4992, 6144)])
 def test_token_tiles_write_each_token_tiles_bytes_gpu(monkeypatch, m, n, k):
-    """At 129-384 tokens the picked warp-specialized tile runs ceil(M / block_m) token tiles: on random (inexact)
+    """From 129 tokens the picked warp-specialized tile runs ceil(M / block_m) token tiles: on random (inexact)
     sums each token tile's rows are the bytes of the same tile run on those rows alone (one token tile: the same
     products, order and combine), twice in a row (every token tile's counters return to zero); and the exact sums
     of small-integer operands, on MXFP8 and BF16 rows."""
@@ -1019,12 +1075,17 @@ def test_bit_exact_token_tile_overrides_gpu(tile, m):
     (Tile(160, 128, 128, 8, 3, 3, wgmma=True, warp_specialized=True), 150, 640),  # the 32-token accumulator part full
     (Tile(136, 128, 128, 8, 4, 2, wgmma=True, warp_specialized=True), 300, 640),  # three token tiles, the last 28 rows
     (Tile(144, 128, 128, 8, 4, 6, wgmma=True, warp_specialized=True), 144, 2560),  # 4 combiners
+    (Tile(256, 128, 128, 8, 2, 3, wgmma=True, warp_specialized=True), 256, 4992),  # run 237's pick at 193-256 tokens
+    (Tile(256, 128, 128, 8, 2, 3, wgmma=True, warp_specialized=True), 193, 640),  # one token on the second accumulator
+    (Tile(256, 128, 128, 8, 2, 6, wgmma=True, warp_specialized=True), 256, 2560),  # 4 combiners
+    (Tile(256, 128, 128, 8, 2, 2, wgmma=True, warp_specialized=True), 600, 640),  # three token tiles, the last 88 rows
+    (Tile(256, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 100, 640),  # the second accumulator unused
 ], ids=str)
 def test_bit_exact_wide_tiles_gpu(tile, m, n):
-    """The warp-specialized wide tiles (a 128-token and an 8-64-token accumulator on one weight conversion; picked at
-    129-192 tokens where they fill the wave 1.5x better): exact sums on MXFP8 and BF16 rows, for two problems back to
-    back on one workspace (stale partials or counters would show in the second), counters back at zero where the split
-    uses them."""
+    """The warp-specialized wide tiles (a 128-token and an 8-128-token accumulator on one weight conversion; picked
+    at 129-256 tokens where they fill the wave 1.5x better, and past 384 tokens): exact sums on MXFP8 and BF16 rows,
+    for two problems back to back on one workspace (stale partials or counters would show in the second), counters
+    back at zero where the split uses them."""
     for seed in (m + n, m + n + 1):
         x, w, want = exact_block_inputs(m, n, 6144, seed=seed)
         for got in linear_both_paths(x, w, tile):
@@ -1032,6 +1093,23 @@ def test_bit_exact_wide_tiles_gpu(tile, m, n):
     if tile.split_k > 1:  # one split writes the output directly: no workspace is allocated
         counters = workspace._BUFFERS[("mxfp8_gemm", runtime.normalize_device(x.device))][1]
         assert not counters.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,pick", [
+    (385, 4992, 6144, (192, 1)), (512, 1536, 6144, (192, 3)), (768, 2560, 6144, (256, 2)), (1024, 6144, 2048, (128, 1)),
+    (2048, 1536, 6144, (192, 1)),
+])
+def test_bit_exact_token_tiles_past_384_tokens_gpu(m, n, k, pick):
+    """pick_prefill_token_tiles' tiles at 132 SMs (run on any GPU as overrides: at other SM counts the rule may keep
+    the prefill path there): exact sums on MXFP8 and BF16 rows, and the default call, which takes this GPU's pick."""
+    tile = pick_prefill_token_tiles(m, n, k, 132)
+    assert tile is not None and (tile.block_m, tile.split_k) == pick
+    here = pick_prefill_token_tiles(m, n, k, runtime.num_sms(torch.device("cuda")))
+    assert pick_tile(m, n, k, torch.device("cuda")) == (here or mxfp8_gemm_config.BF16_MM_TILE)
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    for got in (*linear_both_paths(x, w, tile), seam.mxfp8_linear(x, w)):
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
 
 
 @pytest.mark.gpu

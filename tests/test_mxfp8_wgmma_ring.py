@@ -98,7 +98,7 @@ def test_ring_tiles_checked(monkeypatch):
             _check_wgmma_tile(Tile(bm, 128, 128, 8, most + 1, 1, wgmma=True), bm, 6144, cuda)
     for tile, m in ((Tile(72, 128, 128, 8, 3, 1, wgmma=True), 80), (Tile(128, 128, 128, 8, 2, 6, wgmma=True), 129)):
         with pytest.raises(ValueError, match=f"128\\) and >= M={m} \\(the decode kernel; any M warp-specialized\\), or "
-                                             f"256 \\(the ring kernel\\), or one of \\(136, 144, 160, 192\\) warp-specialized, "
+                                             f"256 \\(the ring kernel\\), or one of \\(136, 144, 160, 192, 256\\) warp-specialized, "
                                              f"got {tile.block_m}"):
             _check_wgmma_tile(tile, m, 6144, cuda)
     with pytest.raises(ValueError, match="num_stages in \\[2, 2\\]"):  # one stage would wait for a refill

@@ -552,15 +552,17 @@ def test_qkv_tile_choice_caps_registers_where_two_programs_per_sm_pay():
 def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypatch):
     """On a Hopper GPU the op takes pick_tile's Gluon tile (M 2..64; 65..128 at K >= 2048 on its 64 + tail and
     128-token tiles; its warp-specialized token tiles at 129..384, log run 207: ahead of the ring kernel at nkv 2 too),
-    the wide tiles included (nkv 2 at 129..192: 136, 144, 160 or 192 tokens), and its prefill tile above; one token
-    takes the Gluon decode tile too (every QKV N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
+    the wide tiles included (nkv 2 at 129..256: 136, 144, 160, 192 or 256 tokens), its token tiles past 384 up to
+    QKV_TOKEN_TILES_MAX_M (run 246), and its prefill tile above; one token takes the Gluon decode tile too (every QKV
+    N, (19 nkv + 1) * 128, is >= 2560); tl_only keeps the one-kernel tl path, refit."""
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     monkeypatch.setattr(gemm_config, "bf16_mm_supported", lambda device: True)
     sm90 = torch.device("cuda")
     for nkv in (1, 2):
         n = (19 * nkv + 1) * 128
-        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 137, 144, 145, 160, 192, 193, 256, 257, 384, 385, 2048):
+        for m in (1, 2, 8, 33, 64, 65, 80, 96, 97, 128, 129, 137, 144, 145, 160, 192, 193, 256, 257, 384, 385, 512,
+                  1024, 1025, 2048):
             t, linear = pick_qkv_tile(m, n, 6144, sm90), pick_tile(m, n, 6144, sm90)
             refit = pick_qkv_tile(m, n, 6144, sm90, tl_only=True)
             assert not (refit.wgmma or refit.bf16_mm)
@@ -571,11 +573,16 @@ def test_qkv_tile_takes_the_linear_gemm_where_it_picks_gluon_or_prefill(monkeypa
                 assert t.warp_specialized == (linear.split_k <= wgmma_config.WS_MAX_SPLIT), m
             elif m <= 384:  # mxfp8_linear's token tiles, the wide ones included
                 assert t == linear == gemm_config.pick_token_tiles(m, n, 6144, 132) and linear.warp_specialized, m
-                wide = nkv == 2 and m <= 192
+                wide = nkv == 2 and m <= 256
                 assert t.block_m in mxfp8_wgmma_ws.WIDE_TILES if wide else t.block_m <= 128, m
                 assert not wide or t.block_m == gemm_config.wide_block_m(m), m
-            else:
-                assert t == linear == BF16_MM_TILE, m
+            else:  # past 384: the token tiles where mxfp8_linear takes them, up to 1024 tokens
+                assert linear == (gemm_config.pick_prefill_token_tiles(m, n, 6144, 132) or BF16_MM_TILE), m
+                assert t == (linear if m <= gemm_config.QKV_TOKEN_TILES_MAX_M else BF16_MM_TILE), m
+        # run 246's points: the token tiles at 512 and 1024 tokens (nkv 1: 256 and 192 tokens; nkv 2: 192)
+        assert [pick_qkv_tile(m, n, 6144, sm90).block_m for m in (385, 512, 1024)] == (
+            [256, 256, 192] if nkv == 1 else [192, 192, 192])
+        assert pick_qkv_tile(1025, n, 6144, sm90) == BF16_MM_TILE
 
 
 def test_two_launch_path_with_an_epilogue_only_tile_is_rejected(device):
@@ -985,10 +992,14 @@ def test_fused_bit_exact_on_64_plus_tail_tiles_gpu(nkv, m, block_m, split_k, ws)
     (2, 144, 144, 4, 3),
     (2, 150, 160, 3, 3),  # the 32-token accumulator part full
     (1, 300, 136, 4, 6),  # three token tiles; split 6: the one-row epilogue
+    (2, 256, 256, 2, 3),  # the pick at nkv 2, 193-256 tokens (run 237)
+    (2, 200, 256, 2, 3),  # the second 128-token accumulator part full
+    (1, 512, 256, 2, 3),  # the picks past 384 tokens (pick_prefill_token_tiles): two token tiles
+    (2, 512, 192, 3, 1),  # three token tiles, the last one's second accumulator past M
 ])
 def test_fused_bit_exact_on_the_wide_tiles_gpu(nkv, m, block_m, stages, split_k):
-    """The op on the warp-specialized wide tiles (a 128- and an 8-64-token accumulator per program; picked at nkv 2,
-    129-192 tokens): their partials, [heads, split, token tiles x block_m, 128], read by the epilogue (4-row programs
+    """The op on the warp-specialized wide tiles (a 128- and an 8-128-token accumulator per program; picked at nkv 2,
+    129-256 tokens, and past 384 tokens): their partials, [heads, split, token tiles x block_m, 128], read by the epilogue (4-row programs
     after them at splits up to 3, one-row above), the reference bytes on an exact accumulator, counters back at zero."""
     p = make_problem(nkv=nkv, m=m, k=6144, block_size=64, seed=95 + m, device="cuda", integer=True,
                      num_blocks=max(4, -(-3 * m // 64)))

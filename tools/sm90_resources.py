@@ -9,8 +9,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
 
 ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
 streams A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token
-tiles) or, with
-``block_m`` 256, the Gluon ring kernel
+tiles, and 256 with ``--warp-specialized on`` its 128 + 128-token one) or, with
+``block_m`` 256 otherwise, the Gluon ring kernel
 (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
 ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).
@@ -145,7 +145,7 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
 
     from seam.kernels import mxfp8_gemm_config, mxfp8_wgmma, mxfp8_wgmma_ws, wgmma_config
 
-    if block_m == 256:
+    if block_m == 256 and not warp_specialized:  # warp-specialized: the 128 + 128-token wide tile
         return _ring_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, partials=partials,
                                bf16_mul=bf16_mul)
     if block_m in mxfp8_wgmma_ws.WIDE_TILES:  # the warp-specialized kernel's only

@@ -2,7 +2,7 @@
 
 Hopper has no MXFP8 MMA: seam's Gluon GEMMs multiply BF16 copies of both operands. Up to
 :data:`PERMUTED_MAX_M` tokens the decode GEMM (``seam.kernels.mxfp8_wgmma``, and over token tiles at 129-384
-``seam.kernels.mxfp8_wgmma_ws``) holds each weight step in registers in a fixed permutation of its 128 K columns
+``seam.kernels.mxfp8_wgmma_ws``, whose token tiles past 384 dequantize their own permuted copy) holds each weight step in registers in a fixed permutation of its 128 K columns
 and stages the activations with the same permutation (the ring kernel, ``seam.kernels.mxfp8_wgmma_ring``, reads
 the activations from its own dequantization launch in natural order, the order above). A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
 carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM
@@ -20,8 +20,9 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 
 #: Columns per K step of the decode GEMM: the permutation stays inside each such step.
 A_DEQ_STEP = 128
-#: Largest M whose A_deq is K-permuted (the decode GEMM's largest M over its token tiles,
-#: ``seam.kernels.wgmma_config.TOKEN_TILES_MAX_M``); above it A_deq is in natural order.
+#: Largest M whose A_deq is K-permuted (the most tokens a producer writes an A_deq for,
+#: ``seam.kernels.wgmma_config.A_DEQ_MAX_M``, the decode GEMM's token tiles' first range); above it A_deq is in
+#: natural order (the token tiles past it read the permuted copy their own dequantization launch writes).
 PERMUTED_MAX_M = 384
 
 

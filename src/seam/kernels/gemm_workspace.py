@@ -26,7 +26,7 @@ def gemm_scratch(device: torch.device, floats: int, counters: int) -> tuple[torc
     The workspace holds split-K partials (the fused QKV kernel also stages multi-row NVFP4 stores in it:
     ``seam.kernels.qkv_config.workspace_floats``). A capture that would have to allocate or grow it raises:
     make an eager call at every M to be captured first (the need depends on M's tile, not monotonically:
-    large-M tiles need none), or call :func:`seam.qkv_warmup` for the QKV kernels.
+    the prefill path's tiles need none), or call :func:`seam.qkv_warmup` for the QKV kernels.
 
     Raises:
         RuntimeError: the workspace must be allocated or grown while the current CUDA

@@ -44,7 +44,7 @@ def launch_gluon(
     weight_bf16_mul: bool = False,
 ) -> torch.Tensor | None:
     """Run a ``wgmma`` tile's Gluon kernel on validated operands (``xs`` None: BF16 ``xq``): the decode kernel
-    (``block_m`` <= 128, or its warp-specialized wide tiles, 136-192) or the ring kernel (256), into ``out`` or, with
+    (``block_m`` <= 128, or its warp-specialized wide tiles, 136-256) or the ring kernel (256 not warp-specialized), into ``out`` or, with
     ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [N tiles, split_k, token tiles x block_m, 128]
     (token tiles: the warp-specialized kernel's, ceil(M / block_m); one elsewhere). ``a_deq``

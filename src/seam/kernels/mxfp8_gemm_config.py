@@ -4,7 +4,8 @@ the kernel and its tile for a shape, each with the H200 measurement that set it.
 Five paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
 target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
 2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`; its streamed tiles at most K splits warp-specialized,
-``seam.kernels.mxfp8_wgmma_ws``, :func:`wgmma_warp_specialized`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
+``seam.kernels.mxfp8_wgmma_ws``, :func:`wgmma_warp_specialized`, and over token tiles to 2048 tokens,
+:func:`pick_token_tiles`, :func:`pick_prefill_token_tiles`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
 ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16
 dequantization and one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
 fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
@@ -52,16 +53,16 @@ class Tile:
     #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
     #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
     #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also the wide
-    #: tiles 136, 144, 160 and 192) the
-    #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 the ring kernel
-    #: (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
+    #: tiles 136, 144, 160, 192 and 256) the
+    #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 not warp-specialized the
+    #: ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
     bf16_mm: bool = False
-    #: A ``wgmma`` tile of 64-192 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
+    #: A ``wgmma`` tile of 64-256 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
     #: ``BLOCK_MS``; :func:`wgmma_warp_specialized`): the decode kernel's bytes (its partials too, for the fused QKV
-    #: op), A_deq streamed (written first by the dequantization launch where none comes); the wide tiles (128 + 8-64
+    #: op), A_deq streamed (written first by the dequantization launch where none comes); the wide tiles (128 + 8-128
     #: tokens) are this kernel's only.
     warp_specialized: bool = False
 
@@ -268,11 +269,11 @@ def streamed_block_m(tokens: int) -> int:
 
 
 def wide_block_m(tokens: int) -> int:
-    """The warp-specialized kernel's wide tile for 129-192 tokens (``seam.kernels.mxfp8_wgmma_ws.WIDE_TILES``): 128 on
-    one accumulator and the tokens past them, rounded up to 8, 16, 32 or 64, on the second.
+    """The warp-specialized kernel's wide tile for 129-256 tokens (``seam.kernels.mxfp8_wgmma_ws.WIDE_TILES``): 128 on
+    one accumulator and the tokens past them, rounded up to 8, 16, 32, 64 or 128, on the second.
 
     Raises:
-        ValueError: ``tokens`` outside 129-192 (no wide tile holds them)."""
+        ValueError: ``tokens`` outside 129-256 (no wide tile holds them)."""
     if not 128 < tokens <= mxfp8_wgmma_ws.WIDE_TILES[-1]:
         raise ValueError(f"the wide tiles take 129-{mxfp8_wgmma_ws.WIDE_TILES[-1]} tokens, got {tokens}")
     return _two_accumulators(128, tokens)
@@ -354,7 +355,7 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     against 19.55 / 23.98 / 22.05; N 1536 x 6144 15.27 / 16.82 / 18.21 / 21.96 against 18.84 / 20.95 / 22.08 / 24.76:
     0.64-0.91x at all 15 points (BF16 rows 0.65-0.95x).
 
-    Up to 192 tokens, one wide tile (:func:`wide_block_m`: 128 + 8, 16, 32 or 64 tokens on one weight conversion)
+    Up to 256 tokens, one wide tile (:func:`wide_block_m`: 128 + 8, 16, 32, 64 or 128 tokens on one weight conversion)
     instead, where its one-wave split puts at least 1.5x as many programs in the wave as the token tiles' (split 1 of
     two token tiles leaves N 4992's 39 x 2 programs on 132 SMs; the wide tile takes 39 x 3; the one win measured, so
     the bound; between 1x and 1.5x, e.g. N 3072 x 6144's 120 against 96, is not measured).
@@ -368,7 +369,11 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     tokens, 3 at 160-192): H100 (runs 234-235, N 4992 x 6144, split 3, the same bytes as the 192-token tile's, us,
     192 tokens -> the sized tile; humming W8A16 in brackets, run 234's process): M 129 27.57 -> 136: 23.15 (25.11); M
     136 26.74 -> 22.29; M 144 26.54 -> 144: 22.38 (23.62 at 3 stages); M 152 26.51 -> 160: 24.42; M 160 26.57 ->
-    24.11 (26.40)."""
+    24.11 (26.40). The 256-token tile (128 + 128, 2 stages) at 193-256 tokens there (H100, run 237, us, the token
+    tiles at split 1 -> the 256-token tile at split 3, on MXFP8 rows / given A_deq): M 193 38.48 -> 37.26 / 36.68 ->
+    34.98; M 224 38.76 -> 36.90 / 35.27 -> 35.38; M 256 38.61 -> 37.10 / 35.45 -> 36.00 (humming 37.25); it lost
+    where the programs tie (N 2560 x 6144 at 256 tokens, split 6: 27.33 against 22.99, N 1536 and 6144 x 2048
+    too)."""
     if not WGMMA_MAX_M < m <= TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
     tiles, steps = -(-n // 128), k // 128
@@ -382,7 +387,71 @@ def pick_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
         wide_split = min(WS_MAX_SPLIT, one_wave_split(tiles, steps, sms))
         if 2 * tiles * wide_split >= 3 * programs * split:
             block_m, split = wide_block_m(m), wide_split
-    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # wide tiles: 4 at 136-144, 3 at 160-192
+    # wide tiles: 4 stages at 136-144, 3 at 160-192, 2 at 256
+    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))
+    return Tile(block_m, 128, 128, 8, stages, split, wgmma=True, warp_specialized=True)
+
+
+#: Most tokens of :func:`pick_prefill_token_tiles` (above, the prefill path: there it stayed ahead at 5 of 8 points,
+#: 1.03-1.10x the token tiles' time elsewhere, log run 239).
+PREFILL_TOKEN_TILES_MAX_M = 2048
+#: Time of one K step (128) of a warp-specialized program on each token tile it may take above
+#: :data:`~seam.kernels.wgmma_config.TOKEN_TILES_MAX_M` tokens, us: H100 (log run 239, K 6144, the dequantization
+#: launch's time taken off, waves of programs at split 1; the H200 has the same SMs and clock).
+PREFILL_STEP_US = {128: 0.85, 192: 1.13, 256: 1.52}
+#: The split-K combine's cost per split in that model, us, where the split is above 1 (run 239: the token tiles
+#: split 2-4 ways took 5-15 us more than the step model).
+PREFILL_SPLIT_US = 2.0
+#: Bytes per weight element that the prefill path moves and the token tiles do not (its dequantization launch reads
+#: the E4M3 byte and writes a BF16 copy), and the rate they move at (H100 SXM, bytes per us): the prefill path's fixed
+#: price. An H200 (4.8 TB/s) moves them faster, so there the rule may take the token tiles slightly too often (not
+#: measured).
+PREFILL_WEIGHT_BYTES = 3
+PREFILL_WEIGHT_BYTES_PER_US = 3.35e6
+
+
+def pick_prefill_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
+    """The warp-specialized kernel's tile for :data:`~seam.kernels.wgmma_config.TOKEN_TILES_MAX_M` < M <=
+    :data:`PREFILL_TOKEN_TILES_MAX_M` (K a multiple of 128, at least ``STREAMED_MIN_K``), or None where the prefill
+    path is expected to be faster: ceil(M / block_m) token tiles of 128, 192 or 256 tokens (the 192 and 256 ones
+    :data:`seam.kernels.mxfp8_wgmma_ws.WIDE_TILES`), at split 1, or where split 1 fills less than 3/4 of a wave of
+    ``sms``, at the least split up to 4 that fills it. Of those it takes the one a wave model calls fastest: waves x
+    K steps per program x :data:`PREFILL_STEP_US` (plus :data:`PREFILL_SPLIT_US` per split above 1); then it runs
+    that tile where the SM time the model leaves idle (wave tails, padded tokens) costs no more than the prefill
+    path's weight dequantization (:data:`PREFILL_WEIGHT_BYTES` per weight at :data:`PREFILL_WEIGHT_BYTES_PER_US`),
+    the one cost the token tiles do not pay: both dequantize the activations first, and both run one fp32 sum per
+    output rounded once, so they differ in the order of the sum (split-K) only.
+
+    H100 (2026-12-05, ``docs/benchmarks-log.md`` run 239, ``mxfp8_linear`` on MXFP8 rows, weights past L2, us, the
+    prefill path -> this pick, at M 385 / 512 / 768 / 1024 / 1536 / 2048): N 1536 x K 6144 (gate_up) 26.47 / 33.92
+    -> 27.91 / 35.52 -> 36.63 / 42.55 / 57.51 / 73.33 -> 65.69 (cuBLAS BF16 on pre-dequantized weights: 56.03); N
+    2560 x 6144 (qkv) 42.84 -> 36.55 / 44.79 -> 36.12 / 56.27 -> 49.57 / 67.35 -> 57.74 / 89.85 -> 76.97 / 111.61;
+    N 6144 x 2048 (o_proj) 30.23 -> 27.83 / 33.41 -> 26.04 / 42.05 -> 39.71 / 51.05 -> 49.74 / 68.18 -> 65.77 /
+    88.76 -> 87.80; N 4992 x 6144 (the TP 2 QKV) 75.38 -> 64.21 / 82.42 -> 56.44 / 100.57 -> 73.26 / 121.95 ->
+    113.94 / 171.92 -> 150.30 / 212.83 -> 219.71. 0.68-1.03x the prefill path's time where it picks the token
+    tiles (1.03 at N 1536 768 tokens and N 4992 2048 tokens); where it keeps the prefill path the token tiles
+    took 0.97-1.30x. At 3072-4096 tokens the model's tile took 0.98-1.10x the prefill path's."""
+    if not TOKEN_TILES_MAX_M < m <= PREFILL_TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
+        return None
+    tiles, steps = -(-n // 128), k // 128
+
+    def cost(block_m: int, split: int) -> tuple[float, float]:
+        programs = tiles * -(-m // block_m) * split
+        waves = -(-programs // sms)
+        us = waves * steps / split * PREFILL_STEP_US[block_m] + (PREFILL_SPLIT_US * split if split > 1 else 0.0)
+        return us, 1 - m * tiles * split / (block_m * waves * sms)  # the time, the SM time left idle
+
+    candidates = []
+    for block_m in PREFILL_STEP_US:
+        programs = tiles * -(-m // block_m)
+        candidates.append((block_m, 1))
+        if 4 * programs < 3 * sms:
+            candidates.append((block_m, next((s for s in (2, 3) if 4 * programs * s >= 3 * sms), 4)))
+    block_m, split = min(candidates, key=lambda c: cost(*c)[0])
+    us, idle = cost(block_m, split)
+    if idle * us > PREFILL_WEIGHT_BYTES * n * k / PREFILL_WEIGHT_BYTES_PER_US:
+        return None
+    stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # 4 at 128 tokens, 3 at 192, 2 at 256
     return Tile(block_m, 128, 128, 8, stages, split, wgmma=True, warp_specialized=True)
 
 
@@ -476,7 +545,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the
     warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits
     a wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the
-    shape; on any
+    shape; 385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
     the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`).
@@ -484,7 +553,8 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     sms = runtime.num_sms(device)
     if not tl_only and wgmma_config.wgmma_supported(device):  # tests patch the module's
         wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
-                      or pick_token_tiles(m, n, k, sms) or pick_ring_tile(m, n, k, sms))
+                      or pick_token_tiles(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
+                      or pick_prefill_token_tiles(m, n, k, sms))
         if wgmma_tile is not None:
             return wgmma_tile
     if not tl_only and m >= PREFILL_MM_MIN_M and bf16_mm_supported(device):
@@ -506,12 +576,20 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
 _CAP_MAX_ONE_WAVE_SPLIT = {32: 3, 64: 2}
 
 
+#: Most tokens at which the fused QKV op runs :func:`pick_prefill_token_tiles`' tiles (above, the prefill path): its
+#: epilogue on their partials costs more than on the prefill path's accumulator as M grows. H100 (2026-12-05,
+#: ``docs/benchmarks-log.md`` run 246, the op on MXFP8 rows, us, the token tiles / the prefill path): nkv 1 M 512
+#: 41.91 / 50.81, M 1024 72.39 / 78.00; nkv 2 M 512 69.89 / 94.82, M 1024 141.51 / 141.32, M 2048 283.49 / 249.94.
+QKV_TOKEN_TILES_MAX_M = 1024
+
+
 def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
     ``seam.kernels.qkv_epilogue.launch_qkv``; the warp-specialized token tiles' partials the epilogue reads across
-    token tiles, the wide tiles' included); else, or with ``tl_only``, its tl choice refit to the registers
-    the fused kernel's epilogue takes.
+    token tiles, the wide tiles' included), but the prefill path's above :data:`QKV_TOKEN_TILES_MAX_M` tokens (where
+    torch has it: ``bf16_mm_supported``; else the token tiles stay); else,
+    or with ``tl_only``, its tl choice refit to the registers the fused kernel's epilogue takes.
 
     At 65-384 tokens, the same GEMM tile as ``mxfp8_linear`` (H100, 2026-12-05, ``docs/benchmarks-log.md`` run 207,
     the op given A_deq, weights past L2, us, the pick before (the 128-token tile at 65-128 and over token tiles, the
@@ -564,6 +642,8 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     """
     if not tl_only:
         tile = pick_tile(m, n, k, device)
+        if tile.wgmma and m > QKV_TOKEN_TILES_MAX_M and bf16_mm_supported(device):
+            return BF16_MM_TILE
         if tile.wgmma or tile.bf16_mm:
             return tile
     tile = pick_tile(m, n, k, device, tl_only=True)  # the fused epilogue runs on the tl kernel

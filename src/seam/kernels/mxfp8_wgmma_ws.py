@@ -1,4 +1,4 @@
-"""MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens, and 129-384 over token
+"""MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens, and 129-2048 over token
 tiles) of :mod:`seam.kernels.mxfp8_wgmma`, and its 64-row tile given A_deq, with the copies and the math in separate
 warps.
 
@@ -30,18 +30,22 @@ mixed: the picker keeps those splits on the plain decode kernel
 
 Registers: the launch caps every thread at :data:`MAX_REGISTERS` (Triton runs the three partitions on 12 warps'
 worth of threads, and 384 x 168 <= 65536) and ``setmaxnreg`` then gives the consumers :data:`CONSUMER_REGISTERS`
-and the producer :data:`PRODUCER_REGISTERS`; every picked tile compiles without spills (``tools/sm90_resources.py``).
-With ``PARTIALS`` (the fused QKV op's GEMM at 65-384 tokens) each consumer stores its rows of the program's partial
+and the producer :data:`PRODUCER_REGISTERS` (the 256-token tile: :data:`WIDEST_CONSUMER_REGISTERS` and
+:data:`WIDEST_PRODUCER_REGISTERS`); every picked tile compiles without spills (``tools/sm90_resources.py``).
+With ``PARTIALS`` (the fused QKV op's GEMM at 65-1024 tokens) each consumer stores its rows of the program's partial
 in the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's
 wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and at
 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
 every token tile's half-tiles on counters and partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
 operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
-:data:`WIDE_TILES` (128 + 8-64 tokens on two accumulators, one weight conversion for both) take 129-192 tokens
+:data:`WIDE_TILES` (128 + 8-128 tokens on two accumulators, one weight conversion for both) take 129-256 tokens
 where their one-wave K split puts at least 1.5x as many programs in the wave as the token tiles'
 (``pick_token_tiles``; the TP 2 QKV shape, N 4992 x K 6144, at split 3: 0.76-0.82x the token tiles' time on the
-192-token tile, log run 211, and 0.83-0.92x the 192-token tile's on the tile sized to M, run 235).
+192-token tile, log run 211, 0.83-0.92x the 192-token tile's on the tile sized to M, run 235, and on the 256-token
+tile at 193-256 tokens 0.96-0.97x the token tiles' on MXFP8 rows, run 237). Past 384 tokens, up to 2048, 128-, 192-
+or 256-token tiles where a wave model puts them ahead of the prefill path
+(:func:`seam.kernels.mxfp8_gemm_config.pick_prefill_token_tiles`; run 239: 0.68-1.03x its time).
 """
 
 from __future__ import annotations
@@ -69,10 +73,11 @@ from seam.kernels.mxfp8_wgmma import (
 )
 from seam.kernels.wgmma_combine import check_combiners, store_tile
 
-#: The wide tiles, 128 + 8, 16, 32 or 64 tokens per program: a 128-token accumulator and a second one for the tokens
-#: past it (the 64 + tail tiles' structure), one weight conversion for both; the second sized to the tokens past 128
-#: (``seam.kernels.mxfp8_gemm_config.wide_block_m``), so the MMAs run no more padding than 7, 15 or 31 tokens.
-WIDE_TILES = (136, 144, 160, 192)
+#: The wide tiles, 128 + 8, 16, 32, 64 or 128 tokens per program: a 128-token accumulator and a second one for the
+#: tokens past it (the 64 + tail tiles' structure), one weight conversion for both; the second sized to the tokens past
+#: 128 (``seam.kernels.mxfp8_gemm_config.wide_block_m``), so the MMAs run no more padding than 7, 15, 31 or 63 tokens.
+#: The 256-token tile takes 2 ring stages (82 KB each), the others 3 or 4.
+WIDE_TILES = (136, 144, 160, 192, 256)
 #: The tiles (``block_m``) this kernel runs: the 64-row tile (given A_deq), the 64 + tail tiles, the 128-token tile and
 #: the :data:`WIDE_TILES`.
 BLOCK_MS = (64, *TAIL_TILES, 128, *WIDE_TILES)
@@ -90,6 +95,11 @@ MAX_REGISTERS = 168
 #: Registers of the consumer partitions and of the producer after ``setmaxnreg``.
 CONSUMER_REGISTERS = gl.constexpr(232)
 PRODUCER_REGISTERS = gl.constexpr(40)
+#: The same for the 128 + 128-token tile: its consumers' two [64, 128] accumulators spill at 232 in its split-K
+#: epilogue (32 bytes at split 2, sm_90, ``tools/sm90_resources.py``); its producer fits 24, the least ``setmaxnreg``
+#: gives.
+WIDEST_CONSUMER_REGISTERS = gl.constexpr(240)
+WIDEST_PRODUCER_REGISTERS = gl.constexpr(24)
 #: Warps of each consumer partition (one warpgroup: 64 weight rows on the MMA's M side).
 CONSUMER_WARPS = gl.constexpr(4)
 
@@ -263,7 +273,8 @@ def mxfp8_linear_wgmma_ws_kernel(
                      n_steps, M, N, stride_om, 1, MP, TAIL, STAGES, SPLIT_K, COMBINE, COMBINERS, BF16_MUL, PARTIALS)),
         (_producer, (w_desc, s_desc, x_desc, xt_desc, w_ring, s_ring, x_ring, xt_ring, ready, empty, lo, n_steps, n0,
                      m0, K_STEPS, STAGES, TAIL, USE_PDL, PARTIALS)),
-    ], [CONSUMER_WARPS, 1], [CONSUMER_REGISTERS, PRODUCER_REGISTERS])
+    ], [CONSUMER_WARPS, 1], [WIDEST_CONSUMER_REGISTERS if MP == 256 else CONSUMER_REGISTERS,
+                             WIDEST_PRODUCER_REGISTERS if MP == 256 else PRODUCER_REGISTERS])
 
 
 def launch_mxfp8_linear_wgmma_ws(

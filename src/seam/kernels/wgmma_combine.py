@@ -62,14 +62,13 @@ def store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, m0, M, N
         gl.thread_barrier()  # every thread's partial is issued before the release of the arrival count
         count = gl.atomic_add(counter_ptr + tile, 1, sem="acq_rel")
         if count == SPLIT_K - 1:
+            gl.store(counter_ptr + tile, 0)
             total = _sum_partials(base, BN * MP, gl.zeros([BN, MA], gl.float32, EPI), tokens, SPLIT_K, COMBINE,
                                   MP <= TOKENS_ONLY_MAX_MP)
+            gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
             if TAIL > 0:
                 total_t = _sum_partials(t_base, BN * MP, gl.zeros([BN, TAIL], gl.float32, EPI), t_tokens, SPLIT_K,
                                         COMBINE, MP <= TOKENS_ONLY_MAX_MP)
-            gl.store(counter_ptr + tile, 0)
-            gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
-            if TAIL > 0:
                 gl.store(t_ptrs, to_bf16_rne(total_t), mask=t_mask)
     else:
         gl.store(base + kid * (BN * MP), acc, mask=tokens)
@@ -104,21 +103,19 @@ def _combine_rows(out_ptr, ws_ptr, counter_ptr, tile, part, n0, m0, M, N, stride
     tokens = m0 + m_idx[None, :] < M
     total = _sum_partials(base, BN * MP, gl.zeros([R, MA], gl.float32, SL), tokens, SPLIT_K, COMBINE,
                           MP <= TOKENS_ONLY_MAX_MP)
-    if TAIL > 0:
+    out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
+    gl.store(out_ptrs, to_bf16_rne(total), mask=(n0 + r_idx[:, None] < N) & tokens)
+    if TAIL > 0:  # after the first columns' store (both sums at once spill a 128 + 128-token tile)
         t_idx = MA + gl.arange(0, TAIL, layout=gl.SliceLayout(0, SL))
         t_tokens = m0 + t_idx[None, :] < M
         total_t = _sum_partials(ws_ptr + tile.to(gl.int64) * (SPLIT_K * BN * MP) + t_idx[None, :] * BN + r_idx[:, None],
                                 BN * MP, gl.zeros([R, TAIL], gl.float32, SL), t_tokens, SPLIT_K, COMBINE,
                                 MP <= TOKENS_ONLY_MAX_MP)
-    left = gl.atomic_add(counter_ptr + tile, 1, sem="relaxed")
-    if left == SPLIT_K + COMBINERS - 1:
-        gl.store(counter_ptr + tile, 0)
-    out_mask = (n0 + r_idx[:, None] < N) & tokens
-    out_ptrs = out_ptr + (m0 + m_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
-    gl.store(out_ptrs, to_bf16_rne(total), mask=out_mask)
-    if TAIL > 0:
         t_ptrs = out_ptr + (m0 + t_idx[None, :]).to(gl.int64) * stride_om + n0 + r_idx[:, None]
         gl.store(t_ptrs, to_bf16_rne(total_t), mask=(n0 + r_idx[:, None] < N) & t_tokens)
+    left = gl.atomic_add(counter_ptr + tile, 1, sem="relaxed")  # after every load of the tile's partials
+    if left == SPLIT_K + COMBINERS - 1:
+        gl.store(counter_ptr + tile, 0)
 
 
 @gluon.jit

@@ -45,7 +45,8 @@ STREAMED_MIN_K = 2048
 #: kernel, over token tiles.
 TOKEN_TILES_MAX_M = 384
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
-#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (the decode kernel's largest M over token tiles).
+#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (:data:`TOKEN_TILES_MAX_M`, the decode kernel's
+#: token tiles' first range; past it they dequantize their own permuted copy).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
@@ -302,7 +303,7 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
                  a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
     streamed tiles, the 64 + tail ones and :data:`STREAMED_BLOCK_M`, stream A_deq wherever they read one), the ring
-    kernel above (the warp-specialized wide tiles, 136-192, read only their split-K combine's rules here).
+    kernel above (the warp-specialized wide tiles, 136-256, read only their split-K combine's rules here).
     ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
     (:func:`wgmma_a_stream`)."""
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)

@@ -259,7 +259,7 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 64-128 rows or a wide tile (136, 144, 160 or 192), a bf16_mm tile other than
+            not a wgmma tile of 64-128 rows or a wide tile (136, 144, 160, 192 or 256), a bf16_mm tile other than
             ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
@@ -298,14 +298,15 @@ def mxfp8_linear(
         None takes ``seam.kernels.mxfp8_gemm_config.pick_tile``'s (the paths by M below). A given tile is
         checked first: ``block_m`` 1 or a power of two >= 16, or for a ``wgmma`` tile (Hopper only) 8, 16, 32,
         64, 72, 80, 96 or 128 >= M (the decode kernel; any M with ``warp_specialized``: ceil(M / block_m) token
-        tiles; the wide tiles 136, 144, 160 and 192 warp-specialized only) or 256 (the ring kernel, any M), block_n =
+        tiles; the wide tiles 136, 144, 160, 192 and 256 warp-specialized only) or 256 (not warp-specialized: the ring
+        kernel, any M), block_n =
         block_k = 128, 8 warps, K a
         multiple of 128 (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
         64-128 or a wide tile) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
-        picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-384
-        over token tiles, at most 65535 of them, a wide tile at 129-192 where it fills the wave 1.5x better);
+        picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-2048
+        over token tiles, at most 65535 of them, a wide tile at 129-256 where it fills the wave 1.5x better);
         ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
 
     Paths (``docs/gemm.md`` has each with its measurements):
@@ -325,9 +326,12 @@ def mxfp8_linear(
           without ``a_deq`` are dequantized by a launch before it (2*M*K bytes of temporary BF16,
           ``seam.kernels.wgmma_config.wgmma_dequantize_first``).
         - 129-384 where K >= 2048 and one program per N tile and 128-token tile fits a wave (``pick_token_tiles``):
-          the decode kernel's warp-specialized tiles over ceil(M / 128) token tiles, or up to 192 tokens one
-          wide tile (128 + 8, 16, 32 or 64 tokens, the second part sized to M) where its K split puts 1.5x as many
-          programs in the wave (activations dequantized by a launch before it).
+          the decode kernel's warp-specialized tiles over ceil(M / 128) token tiles, or up to 256 tokens one
+          wide tile (128 + 8, 16, 32, 64 or 128 tokens, the second part sized to M) where its K split puts 1.5x as
+          many programs in the wave (activations dequantized by a launch before it).
+        - 385-2048 where K >= 2048 and a wave model puts them ahead of the prefill path
+          (``pick_prefill_token_tiles``): the same kernel over token tiles of 128, 192 or 256 tokens, no BF16 weight
+          copy (activations dequantized by a launch before it).
         - else 129-256 on wide layers (``pick_ring_tile``): the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``:
           weights and the activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of
           temporary BF16).

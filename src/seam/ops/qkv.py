@@ -272,7 +272,8 @@ def qkv_index_fused_epilogue(
     quantized BF16 rows give).
     Where ``mxfp8_linear`` would take a Gluon kernel (Hopper: decode M 2..64, one token at N >= 2560, M 65..128
     at K >= 2048 on its 64 + tail and 128-token tiles, its token tiles at 129..384, the ring kernel where the token
-    tiles take more than a wave; the same tile here) or its prefill path (CUDA, M >= 65 otherwise),
+    tiles take more than a wave, its token tiles at 385..1024 where it takes them; the same tile here, but the prefill
+    path above ``QKV_TOKEN_TILES_MAX_M``, 1024 tokens) or its prefill path (CUDA, M >= 65 otherwise),
     that GEMM writes ``acc`` (the Gluon kernels: split-K partials in the per-device workspace; the prefill path: fp32, 4 * M * N bytes of temporary memory) and the epilogue
     kernel reads it: two launches (PDL-chained). Elsewhere one kernel runs the tl GEMM mainloop and the
     epilogue on ``acc`` in registers.
@@ -306,7 +307,8 @@ def qkv_index_fused_epilogue(
             and its fp32 reciprocal are normal numbers, which the GPU does not flush).
         tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
             ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens the warp-specialized
-            kernel's token tiles or a wide tile of 136-192 tokens, the ring kernel's tile or the prefill path), else a
+            kernel's token tiles or a wide tile of 136-256 tokens, the ring kernel's tile or the prefill path; at
+            385-1024 its token tiles where ``mxfp8_linear`` takes them; the prefill path above), else a
             tl tile (BLOCK_M
             1, the CUDA-core GEMV, for one token; 16 to 128 otherwise), the K split by wave
             count on the SM count and a register cap; ``block_n`` must be 128 (one head). The kernel uses a per-device workspace
