@@ -97,7 +97,7 @@ def checks(ctx: Context) -> list[Check]:
     n, k = ctx.pick(2560, 256), ctx.pick(6144, 256)
     out = [
         Check("mxfp8_linear", m, f"N={n} K={k}", lambda m=m: _run(ctx, m, n, k), rule=RULE)
-        for m in ctx.pick([1, 8, 64, 160, 256, 2048], [1, 17])
+        for m in ctx.pick([1, 8, 64, 160, 256, 1024, 2048], [1, 17])  # on Hopper 1024: the token tiles past 384
     ]
     # the prefill path (BF16 dequantization + one fp32-output GEMM), picked from M 65 on a GPU where no Gluon
     # kernel takes the shape, asked for on CPU

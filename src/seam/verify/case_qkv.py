@@ -171,10 +171,10 @@ def checks(ctx: Context) -> list[Check]:
                              lambda m=m, nkv=nkv: _run_fused(ctx, nkv, m, k, block_size), rule=FUSED_RULE))
         # M values that make the picker choose every path on Hopper (the Gluon decode GEMM + epilogue at 1, 20, 64, 80
         # (a 64 + tail tile) and 128 tokens (its streamed tile), the warp-specialized token tiles at 144, 192 (1 KV head)
-        # and 300, its wide tiles at 144 and 192 for 2 KV heads, the Gluon ring GEMM at 192 for 4 KV heads, the token tiles
+        # and 300, its wide tiles at 144, 192 and 256 for 2 KV heads, the Gluon ring GEMM at 192 for 4 KV heads, the token tiles
         # past 384 at 513, the prefill GEMM above; the epilogue after the streamed tiles in one-row programs at split 6
         # (1 KV head), 4-row at splits up to 3) and, under the interpreter, the tl tiles (the one-token GEMV kernel there)
-        for m in ctx.pick([1, 20, 64, 80, 128, 144, 192, 300, 513, 2048], [1, 3, 20]):
+        for m in ctx.pick([1, 20, 64, 80, 128, 144, 192, 256, 300, 513, 2048], [1, 3, 20]):
             out.append(Check("qkv_index_fused_epilogue[int]", m, shape,
                              lambda m=m, nkv=nkv: _run_fused_integer(ctx, nkv, m, k, block_size), rule=INTEGER_RULE))
     return out
