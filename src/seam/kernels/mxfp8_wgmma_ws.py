@@ -43,7 +43,7 @@ operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the
 where their one-wave K split puts at least 1.5x as many programs in the wave as the token tiles'
 (``pick_token_tiles``; the TP 2 QKV shape, N 4992 x K 6144, at split 3: 0.76-0.82x the token tiles' time on the
 192-token tile, log run 211, 0.83-0.92x the 192-token tile's on the tile sized to M, run 235, and on the 256-token
-tile at 193-256 tokens 0.96-0.97x the token tiles' on MXFP8 rows, run 237). Past 384 tokens, up to 2048, 128-, 192-
+tile at 193-256 tokens 0.95-0.97x the token tiles' on MXFP8 rows, run 237). Past 384 tokens, up to 2048, 128-, 192-
 or 256-token tiles where a wave model puts them ahead of the prefill path
 (:func:`seam.kernels.mxfp8_gemm_config.pick_prefill_token_tiles`; run 239: 0.68-1.03x its time).
 """
