@@ -414,9 +414,10 @@ def pick_prefill_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The warp-specialized kernel's tile for :data:`~seam.kernels.wgmma_config.TOKEN_TILES_MAX_M` < M <=
     :data:`PREFILL_TOKEN_TILES_MAX_M` (K a multiple of 128, at least ``STREAMED_MIN_K``), or None where the prefill
     path is expected to be faster: ceil(M / block_m) token tiles of 128, 192 or 256 tokens (the 192 and 256 ones
-    :data:`seam.kernels.mxfp8_wgmma_ws.WIDE_TILES`), at split 1, or where split 1 fills less than 3/4 of a wave of
-    ``sms``, at the least split up to 4 that fills it. Of those it takes the one a wave model calls fastest: waves x
-    K steps per program x :data:`PREFILL_STEP_US` (plus :data:`PREFILL_SPLIT_US` per split above 1); then it runs
+    :data:`seam.kernels.mxfp8_wgmma_ws.WIDE_TILES`), each at split 1 and, where split 1 fills less than 3/4 of a wave
+    of ``sms``, at the least split of 2 or 3 that fills 3/4 of it (else 4, which may fill less). Of those it takes the
+    one a wave model calls fastest: waves x K steps per program x :data:`PREFILL_STEP_US` (plus
+    :data:`PREFILL_SPLIT_US` per split above 1); then it runs
     that tile where the SM time the model leaves idle (wave tails, padded tokens) costs no more than the prefill
     path's weight dequantization (:data:`PREFILL_WEIGHT_BYTES` per weight at :data:`PREFILL_WEIGHT_BYTES_PER_US`),
     the one cost the token tiles do not pay: both dequantize the activations first, and both run one fp32 sum per
