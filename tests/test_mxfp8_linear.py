@@ -496,6 +496,22 @@ def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
         assert pick_qkv_tile(129, 2560, 6144, cuda) == pick_tile(129, 2560, 6144, cuda)
 
 
+def test_no_weight_rows_pick_no_gluon_tile(monkeypatch):
+    """N = 0: on Hopper every Gluon picker divides the SMs by the N tiles (ZeroDivisionError at 2-2048 tokens);
+    pick_tile takes no Gluon tile there and mxfp8_linear returns its empty [M, 0] output, as it does elsewhere."""
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    cuda = torch.device("cuda")
+    for m in (1, 8, 64, 100, 129, 300, 500, 2048, 4096):
+        assert not pick_tile(m, 0, 2048, cuda).wgmma, m
+        assert not pick_tile(m, 0, 2048, cuda, a_deq=True).wgmma, m
+    w = seam.MXFP8Weight.from_bf16(torch.zeros(0, 2048, dtype=torch.bfloat16))
+    for m in (8, 129, 500):  # the decode kernel's, the token tiles', the prefill token tiles' M
+        x = torch.randn(m, 2048, dtype=torch.bfloat16)
+        y = seam.mxfp8_linear(x, w)
+        assert y.shape == (m, 0) and y.dtype == torch.bfloat16
+
+
 
 def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
     """A tile picked while tracing is recorded for the traced M; an engine that skips Dynamo's guards (vLLM)

@@ -509,7 +509,7 @@ def launch_mxfp8_linear(
     """
     m, k = xq.shape
     n = wq.shape[0]
-    if m == 0:
+    if m == 0 or n == 0:  # nothing to write
         return
     if not covers(tile, m):  # a tile traced at fewer tokens
         tile = pick_tile(m, n, k, out.device, a_deq=a_deq_readable(a_deq))

@@ -549,10 +549,11 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     shape; 385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any
     CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
     keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
-    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`).
+    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`). N = 0 (nothing to compute) takes no
+    Gluon tile: their K splits divide the SMs by the N tiles.
     """
     sms = runtime.num_sms(device)
-    if not tl_only and wgmma_config.wgmma_supported(device):  # tests patch the module's
+    if not tl_only and n > 0 and wgmma_config.wgmma_supported(device):  # tests patch the module's
         wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
                       or pick_token_tiles(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
                       or pick_prefill_token_tiles(m, n, k, sms))
