@@ -3,7 +3,8 @@ device, the M and K bounds their tiles share, which producers write A_deq for th
 launch derives from its tile (:func:`wgmma_launch`: ring steps before the PDL wait, BF16 multiplies, A_deq streamed or
 resident, dequantization first, split-K combiners), each with the H200 measurement that set it.
 
-The pickers that choose a tile (``pick_wgmma_tile``, ``pick_token_tiles``, ``pick_ring_tile``, ``pick_tile``) are
+The pickers that choose a tile (``pick_wgmma_tile``, ``pick_token_tiles``, ``pick_ring_tile``,
+``pick_prefill_token_tiles``, ``pick_tile``) are
 in :mod:`seam.kernels.mxfp8_gemm_config`; the kernels are ``seam.kernels.mxfp8_wgmma`` (decode),
 ``seam.kernels.mxfp8_wgmma_ws`` (warp-specialized) and ``seam.kernels.mxfp8_wgmma_ring`` (ring).
 """
