@@ -512,7 +512,6 @@ def test_no_weight_rows_pick_no_gluon_tile(monkeypatch):
         assert y.shape == (m, 0) and y.dtype == torch.bfloat16
 
 
-
 def test_a_tile_traced_at_fewer_tokens_is_picked_again(device, monkeypatch):
     """A tile picked while tracing is recorded for the traced M; an engine that skips Dynamo's guards (vLLM)
     replays it at other M. The plain decode kernel's tile runs block_m tokens only, so the launch picks again

@@ -240,7 +240,7 @@ def test_picker_takes_385_to_2048_tokens_on_token_tiles_where_the_wave_model_say
              for n_k in ((1536, 6144), (2560, 6144), (6144, 2048), (4992, 6144))}
     assert picks == {  # the prefill path (None) where run 239's token tiles lost or the model's idle time is dear
         (1536, 6144): [None, (192, 3), (256, 3), None, None, (192, 1)],
-        (2560, 6144): [(256, 3), (256, 3), (256, 2), (192, 1), (256, 1), None],
+        (2560, 6144): [(256, 3), (256, 3), (128, 1), (192, 1), (256, 1), None],
         (6144, 2048): [(256, 1), (256, 1), (192, 1), (128, 1), (192, 1), (192, 1)],
         (4992, 6144): [(192, 1), (192, 1), (256, 1), (192, 1), (256, 1), (128, 1)]}
     for m in (384, 2049):  # the 129-384 rule's / the prefill path's
@@ -1097,7 +1097,8 @@ def test_bit_exact_wide_tiles_gpu(tile, m, n):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,pick", [
-    (385, 4992, 6144, (192, 1)), (512, 1536, 6144, (192, 3)), (768, 2560, 6144, (256, 2)), (1024, 6144, 2048, (128, 1)),
+    (385, 4992, 6144, (192, 1)), (512, 1536, 6144, (192, 3)), (512, 2560, 6144, (256, 3)), (768, 2560, 6144, (128, 1)),
+    (1024, 6144, 2048, (128, 1)),
     (2048, 1536, 6144, (192, 1)),
 ])
 def test_bit_exact_token_tiles_past_384_tokens_gpu(m, n, k, pick):

@@ -398,7 +398,7 @@ PREFILL_TOKEN_TILES_MAX_M = 2048
 #: Time of one K step (128) of a warp-specialized program on each token tile it may take above
 #: :data:`~seam.kernels.wgmma_config.TOKEN_TILES_MAX_M` tokens, us: H100 (log run 239, K 6144, the dequantization
 #: launch's time taken off, waves of programs at split 1; the H200 has the same SMs and clock).
-PREFILL_STEP_US = {128: 0.85, 192: 1.13, 256: 1.52}
+PREFILL_STEP_US = {128: 0.85, 192: 1.13, 256: 1.55}
 #: The split-K combine's cost per split in that model, us, where the split is above 1 (run 239: the token tiles
 #: split 2-4 ways took 5-15 us more than the step model).
 PREFILL_SPLIT_US = 2.0
@@ -426,12 +426,12 @@ def pick_prefill_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     H100 (2026-12-05, ``docs/benchmarks-log.md`` run 239, ``mxfp8_linear`` on MXFP8 rows, weights past L2, us, the
     prefill path -> this pick, at M 385 / 512 / 768 / 1024 / 1536 / 2048): N 1536 x K 6144 (gate_up) 26.47 / 33.92
     -> 27.91 / 35.52 -> 36.63 / 42.55 / 57.51 / 73.33 -> 65.69 (cuBLAS BF16 on pre-dequantized weights: 56.03); N
-    2560 x 6144 (qkv) 42.84 -> 36.55 / 44.79 -> 36.12 / 56.27 -> 49.57 / 67.35 -> 57.74 / 89.85 -> 76.97 / 111.61;
+    2560 x 6144 (qkv) 42.84 -> 36.55 / 44.79 -> 36.12 / 56.27 -> 43.65 / 67.35 -> 57.74 / 89.85 -> 76.97 / 111.61;
     N 6144 x 2048 (o_proj) 30.23 -> 27.83 / 33.41 -> 26.04 / 42.05 -> 39.71 / 51.05 -> 49.74 / 68.18 -> 65.77 /
     88.76 -> 87.80; N 4992 x 6144 (the TP 2 QKV) 75.38 -> 64.21 / 82.42 -> 56.44 / 100.57 -> 73.26 / 121.95 ->
     113.94 / 171.92 -> 150.30 / 212.83 -> 219.71. 0.68-1.03x the prefill path's time where it picks the token
     tiles (1.03 at N 1536 768 tokens and N 4992 2048 tokens); where it keeps the prefill path the token tiles
-    took 0.97-1.30x. At 3072-4096 tokens the model's tile took 0.98-1.10x the prefill path's."""
+    took 0.97-1.30x. At 3072-4096 tokens the model's tile took 0.98-1.21x the prefill path's."""
     if not TOKEN_TILES_MAX_M < m <= PREFILL_TOKEN_TILES_MAX_M or k % 128 or k < STREAMED_MIN_K:
         return None
     tiles, steps = -(-n // 128), k // 128
