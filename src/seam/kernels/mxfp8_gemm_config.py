@@ -16,6 +16,7 @@ tile derives at launch, and the M and K bounds the Gluon pickers share, are in :
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -410,6 +411,7 @@ PREFILL_WEIGHT_BYTES = 3
 PREFILL_WEIGHT_BYTES_PER_US = 3.35e6
 
 
+@functools.cache  # a pure function of its sizes, weighed on every eager call past 384 tokens (about 5 us)
 def pick_prefill_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The warp-specialized kernel's tile for :data:`~seam.kernels.wgmma_config.TOKEN_TILES_MAX_M` < M <=
     :data:`PREFILL_TOKEN_TILES_MAX_M` (K a multiple of 128, at least ``STREAMED_MIN_K``), or None where the prefill
@@ -448,8 +450,7 @@ def pick_prefill_token_tiles(m: int, n: int, k: int, sms: int) -> Tile | None:
         candidates.append((block_m, 1))
         if 4 * programs < 3 * sms:
             candidates.append((block_m, next((s for s in (2, 3) if 4 * programs * s >= 3 * sms), 4)))
-    block_m, split = min(candidates, key=lambda c: cost(*c)[0])
-    us, idle = cost(block_m, split)
+    (us, idle), (block_m, split) = min(((cost(*c), c) for c in candidates), key=lambda t: t[0][0])
     if idle * us > PREFILL_WEIGHT_BYTES * n * k / PREFILL_WEIGHT_BYTES_PER_US:
         return None
     stages = min(WS_STAGES, mxfp8_wgmma_ws.max_stages(block_m, k, split))  # 4 at 128 tokens, 3 at 192, 2 at 256
