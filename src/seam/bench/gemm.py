@@ -186,8 +186,15 @@ def _chain_weight(n: int, k: int, dev: torch.device, g: torch.Generator):
 
 
 def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
+    """norm + MXFP8 -> the qkv GEMM per step: at decode M (<= 128) without A_deq, with the producer's default and the
+    norm alone; past ``A_DEQ_MAX_M`` tokens without and with A_deq (``a_deq=True``) against the norm writing BF16 rows
+    too, then cuBLAS BF16 on BF16 weights (rotated past L2 as the MXFP8 ones)."""
     _, n, hidden = CHAIN_SHAPE
-    _, mx = _chain_weight(n, hidden, dev, g)
+    w, mx = _chain_weight(n, hidden, dev, g)
+    bf = None
+    if any(m > A_DEQ_MAX_M for m in ms):
+        w_bf16 = w.dequantize().to(torch.bfloat16)
+        bf = rotating(lambda: w_bf16.clone(), 2 * n * hidden)
     norm_w = torch.randn(hidden, generator=g).to(torch.bfloat16).to(dev)
     rows = []
     for m in ms:
@@ -195,16 +202,22 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
         residual = torch.randn(m, hidden, generator=g).to(torch.bfloat16).to(dev)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
 
-        def norm(a_deq=False):
-            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, a_deq=a_deq)[0]
+        def norm(a_deq=False, also_bf16=False):
+            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, also_bf16=also_bf16, a_deq=a_deq)
 
         def chain(a_deq=False):
-            seam.mxfp8_linear(norm(a_deq), mx(), out=out)
+            seam.mxfp8_linear(norm(a_deq)[0], mx(), out=out)
 
-        t_norm, t_chain = graph_time_us(norm), graph_time_us(chain)
-        t_auto = graph_time_us(lambda: chain("auto"))
-        rows.append({"M": m, "norm": t_norm, "norm + GEMM": t_chain, "GEMM adds": t_chain - t_norm,
-                     "norm + GEMM, A_deq auto": t_auto})
+        t_chain = graph_time_us(chain)
+        if m <= A_DEQ_MAX_M:
+            t_norm, t_auto = graph_time_us(norm), graph_time_us(lambda: chain("auto"))
+            rows.append({"M": m, "norm": t_norm, "norm + GEMM": t_chain, "GEMM adds": t_chain - t_norm,
+                         "norm + GEMM, A_deq auto": t_auto})
+            continue
+        t_deq = graph_time_us(lambda: chain(True))
+        t_peer = graph_time_us(lambda: torch.mm(norm(also_bf16=True)[2], bf().t(), out=out))
+        rows.append({"M": m, "norm + GEMM": t_chain, "norm + GEMM, A_deq": t_deq, "norm +bf16 + cuBLAS BF16": t_peer,
+                     "best seam / cuBLAS BF16 chain": min(t_chain, t_deq) / t_peer})
     return rows
 
 
@@ -235,36 +248,6 @@ def _down_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator)
         t_plain, t_fp8 = graph_time_us(lambda: swiglu(False)), graph_time_us(fp8_chain)
         rows.append({"M": m, "SwiGLU": t_act, "SwiGLU + GEMM": t_chain, "GEMM adds": t_chain - t_act,
                      "SwiGLU, no A_deq": t_plain, "SwiGLU + cuBLAS FP8": t_fp8, "cuBLAS FP8 adds": t_fp8 - t_plain})
-    return rows
-
-
-def _prefill_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
-    """Past ``A_DEQ_MAX_M`` tokens: seam's norm -> GEMM chain (qkv) without and with A_deq, against the norm writing
-    BF16 rows too, then cuBLAS BF16 on BF16 weights (rotated past L2 as the MXFP8 ones)."""
-    _, n, hidden = CHAIN_SHAPE
-    w, mx = _chain_weight(n, hidden, dev, g)
-    w_bf16 = w.dequantize().to(torch.bfloat16)
-    bf = rotating(lambda: w_bf16.clone(), 2 * n * hidden)
-    norm_w = torch.randn(hidden, generator=g).to(torch.bfloat16).to(dev)
-    rows = []
-    for m in ms:
-        x = torch.randn(m, hidden, generator=g).to(torch.bfloat16).to(dev)
-        residual = torch.randn(m, hidden, generator=g).to(torch.bfloat16).to(dev)
-        out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
-
-        def chain(a_deq):
-            seam.mxfp8_linear(seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, a_deq=a_deq)[0], mx(),
-                              out=out)
-
-        def peer():
-            normed = seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, also_bf16=True, a_deq=False)[2]
-            torch.mm(normed, bf().t(), out=out)
-
-        r = {"M": m, "norm + GEMM": graph_time_us(lambda: chain(False)),
-             "norm + GEMM, A_deq": graph_time_us(lambda: chain(True)), "norm +bf16 + cuBLAS BF16": graph_time_us(peer)}
-        best = min(r["norm + GEMM"], r["norm + GEMM, A_deq"])
-        r["best seam / cuBLAS BF16 chain"] = best / r["norm +bf16 + cuBLAS BF16"]
-        rows.append(r)
     return rows
 
 
@@ -300,15 +283,16 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             "humming", "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam", "seam TFLOP/s",
             "seam / cuBLAS BF16", "seam A_deq / cuBLAS BF16"]
     console.print(_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, cols))
-    chain = _chain_rows(tuple(m for m in ms if m <= 128), dev, g)
-    down = _down_chain_rows(tuple(m for m in ms if m <= 128), dev, g)
+    decode, prefill = tuple(m for m in ms if m <= 128), tuple(m for m in ms if m > A_DEQ_MAX_M)
+    chain = _chain_rows(decode + prefill, dev, g)
+    chain, prefill = chain[:len(decode)], chain[len(decode):]
+    down = _down_chain_rows(decode, dev, g)
     if chain:
         console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}), PDL, us per step", chain,
                              ["M", "norm", "norm + GEMM", "GEMM adds", "norm + GEMM, A_deq auto"]))
         console.print(_table("SwiGLU+MXFP8 -> mxfp8_linear (down), PDL, us per pair", down,
                              ["M", "SwiGLU", "SwiGLU + GEMM", "GEMM adds", "SwiGLU, no A_deq", "SwiGLU + cuBLAS FP8",
                               "cuBLAS FP8 adds"]))
-    prefill = _prefill_chain_rows(tuple(m for m in ms if m > A_DEQ_MAX_M), dev, g)
     if prefill:
         console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}) against norm+BF16 -> cuBLAS BF16, "
                              "us per step", prefill, ["M", "norm + GEMM", "norm + GEMM, A_deq",
