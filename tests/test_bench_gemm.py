@@ -44,7 +44,7 @@ def test_down_chain_times_the_producer_then_each_gemm(monkeypatch, device):
 
 def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
     """The norm -> qkv table: at a decode M the norm alone, the chain and the chain with the producer's default A_deq;
-    past A_DEQ_MAX_M the chain without and with A_deq and the cuBLAS BF16 peer (the norm writing BF16 rows too), with
+    past A_DEQ_MAX_M the chain without and with A_deq and the cuBLAS BF16 peer (seam's BF16 norm, then torch.mm), with
     the best seam over the peer. The timer stubbed: each chain runs once, where seam's kernels run here; a small qkv
     shape stands in for the bench's."""
     times = iter([5.0, 2.0, 4.5, 30.0, 27.0, 25.0])

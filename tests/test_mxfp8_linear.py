@@ -374,7 +374,7 @@ def test_tile_choice_by_waves():
 # The prefill path (BF16_MM_TILE): both operands dequantized to BF16, one fp32-output GEMM (torch.mm).
 
 
-@pytest.mark.parametrize("m,n,k", [(5, 200, 96), (130, 136, 256)])
+@pytest.mark.parametrize("m,n,k", [(5, 200, 96), (130, 136, 256), (7, 136, 2048)])  # 2048: A_deq's K order
 @pytest.mark.parametrize("quantize", ["separate", "in_gemm", "activation"])
 def test_prefill_path_bit_exact_on_exact_accumulator(m, n, k, quantize, device):
     x, w, want = exact_block_inputs(m, n, k, seed=m, device=device)

@@ -12,8 +12,8 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   ``seam.kernels.mxfp8_wgmma_ring``; the prefill path from 65 tokens elsewhere, ``BF16_MM_TILE``);
 * ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as
   a producer writes it by default) where ``a_deq_pays`` says a producer writes one, and past
-  ``A_DEQ_MAX_M`` tokens where K >= 2048 (the GEMMs read it there; a producer writes it with ``a_deq=True``),
-  else ``-``;
+  ``A_DEQ_MAX_M`` tokens from K ``PERMUTED_MIN_K`` (the token tiles and the prefill path read it there; a producer
+  writes it with ``a_deq=True``), else ``-``;
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16, in the decode
   kernel's dequantization launch on its 32- to 128-row tiles, in the ring / prefill paths' above);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
@@ -33,8 +33,8 @@ norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches,
 without A_deq and with the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone; another
 the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq auto), against the same producer (without A_deq)
 feeding cuBLAS FP8 its E4M3 values. Past ``A_DEQ_MAX_M`` tokens the norm -> GEMM chain is timed without and with
-A_deq (``a_deq=True``) against the chain an engine would run on cuBLAS BF16: the same norm writing BF16 rows too
-(``also_bf16``), then ``torch.mm`` on BF16 weights.
+A_deq (``a_deq=True``) against the chain an engine would run on cuBLAS BF16: seam's add + Gemma RMSNorm writing BF16
+rows only (``gemma_fused_add_rms_norm``), then ``torch.mm`` on BF16 weights.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layer
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import pick_tile
-from seam.kernels.wgmma_config import A_DEQ_MAX_M, STREAMED_MIN_K, a_deq_pays, wgmma_supported
+from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
+from seam.kernels.wgmma_config import A_DEQ_MAX_M, a_deq_pays
 
 MS = (1, 8, 16, 32, 64, 128)
 #: The TP 4 layers and the QKV projection at TP 2 (nkv 2: N = 39 heads of 128), the widest decode shape.
@@ -153,7 +154,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
         r["tile"] += f"; A_deq: {_tile_name(deq_tile)}"  # the `seam A_deq` column's
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
     r["seam A_deq"] = "-"
-    if a_deq_pays(m, k, dev) or (m > A_DEQ_MAX_M and k % 128 == 0 and k >= STREAMED_MIN_K and wgmma_supported(dev)):
+    if a_deq_pays(m, k, dev) or (m > A_DEQ_MAX_M and k % 128 == 0 and k >= PERMUTED_MIN_K):
         with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
         r["seam A_deq"] = graph_time_us(lambda: seam.mxfp8_linear(with_deq, mx(), out=out))
     r["seam bf16 x"] = graph_time_us(lambda: seam.mxfp8_linear(x, mx(), out=out))
@@ -187,8 +188,8 @@ def _chain_weight(n: int, k: int, dev: torch.device, g: torch.Generator):
 
 def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
     """norm + MXFP8 -> the qkv GEMM per step: at decode M (<= 128) without A_deq, with the producer's default and the
-    norm alone; past ``A_DEQ_MAX_M`` tokens without and with A_deq (``a_deq=True``) against the norm writing BF16 rows
-    too, then cuBLAS BF16 on BF16 weights (rotated past L2 as the MXFP8 ones)."""
+    norm alone; past ``A_DEQ_MAX_M`` tokens without and with A_deq (``a_deq=True``) against seam's add + Gemma RMSNorm
+    writing BF16 rows only, then cuBLAS BF16 on BF16 weights (rotated past L2 as the MXFP8 ones)."""
     _, n, hidden = CHAIN_SHAPE
     w, mx = _chain_weight(n, hidden, dev, g)
     bf = None
@@ -202,8 +203,8 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
         residual = torch.randn(m, hidden, generator=g).to(torch.bfloat16).to(dev)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
 
-        def norm(a_deq=False, also_bf16=False):
-            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, also_bf16=also_bf16, a_deq=a_deq)
+        def norm(a_deq=False):
+            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, a_deq=a_deq)
 
         def chain(a_deq=False):
             seam.mxfp8_linear(norm(a_deq)[0], mx(), out=out)
@@ -215,7 +216,8 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
                          "norm + GEMM, A_deq auto": t_auto})
             continue
         t_deq = graph_time_us(lambda: chain(True))
-        t_peer = graph_time_us(lambda: torch.mm(norm(also_bf16=True)[2], bf().t(), out=out))
+        t_peer = graph_time_us(lambda: torch.mm(seam.gemma_fused_add_rms_norm(x, residual, norm_w, 1e-6)[0], bf().t(),
+                                                 out=out))
         rows.append({"M": m, "norm + GEMM": t_chain, "norm + GEMM, A_deq": t_deq, "norm +bf16 + cuBLAS BF16": t_peer,
                      "best seam / cuBLAS BF16 chain": min(t_chain, t_deq) / t_peer})
     return rows
