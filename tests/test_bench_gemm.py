@@ -62,5 +62,5 @@ def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
     rows = gemm._chain_rows((1, m), device, torch.Generator().manual_seed(0))
     assert len(ran) == 6
     assert rows == [{"M": 1, "norm": 2.0, "norm + GEMM": 5.0, "GEMM adds": 3.0, "norm + GEMM, A_deq auto": 4.5},
-                    {"M": m, "norm + GEMM": 30.0, "norm + GEMM, A_deq": 27.0, "norm +bf16 + cuBLAS BF16": 25.0,
+                    {"M": m, "norm + GEMM": 30.0, "norm + GEMM, A_deq": 27.0, "BF16 norm + cuBLAS BF16": 25.0,
                      "best seam / cuBLAS BF16 chain": 27.0 / 25.0}]

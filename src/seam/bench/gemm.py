@@ -218,7 +218,7 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
         t_deq = graph_time_us(lambda: chain(True))
         t_peer = graph_time_us(lambda: torch.mm(seam.gemma_fused_add_rms_norm(x, residual, norm_w, 1e-6)[0], bf().t(),
                                                  out=out))
-        rows.append({"M": m, "norm + GEMM": t_chain, "norm + GEMM, A_deq": t_deq, "norm +bf16 + cuBLAS BF16": t_peer,
+        rows.append({"M": m, "norm + GEMM": t_chain, "norm + GEMM, A_deq": t_deq, "BF16 norm + cuBLAS BF16": t_peer,
                      "best seam / cuBLAS BF16 chain": min(t_chain, t_deq) / t_peer})
     return rows
 
@@ -298,6 +298,6 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     if prefill:
         console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}) against norm+BF16 -> cuBLAS BF16, "
                              "us per step", prefill, ["M", "norm + GEMM", "norm + GEMM, A_deq",
-                                                      "norm +bf16 + cuBLAS BF16", "best seam / cuBLAS BF16 chain"]))
+                                                      "BF16 norm + cuBLAS BF16", "best seam / cuBLAS BF16 chain"]))
     return (rows + [{"op": "chain", **c} for c in chain] + [{"op": "down chain", **c} for c in down]
             + [{"op": "prefill chain", **c} for c in prefill])
