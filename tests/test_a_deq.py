@@ -72,7 +72,7 @@ def test_store_a_deq_every_e4m3_byte_at_extreme_scales(permuted, device):
         _store_a_deq_kernel[(1,)](values.to(device), scales.contiguous().to(device), out, ROWS=8, COLS=256,
                                   PERMUTED=permuted)
     want = a_deq_from_mxfp8(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major")
-    if not permuted:  # the natural order of more than 128 rows (the reference permutes 8)
+    if not permuted:  # the natural-order copy (the ring kernel's); the reference is A_deq's order
         want = seam.mxfp8_dequantize(values.view(torch.float8_e4m3fn), scales.contiguous(), scale_layout="row_major",
                                      dtype=torch.bfloat16)
     got = out.cpu()
@@ -118,20 +118,14 @@ def test_dequantization_launch_writes_a_deq_in_the_decode_order(m, device):
         dequantized_activations(xq160, xs160, permuted=True)
 
 
-def test_a_deq_is_permuted_up_to_the_decode_gemms_largest_m(device):
-    """A_deq's K order follows M: permuted up to 384 rows (the decode GEMM over its token tiles:
-    seam.formats.a_deq.PERMUTED_MAX_M is its largest M), natural order from 385 (no Gluon kernel reads it there);
-    K must be whole 128-column steps either way."""
-    from seam.formats.a_deq import PERMUTED_MAX_M, permuted
-    from seam.kernels.wgmma_config import TOKEN_TILES_MAX_M
-
-    assert PERMUTED_MAX_M == 384 and [m for m in range(1, 500) if permuted(m)] == list(range(1, 385))
-    assert PERMUTED_MAX_M == TOKEN_TILES_MAX_M
-    for m in (128, 384, 385):
+def test_a_deq_is_permuted_at_every_m(device):
+    """A_deq has one K order at every M (the decode GEMM's, which its token tiles and the prefill path read too):
+    at the bounds the order once changed at (128, 384) and past them; K must be whole 128-column steps."""
+    for m in (128, 384, 385, 2049):
         xq, xs = seam.mxfp8_quantize(edge_and_random_rows(m, 256, seed=m).to(device))
         deq = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
         a = a_deq_from_mxfp8(xq, xs)
-        want = deq if m > 384 else deq[:, torch.argsort(k_permutation(256)).to(device)]
+        want = deq[:, torch.argsort(k_permutation(256)).to(device)]
         assert torch.equal(a.view(torch.int16), want.view(torch.int16))
     xq, xs = seam.mxfp8_quantize(edge_and_random_rows(70, 96, seed=1).to(device))
     with pytest.raises(ValueError, match="multiple of 128"):
@@ -163,7 +157,7 @@ def test_quantized_activation_checks_a_deq(device):
                                  a_deq=a_deq_from_mxfp8(xq_rm, xs_rm, scale_layout="row_major"))
 
 
-@pytest.mark.parametrize("m, hidden", [(1, 128), (7, 256), (64, 128), (65, 128), (130, 128), (2, 6144)])
+@pytest.mark.parametrize("m, hidden", [(1, 128), (7, 256), (64, 128), (65, 128), (130, 128), (2, 6144), (400, 128)])
 def test_norm_writes_a_deq_beside_its_mxfp8_rows(m, hidden, device):
     """The norm + MXFP8 launch with a_deq: A_deq bytes equal the reference of its own MXFP8 rows (edge inputs
     in x: zeros, tiny, a dominating element, inf / NaN, huge, -0.0; the extreme scale bytes: the store test
@@ -233,12 +227,11 @@ def test_linear_hands_a_deq_to_the_gluon_decode_launch(device, monkeypatch):
 
 
 def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monkeypatch):
-    """seam.kernels.gluon_launch.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq
-    goes to the decode kernel up to 384 tokens (in place of the MXFP8 rows, the A_DEQ variant; over token tiles
-    from 129), K-permuted; the ring kernel, which reads natural order (an A_deq of more than 384 rows), gets none
-    (at 64-256 tokens its dequantization launch runs as before). The 128-token tile streams it always: given,
-    written by the dequantization launch where none comes or TMA cannot read the one given; at this split it runs
-    warp-specialized (mxfp8_wgmma_ws, which reads A_deq only), as picked at this split."""
+    """seam.kernels.gluon_launch.launch_gluon with the Gluon launchers replaced by recorders (on the CPU): A_deq goes to
+    the decode kernel (in place of the MXFP8 rows, the A_DEQ variant; over token tiles from 129, past 384 too); the ring
+    kernel, which reads natural K order, gets none (its dequantization launch runs as before). The 128-token tile
+    streams it always: given, written by the dequantization launch where none comes or TMA cannot read the one given; at
+    this split it runs warp-specialized (mxfp8_wgmma_ws, which reads A_deq only), as picked at this split."""
     from seam.kernels import gluon_launch, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 
     seen, streams = [], []
@@ -249,7 +242,7 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     monkeypatch.setattr(mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws",
                         lambda a_deq, *args, **kw: seen.append(("decode", a_deq, None, True)) or streams.append("ws"))
     monkeypatch.setattr(mxfp8_wgmma_ring, "launch_mxfp8_linear_wgmma_ring",
-                        lambda xq, xs, *args, a_deq, **kw: seen.append(("ring", xq, xs, a_deq)))
+                        lambda xq, xs, *args, **kw: seen.append(("ring", xq, xs, None)))
     k, n = 256, 128
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k).bfloat16().to(device))
     decode, ring = Tile(8, 128, 128, 8, 2, split_k=2, wgmma=True), Tile(256, 128, 128, 8, 2, split_k=2, wgmma=True)
@@ -257,7 +250,8 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
     for m, tile, kernel, reads in [(8, decode, "decode", True), (64, Tile(64, 128, 128, 8, 2, split_k=2, wgmma=True),
                                    "decode", True), (65, streamed, "decode", True), (128, streamed, "decode", True),
                                    (129, ring, "ring", False), (256, ring, "ring", False), (64, ring, "ring", False),
-                                   (128, ring, "ring", False), (200, streamed, "decode", True)]:
+                                   (128, ring, "ring", False), (200, streamed, "decode", True),
+                                   (400, streamed, "decode", True)]:
         xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
         a = a_deq_from_mxfp8(xq, xs)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
@@ -267,10 +261,8 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
         assert got_kernel == kernel, (m, tile)
         if kernel == "decode":  # the rows it stages are A_deq itself
             assert (got_xq is a and got_xs is None and got_a_deq is True) == reads
-        else:
-            assert (got_a_deq is a) == reads and got_xq is xq and got_xs is xs
-        if not reads:
-            assert got_a_deq is None
+        else:  # the ring launcher takes no A_deq: the MXFP8 rows, which its dequantization launch reads
+            assert got_xq is xq and got_xs is xs
     assert streams[2:4] == ["ws", "ws"]  # the 128-token tile given A_deq
     for m in (65, 128):  # without one, or with one TMA cannot read (base 2 bytes past alignment)
         xq, xs = seam.mxfp8_quantize(torch.randn(m, k).bfloat16().to(device))
@@ -283,31 +275,21 @@ def test_launch_gluon_hands_a_deq_only_to_the_kernel_of_its_k_order(device, monk
             (kernel, got_xq, got_xs, got_a_deq), = seen
             assert kernel == "decode" and got_a_deq is True and got_xs is None and streams == ["ws"]
             assert torch.equal(got_xq.view(torch.int16), a_deq_from_mxfp8(xq, xs).view(torch.int16))
-    # over token tiles past 384 rows (a tile override: the picker stops at 384), a given A_deq is in natural K
-    # order (permuted(400) is False), so the tile reads one written first in its own order instead
-    xq, xs = seam.mxfp8_quantize(torch.randn(400, k).bfloat16().to(device))
-    given = a_deq_from_mxfp8(xq, xs)
-    seen.clear(), streams.clear()
-    out = torch.empty(400, n, dtype=torch.bfloat16, device=device)
-    assert gluon_launch.launch_gluon(xq, xs, w.values, w.scales, out, streamed, False, a_deq=given) is out
-    (kernel, got_xq, got_xs, got_a_deq), = seen
-    assert kernel == "decode" and got_xq is not given and got_xs is None and streams == ["ws"]
-    want = torch.empty_like(given)
-    want[:, k_permutation(k, device)] = given
-    assert torch.equal(got_xq.view(torch.int16), want.view(torch.int16))
 
 
-_GLUON_CASES = [(m, n, k, False) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [
-    (m, n, k, False) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)] + [
-    (m, 2560, 6144, False) for m in (129, 256, 384)]  # the token tiles
+_GLUON_CASES = [(m, n, k) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2, 9, 17, 33, 64)] + [
+    (m, n, k) for n, k in ((2560, 6144), (6144, 2048)) for m in (65, 100, 128)] + [
+    (m, 2560, 6144) for m in (129, 256, 384, 512)] + [(1024, 6144, 2048)] + [  # the token tiles
+    (2048, 2560, 6144), (1024, 1536, 6144)]  # the prefill path
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m, n, k, ring", _GLUON_CASES)
-def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
-    """The Gluon GEMMs on the norm's A_deq (K-permuted for the decode kernel at 1-384 tokens, at every decode
-    tile and over token tiles): the bytes each gives on the MXFP8 rows alone (its own staging, or its
-    dequantization launch); and it does read A_deq (a zeroed copy gives zeros)."""
+@pytest.mark.parametrize("m, n, k", _GLUON_CASES)
+def test_hopper_gemms_read_a_deq_gpu(m, n, k):
+    """The Hopper GEMMs on the norm's A_deq (K-permuted at every M: the decode kernel at every decode tile, over
+    token tiles to 2048 tokens, and the prefill path at K >= 2048, which dequantizes the weight in its order): the
+    bytes each gives on the MXFP8 rows alone (its own staging, or its dequantization launch); and it does read
+    A_deq (a zeroed copy gives zeros)."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
     residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
@@ -315,7 +297,7 @@ def test_gluon_gemms_read_a_deq_gpu(m, n, k, ring):
                                         a_deq=True)
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().cuda())
     tile = pick_tile(m, n, k, x.device)
-    assert tile.wgmma and tile.ring == ring
+    assert tile.bf16_mm if (m, n) in ((2048, 2560), (1024, 1536)) else tile.wgmma and not tile.ring
     plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
     assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
     zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
@@ -442,6 +424,47 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
         assert streamed == ["ws", "ws", "ws"], streamed
 
 
+
+def test_qkv_prefill_path_reads_a_deq_with_the_same_bytes(device):
+    """The fused QKV op on the prefill path (its fp32 accumulator) at K 2048 with A_deq, on inexact sums: the bytes
+    it gives without A_deq; E4M3 NaN rows in place of the MXFP8 ones change nothing (the GEMM reads A_deq)."""
+    from test_qkv import make_problem
+
+    from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE
+
+    p = make_problem(nkv=1, m=3, k=2048, block_size=4, seed=2, device=device)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    a = a_deq_from_mxfp8(xq, xsf)
+    nan_rows = torch.full_like(xq.view(torch.uint8), 0x7F).view(xq.dtype)
+    got, want = p.outputs(fill=3), p.outputs(fill=3)
+    seam.qkv_index_fused_epilogue(nan_rows, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a,
+                                  tile=BF16_MM_TILE)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want,
+                                  tile=BF16_MM_TILE)
+    _assert_same_outputs(got, want)
+    assert want["q_out"].float().abs().sum() > 0 and not want["q_out"].float().isnan().any()
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [512, 1100])
+def test_qkv_reads_a_deq_past_the_decode_tiles_gpu(m):
+    """The fused QKV op with A_deq past 384 tokens: over the token tiles (512) and on the prefill path (1100, past
+    QKV_TOKEN_TILES_MAX_M), the bytes it gives without A_deq; a zeroed A_deq changes them (the GEMM reads it)."""
+    from seam.kernels.mxfp8_gemm_config import QKV_TOKEN_TILES_MAX_M, pick_qkv_tile
+
+    p = _qkv_problem(m, "cuda", k=6144, seed=m)
+    tile = pick_qkv_tile(m, p.n, 6144, torch.device("cuda"))
+    assert tile.bf16_mm == (m > QKV_TOKEN_TILES_MAX_M) and (tile.bf16_mm or tile.warp_specialized)
+    xq, xsf = seam.mxfp8_quantize(p.x)
+    a = a_deq_from_mxfp8(xq, xsf)
+    got, want, zeroed = p.outputs(fill=3), p.outputs(fill=3), p.outputs(fill=3)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **got, a_deq=a)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **want)
+    _assert_same_outputs(got, want)
+    seam.qkv_index_fused_epilogue(xq, xsf, p.weight.values, p.weight.scales, *p.args(), **p.kw(), **zeroed,
+                                  a_deq=torch.zeros_like(a))
+    assert not torch.equal(zeroed["index_q_out"].view(torch.uint8), want["index_q_out"].view(torch.uint8))
+
+
 # The all-reduce + norm + MXFP8 boundary (seam.allreduce_gemma_rms_norm_mxfp8): every path writes A_deq.
 
 
@@ -449,7 +472,7 @@ def test_qkv_gluon_gemm_reads_a_deq_gpu(m, nkv, monkeypatch):
                                            (2, 256, 130)])
 def test_lamport_consumer_writes_a_deq(tp, hidden, m, device):
     """Consumer A of the Lamport all-reduce (simulated TP) with a_deq: each rank's A_deq is the reference of
-    its own MXFP8 rows (edge inputs included; K-permuted at 7 and 70 rows, natural order at 130), and its other
+    its own MXFP8 rows (edge inputs included; K-permuted at every M: 7, 70 and 130 rows), and its other
     outputs are those without a_deq."""
     rows = [(edge_and_random_rows(m, hidden, seed=r) * 0.25).to(device) for r in range(tp)]
     residual = (edge_and_random_rows(m, hidden, seed=99) * 0.5).to(device)
@@ -566,10 +589,11 @@ def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
 
 
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
-    """The "auto" rule (seam.kernels.wgmma_config.a_deq_pays): A_deq only where a Gluon kernel reads it,
-    on Hopper: the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
+    """The "auto" rule (seam.kernels.wgmma_config.a_deq_pays): A_deq only where a Hopper GEMM reads it:
+    the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
     one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), and at 65-384 tokens where
-    K >= 2048 on its streamed tile and token tiles (which take no smaller K); never off whole 128-column steps,
+    K >= 2048 on its streamed tile and token tiles (which take no smaller K; past 384 the GEMMs read a given one,
+    but the producer's store costs what they save); never off whole 128-column steps,
     nowhere on a device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config, wgmma_config
     from seam.ops.a_deq import resolve_a_deq
@@ -630,20 +654,19 @@ def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, devic
 
 
 def test_seam_debug_refuses_an_a_deq_of_other_rows(monkeypatch, device):
-    """With SEAM_DEBUG the consumers compare A_deq with its reference before any launch: rows cut from a
-    larger activation (a 390-row natural-order A_deq cut to 50 rows, which the decode kernel would read as
-    K-permuted) and a stale copy are refused, naming the argument, with nothing written; the right A_deq
-    passes. Without SEAM_DEBUG nothing is read on the host."""
+    """With SEAM_DEBUG the consumers compare A_deq with its reference before any launch: rows dequantized in
+    natural K order (not A_deq's) and a stale copy are refused, naming the argument, with nothing written; the right
+    A_deq passes. Without SEAM_DEBUG nothing is read on the host."""
     monkeypatch.setenv("SEAM_DEBUG", "1")
     k, n = 256, 128
     x = edge_and_random_rows(390, k, seed=8).to(device)
     xq, xs = seam.mxfp8_quantize(x)
-    natural = a_deq_from_mxfp8(xq, xs)  # 390 rows: natural order
     cut_q, cut_s = seam.mxfp8_quantize(x[:50])  # the first 50 rows (quantized per row: the same E4M3 bytes)
     assert torch.equal(cut_q.view(torch.uint8), xq[:50].view(torch.uint8))
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(1)).bfloat16().to(device))
     out = torch.full((50, n), 7.0, dtype=torch.bfloat16, device=device)
-    for name, wrong in (("cut rows", natural[:50].contiguous()), ("stale", a_deq_from_mxfp8(cut_q, cut_s) + 1)):
+    natural = seam.mxfp8_dequantize(cut_q, cut_s, dtype=torch.bfloat16)
+    for name, wrong in (("natural order", natural), ("stale", a_deq_from_mxfp8(cut_q, cut_s) + 1)):
         act = seam.QuantizedActivation(cut_q, cut_s, torch.bfloat16, (50, k), a_deq=wrong)
         with pytest.raises(ValueError, match="x.a_deq does not hold the A_deq of these MXFP8 rows at M=50"):
             seam.mxfp8_linear(act, w, out=out)
@@ -657,5 +680,5 @@ def test_seam_debug_refuses_an_a_deq_of_other_rows(monkeypatch, device):
                                       **p.outputs(fill=3), a_deq=torch.zeros(5, p.x.shape[1], dtype=torch.bfloat16,
                                                                               device=device))
     monkeypatch.delenv("SEAM_DEBUG")
-    stale = seam.QuantizedActivation(cut_q, cut_s, torch.bfloat16, (50, k), a_deq=natural[:50].contiguous())
+    stale = seam.QuantizedActivation(cut_q, cut_s, torch.bfloat16, (50, k), a_deq=natural)
     seam.mxfp8_linear(stale, w, out=out)  # not checked: the tl path here ignores A_deq

@@ -1,5 +1,5 @@
 """``seam bench gemm``: its optional humming peer (where it cannot run, its column is left out with the reason) and
-its SwiGLU -> down chain table."""
+its norm -> qkv and SwiGLU -> down chain tables."""
 
 from __future__ import annotations
 
@@ -40,3 +40,27 @@ def test_down_chain_times_the_producer_then_each_gemm(monkeypatch, device):
     assert len(ran) == 4
     assert rows == [{"M": 1, "SwiGLU": 1.0, "SwiGLU + GEMM": 4.5, "GEMM adds": 3.5, "SwiGLU, no A_deq": 0.75,
                      "SwiGLU + cuBLAS FP8": 3.25, "cuBLAS FP8 adds": 2.5}]
+
+
+def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
+    """The norm -> qkv table: at a decode M the norm alone, the chain and the chain with the producer's default A_deq;
+    past A_DEQ_MAX_M the chain without and with A_deq and the cuBLAS BF16 peer (seam's BF16 norm, then torch.mm), with
+    the best seam over the peer. The timer stubbed: each chain runs once, where seam's kernels run here; a small qkv
+    shape stands in for the bench's."""
+    times = iter([5.0, 2.0, 4.5, 30.0, 27.0, 25.0])
+    ran = []
+
+    def timer(fn, **_):
+        fn()
+        ran.append(fn)
+        return next(times)
+
+    monkeypatch.setattr(gemm, "graph_time_us", timer)
+    monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
+    monkeypatch.setattr(gemm, "CHAIN_SHAPE", ("qkv", 128, 256))
+    m = gemm.A_DEQ_MAX_M + 1
+    rows = gemm._chain_rows((1, m), device, torch.Generator().manual_seed(0))
+    assert len(ran) == 6
+    assert rows == [{"M": 1, "norm": 2.0, "norm + GEMM": 5.0, "GEMM adds": 3.0, "norm + GEMM, A_deq auto": 4.5},
+                    {"M": m, "norm + GEMM": 30.0, "norm + GEMM, A_deq": 27.0, "BF16 norm + cuBLAS BF16": 25.0,
+                     "best seam / cuBLAS BF16 chain": 27.0 / 25.0}]

@@ -271,9 +271,11 @@ def test_choices_that_compare_m_are_made_without_it_while_tracing(device, monkey
     """At a traced (dynamic) M nothing of seam's compares M: the producers' a_deq="auto" writes no A_deq (on
     Hopper its rule compares M, which mark_dynamic refused as a constraint violation; the rule is faked here), and
     QuantizedActivation.rows copies the scales (a view of them was guarded on M % 128, and a graph replayed
-    without its guards read other rows' scales) and drops A_deq. One graph each, the eager bytes at every M."""
+    without its guards read other rows' scales) and keeps A_deq's cut rows (its K order does not depend on M). One
+    graph each, the eager bytes at every M."""
     from torch._dynamo.testing import CompileCounter
 
+    from seam.formats.a_deq import a_deq_from_mxfp8
     from seam.ops.norm import gemma_norm_mxfp8_activation
 
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)  # the Hopper rule
@@ -288,7 +290,7 @@ def test_choices_that_compare_m_are_made_without_it_while_tracing(device, monkey
     def cut(x, res):
         qa, _ = gemma_norm_mxfp8_activation(x, res, norm_w, 1e-6, a_deq=True)
         half = qa.rows(x.shape[0] // 2, x.shape[0])
-        return half.values, half.scales, half.a_deq is None
+        return half.values, half.scales, half.a_deq
 
     for fn, mark in ((produce, True), (cut, False)):
         counter = CompileCounter()
@@ -298,10 +300,11 @@ def test_choices_that_compare_m_are_made_without_it_while_tracing(device, monkey
             if mark:  # the range mark_dynamic promises for every M: the a_deq rule's guards broke it
                 torch._dynamo.mark_dynamic(x, 0, min=2, max=4096)
                 torch._dynamo.mark_dynamic(res, 0, min=2, max=4096)
-            values, scales, no_a_deq = compiled(x, res)
+            values, scales, a_deq = compiled(x, res)
             normed = seam.gemma_fused_add_rms_norm(x, res, norm_w, 1e-6)[0]
             want = seam.mxfp8_quantize(normed if fn is produce else normed[m // 2:].contiguous())
-            assert no_a_deq and bytes_equal(values, want[0]) and bytes_equal(scales, want[1]), (fn.__name__, m)
+            assert bytes_equal(values, want[0]) and bytes_equal(scales, want[1]), (fn.__name__, m)
+            assert a_deq is True if fn is produce else bytes_equal(a_deq, a_deq_from_mxfp8(*want)), (fn.__name__, m)
         assert counter.frame_count == 1, fn.__name__
 
 

@@ -9,6 +9,7 @@ rounding plus the reordering error (``K * 2^-24 * sum |a*w|``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -373,7 +374,7 @@ def test_tile_choice_by_waves():
 # The prefill path (BF16_MM_TILE): both operands dequantized to BF16, one fp32-output GEMM (torch.mm).
 
 
-@pytest.mark.parametrize("m,n,k", [(5, 200, 96), (130, 136, 256)])
+@pytest.mark.parametrize("m,n,k", [(5, 200, 96), (130, 136, 256), (7, 136, 2048)])  # 2048: A_deq's K order
 @pytest.mark.parametrize("quantize", ["separate", "in_gemm", "activation"])
 def test_prefill_path_bit_exact_on_exact_accumulator(m, n, k, quantize, device):
     x, w, want = exact_block_inputs(m, n, k, seed=m, device=device)
@@ -383,6 +384,30 @@ def test_prefill_path_bit_exact_on_exact_accumulator(m, n, k, quantize, device):
     else:
         got = seam.mxfp8_linear(x, w, tile=BF16_MM_TILE, quantize=quantize)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 136, 2048), (130, 8, 2176), (5, 136, 1920)])
+def test_prefill_path_reads_a_given_a_deq_from_k_2048(m, n, k, device):
+    """Given the activations' A_deq (seam.formats.a_deq), the prefill path at K >= 2048 (PERMUTED_MIN_K)
+    multiplies it as is, with the weight dequantized in A_deq's K order, and writes the bytes it writes without it on
+    inexact sums: its operands are in that order either way; it does not read the MXFP8 rows then (E4M3 NaN bytes in
+    their place change nothing). Below 2048 it ignores A_deq (a zeroed one changes nothing)."""
+    from seam.formats.a_deq import a_deq_from_mxfp8
+    from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
+
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(m, k, generator=g).bfloat16().to(device)
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * 0.05).bfloat16().to(device))
+    xq, xs = seam.mxfp8_quantize(x)
+    plain = seam.mxfp8_linear(seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)), w, tile=BF16_MM_TILE)
+    assert not plain.isnan().any()
+    if k >= PERMUTED_MIN_K:
+        nan_rows = torch.full_like(xq.view(torch.uint8), 0x7F).view(xq.dtype)
+        given = seam.QuantizedActivation(nan_rows, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    else:
+        given = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=torch.zeros(m, k).bfloat16().to(device))
+    got = seam.mxfp8_linear(given, w, tile=BF16_MM_TILE)
+    assert torch.equal(got.view(torch.int16), plain.view(torch.int16))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning", "ignore:overflow encountered:RuntimeWarning")
@@ -573,8 +598,12 @@ def test_prefill_path_picked_and_exact_gpu(m, n, k):
 @pytest.mark.parametrize("m,n,k", [(129, 256, 6144), (2048, 6144, 768), (300, 2560, 6144)])
 def test_prefill_path_rounds_once_gpu(m, n, k):
     """The BF16-output cuBLAS GEMM with its split-K reductions kept in fp32: within one BF16 ulp of the fp32
-    sums of the same dequantized operands, rounded once (a BF16 reduction of partials would stray further),
+    sums of the same dequantized operands in the same K order (A_deq's from K 2048, PERMUTED_MIN_K; the order moves
+    sums that cancel by more than that), rounded once (a BF16 reduction of partials would stray further),
     and restoring PyTorch's reduced-precision switch."""
+    from seam.formats.a_deq import a_deq_from_mxfp8
+    from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
+
     g = torch.Generator().manual_seed(m)
     x = torch.randn(m, k, generator=g).bfloat16().cuda()
     w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * k**-0.5).bfloat16().cuda())
@@ -582,9 +611,8 @@ def test_prefill_path_rounds_once_gpu(m, n, k):
     got = seam.mxfp8_linear(x, w, tile=BF16_MM_TILE)
     assert torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction == before
     xq, xs = seam.mxfp8_quantize(x)
-    a = seam.mxfp8_dequantize(xq, xs, dtype=torch.bfloat16)
-    wd = seam.mxfp8_dequantize(w.values, w.scales, dtype=torch.bfloat16)
-    want = torch.mm(a, wd.t(), out_dtype=torch.float32)
+    deq = a_deq_from_mxfp8 if k >= PERMUTED_MIN_K else functools.partial(seam.mxfp8_dequantize, dtype=torch.bfloat16)
+    want = torch.mm(deq(xq, xs), deq(w.values, w.scales).t(), out_dtype=torch.float32)
     ulp = (want.abs().clamp_min(2.0**-126).log2().floor() - 7).exp2()
     assert ((got.float() - want).abs() <= ulp).all()
 

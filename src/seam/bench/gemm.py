@@ -11,7 +11,9 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   ``pick_token_tiles``, and at 385-2048 its token tiles where ``pick_prefill_token_tiles`` takes them; the Gluon ring kernel at 129 <= M <= 256 where ``pick_ring_tile`` takes the shape,
   ``seam.kernels.mxfp8_wgmma_ring``; the prefill path from 65 tokens elsewhere, ``BF16_MM_TILE``);
 * ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as
-  a producer writes it by default) where ``a_deq_pays`` says a producer writes one, else ``-``;
+  a producer writes it by default) where ``a_deq_pays`` says a producer writes one, and past
+  ``A_DEQ_MAX_M`` tokens from K ``PERMUTED_MIN_K`` (the token tiles and the prefill path read it there; a producer
+  writes it with ``a_deq=True``), else ``-``;
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16, in the decode
   kernel's dequantization launch on its 32- to 128-row tiles, in the ring / prefill paths' above);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
@@ -23,13 +25,16 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   packed once as vLLM's ``HummingMxfp8LinearKernel`` packs it (``_humming_pack``). ``-`` where humming does not
   import or there is no CUDA device (the reason is printed once), ``mismatch <err>`` where its output is off
   x @ W_deq^T (``_humming_us``), ``error`` where it raised (printed);
-* ``floor``: MXFP8 weight bytes (values + scales) / 4.23 TB/s + one 0.54 us launch.
+* ``floor``: MXFP8 weight bytes (values + scales) / 4.23 TB/s + one 0.54 us launch;
+* ``seam TFLOP/s``: 2 M N K / ``seam``; ``seam / cuBLAS BF16`` and ``seam A_deq / cuBLAS BF16``: time ratios.
 
 A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused
 norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph)
 without A_deq and with the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone; another
 the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq auto), against the same producer (without A_deq)
-feeding cuBLAS FP8 its E4M3 values.
+feeding cuBLAS FP8 its E4M3 values. Past ``A_DEQ_MAX_M`` tokens the norm -> GEMM chain is timed without and with
+A_deq (``a_deq=True``) against the chain an engine would run on cuBLAS BF16: seam's add + Gemma RMSNorm writing BF16
+rows only (``gemma_fused_add_rms_norm``), then ``torch.mm`` on BF16 weights.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layer
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import pick_tile
-from seam.kernels.wgmma_config import a_deq_pays
+from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
+from seam.kernels.wgmma_config import A_DEQ_MAX_M, a_deq_pays
 
 MS = (1, 8, 16, 32, 64, 128)
 #: The TP 4 layers and the QKV projection at TP 2 (nkv 2: N = 39 heads of 128), the widest decode shape.
@@ -148,7 +154,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
         r["tile"] += f"; A_deq: {_tile_name(deq_tile)}"  # the `seam A_deq` column's
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
     r["seam A_deq"] = "-"
-    if a_deq_pays(m, k, dev):
+    if a_deq_pays(m, k, dev) or (m > A_DEQ_MAX_M and k % 128 == 0 and k >= PERMUTED_MIN_K):
         with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
         r["seam A_deq"] = graph_time_us(lambda: seam.mxfp8_linear(with_deq, mx(), out=out))
     r["seam bf16 x"] = graph_time_us(lambda: seam.mxfp8_linear(x, mx(), out=out))
@@ -167,6 +173,10 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     r["seam / cuBLAS FP8"] = r["seam"] / r["cuBLAS FP8"]
     r["seam / humming"] = r["seam"] / r["humming"] if isinstance(r["humming"], float) else float("nan")
     r["floor / seam"] = r["floor"] / r["seam"]
+    r["seam TFLOP/s"] = 2 * m * n * k / r["seam"] / 1e6
+    r["seam / cuBLAS BF16"] = r["seam"] / r["cuBLAS BF16"]
+    r["seam A_deq / cuBLAS BF16"] = (r["seam A_deq"] / r["cuBLAS BF16"] if isinstance(r["seam A_deq"], float)
+                                     else float("nan"))
     return r
 
 
@@ -177,8 +187,15 @@ def _chain_weight(n: int, k: int, dev: torch.device, g: torch.Generator):
 
 
 def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
+    """norm + MXFP8 -> the qkv GEMM per step: at decode M (<= 128) without A_deq, with the producer's default and the
+    norm alone; past ``A_DEQ_MAX_M`` tokens without and with A_deq (``a_deq=True``) against seam's add + Gemma RMSNorm
+    writing BF16 rows only, then cuBLAS BF16 on BF16 weights (rotated past L2 as the MXFP8 ones)."""
     _, n, hidden = CHAIN_SHAPE
-    _, mx = _chain_weight(n, hidden, dev, g)
+    w, mx = _chain_weight(n, hidden, dev, g)
+    bf = None
+    if any(m > A_DEQ_MAX_M for m in ms):
+        w_bf16 = w.dequantize().to(torch.bfloat16)
+        bf = rotating(lambda: w_bf16.clone(), 2 * n * hidden)
     norm_w = torch.randn(hidden, generator=g).to(torch.bfloat16).to(dev)
     rows = []
     for m in ms:
@@ -187,15 +204,22 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
         out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
 
         def norm(a_deq=False):
-            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, a_deq=a_deq)[0]
+            return seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6, a_deq=a_deq)
 
         def chain(a_deq=False):
-            seam.mxfp8_linear(norm(a_deq), mx(), out=out)
+            seam.mxfp8_linear(norm(a_deq)[0], mx(), out=out)
 
-        t_norm, t_chain = graph_time_us(norm), graph_time_us(chain)
-        t_auto = graph_time_us(lambda: chain("auto"))
-        rows.append({"M": m, "norm": t_norm, "norm + GEMM": t_chain, "GEMM adds": t_chain - t_norm,
-                     "norm + GEMM, A_deq auto": t_auto})
+        t_chain = graph_time_us(chain)
+        if m <= A_DEQ_MAX_M:
+            t_norm, t_auto = graph_time_us(norm), graph_time_us(lambda: chain("auto"))
+            rows.append({"M": m, "norm": t_norm, "norm + GEMM": t_chain, "GEMM adds": t_chain - t_norm,
+                         "norm + GEMM, A_deq auto": t_auto})
+            continue
+        t_deq = graph_time_us(lambda: chain(True))
+        t_peer = graph_time_us(lambda: torch.mm(seam.gemma_fused_add_rms_norm(x, residual, norm_w, 1e-6)[0], bf().t(),
+                                                 out=out))
+        rows.append({"M": m, "norm + GEMM": t_chain, "norm + GEMM, A_deq": t_deq, "BF16 norm + cuBLAS BF16": t_peer,
+                     "best seam / cuBLAS BF16 chain": min(t_chain, t_deq) / t_peer})
     return rows
 
 
@@ -258,13 +282,22 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
                           f"cuBLAS FP8 {r['cuBLAS FP8']:.2f}, BF16 {r['cuBLAS BF16']:.2f}, "
                           f"humming {_cell(r['humming'])}")
     cols = ["layer", "N", "K", "M", "tile", "seam", "seam A_deq", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16",
-            "humming", "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam"]
+            "humming", "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam", "seam TFLOP/s",
+            "seam / cuBLAS BF16", "seam A_deq / cuBLAS BF16"]
     console.print(_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, cols))
-    chain = _chain_rows(tuple(m for m in ms if m <= 128), dev, g)
-    console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}), PDL, us per step", chain,
-                         ["M", "norm", "norm + GEMM", "GEMM adds", "norm + GEMM, A_deq auto"]))
-    down = _down_chain_rows(tuple(m for m in ms if m <= 128), dev, g)
-    console.print(_table("SwiGLU+MXFP8 -> mxfp8_linear (down), PDL, us per pair", down,
-                         ["M", "SwiGLU", "SwiGLU + GEMM", "GEMM adds", "SwiGLU, no A_deq", "SwiGLU + cuBLAS FP8",
-                          "cuBLAS FP8 adds"]))
-    return rows + [{"op": "chain", **c} for c in chain] + [{"op": "down chain", **c} for c in down]
+    decode, prefill = tuple(m for m in ms if m <= 128), tuple(m for m in ms if m > A_DEQ_MAX_M)
+    chain = _chain_rows(decode + prefill, dev, g)
+    chain, prefill = chain[:len(decode)], chain[len(decode):]
+    down = _down_chain_rows(decode, dev, g)
+    if chain:
+        console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}), PDL, us per step", chain,
+                             ["M", "norm", "norm + GEMM", "GEMM adds", "norm + GEMM, A_deq auto"]))
+        console.print(_table("SwiGLU+MXFP8 -> mxfp8_linear (down), PDL, us per pair", down,
+                             ["M", "SwiGLU", "SwiGLU + GEMM", "GEMM adds", "SwiGLU, no A_deq", "SwiGLU + cuBLAS FP8",
+                              "cuBLAS FP8 adds"]))
+    if prefill:
+        console.print(_table(f"norm+MXFP8 -> mxfp8_linear (qkv N {CHAIN_SHAPE[1]}) against norm+BF16 -> cuBLAS BF16, "
+                             "us per step", prefill, ["M", "norm + GEMM", "norm + GEMM, A_deq",
+                                                      "BF16 norm + cuBLAS BF16", "best seam / cuBLAS BF16 chain"]))
+    return (rows + [{"op": "chain", **c} for c in chain] + [{"op": "down chain", **c} for c in down]
+            + [{"op": "prefill chain", **c} for c in prefill])

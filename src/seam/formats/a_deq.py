@@ -1,14 +1,14 @@
-"""A_deq: MXFP8 rows dequantized to BF16 in the K order of the Hopper GEMM that reads them at their M.
+"""A_deq: MXFP8 rows dequantized to BF16 in the K order of seam's Hopper GEMMs.
 
-Hopper has no MXFP8 MMA: seam's Gluon GEMMs multiply BF16 copies of both operands. Up to
-:data:`PERMUTED_MAX_M` tokens the decode GEMM (``seam.kernels.mxfp8_wgmma``, and over token tiles at 129-384
-``seam.kernels.mxfp8_wgmma_ws``, whose token tiles past 384 dequantize their own permuted copy) holds each weight step in registers in a fixed permutation of its 128 K columns
-and stages the activations with the same permutation (the ring kernel, ``seam.kernels.mxfp8_wgmma_ring``, reads
-the activations from its own dequantization launch in natural order, the order above). A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq";
-carried by :class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM
-alone, ``docs/benchmarks-log.md``: run 102, the decode GEMM 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at
-16, from 0.9 us slower to 0.8 faster at 8; run 111, 0.95-3.24 us faster at 65-128 tokens, which the ring kernel
-took then and the decode GEMM's streamed tile takes since 2026-12-04: the same dequantization launch spared).
+Hopper has no MXFP8 MMA: seam's Hopper GEMMs multiply BF16 copies of both operands. The decode GEMM
+(``seam.kernels.mxfp8_wgmma``, and over token tiles ``seam.kernels.mxfp8_wgmma_ws``) holds each weight step in registers
+in a fixed permutation of its 128 K columns and stages the activations with the same permutation; the prefill path
+(``seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm``) dequantizes the weight in that order too where K >= 2048,
+so one copy serves every M. A producer kernel that writes that BF16 copy beside its MXFP8 rows ("A_deq"; carried by
+:class:`seam.QuantizedActivation` as ``a_deq``) spares the GEMM that work (H200, the GEMM alone,
+``docs/benchmarks-log.md``: run 102, the decode GEMM 1.1-3.2 us faster at 32-64 tokens, 0.65-1.3 at 16, from 0.9 us
+slower to 0.8 faster at 8; run 111, 0.95-3.24 us faster at 65-128 tokens). The ring kernel
+(``seam.kernels.mxfp8_wgmma_ring``) reads the activations in natural order from its own dequantization launch.
 """
 
 from __future__ import annotations
@@ -20,16 +20,6 @@ from seam.formats.mxfp8 import ScaleLayout, mxfp8_dequantize
 
 #: Columns per K step of the decode GEMM: the permutation stays inside each such step.
 A_DEQ_STEP = 128
-#: Largest M whose A_deq is K-permuted (the most tokens a producer writes an A_deq for,
-#: ``seam.kernels.wgmma_config.A_DEQ_MAX_M``, the decode GEMM's token tiles' first range); above it A_deq is in
-#: natural order (the token tiles past it read the permuted copy their own dequantization launch writes).
-PERMUTED_MAX_M = 384
-
-
-def permuted(m: int) -> bool:
-    """Whether the A_deq of M rows is K-permuted (:func:`k_permutation`, for the decode GEMM), else in natural
-    order (for the ring kernel): the one rule the reference, the producer kernels and the GEMMs follow."""
-    return m <= PERMUTED_MAX_M
 
 
 def k_permutation(k: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -51,9 +41,8 @@ def a_deq_from_mxfp8(
     values: torch.Tensor, scales: torch.Tensor, *, scale_layout: ScaleLayout | str = ScaleLayout.SWIZZLED
 ) -> torch.Tensor:
     """A_deq of MXFP8 rows: ``bf16(f32(e4m3) * 2^(s - 127))`` (one rounding, as
-    :func:`seam.mxfp8_dequantize`), each column moved as :func:`k_permutation` says where M <=
-    :data:`PERMUTED_MAX_M`, in natural order above. Pure PyTorch, any device; the reference for the kernels
-    that write it.
+    :func:`seam.mxfp8_dequantize`), each column moved as :func:`k_permutation` says. Pure PyTorch, any device;
+    the reference for the kernels that write it.
 
     Args:
         values: float8_e4m3fn (or its uint8 bytes) [M, K], K a positive multiple of 128.
@@ -69,8 +58,6 @@ def a_deq_from_mxfp8(
     k = deq.shape[1]
     if k % A_DEQ_STEP:
         raise ValueError(f"K must be a positive multiple of {A_DEQ_STEP}, got {k}")
-    if not permuted(deq.shape[0]):
-        return deq
     out = torch.empty_like(deq)
     out[:, k_permutation(deq.shape[1], deq.device)] = deq
     return out

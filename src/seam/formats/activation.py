@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from seam import checks, runtime
-from seam.formats.a_deq import A_DEQ_STEP, permuted
+from seam.formats.a_deq import A_DEQ_STEP
 from seam.formats.mxfp8 import (
     E4M3_DTYPES,
     UE8M0_DTYPES,
@@ -43,12 +43,10 @@ class QuantizedActivation:
             shape, which must then be 2-D.
         layout: the scale layout, ``"swizzled"`` (the default, what ``mxfp8_linear`` and the QKV op read) or
             ``"row_major"`` (a str in any case, or :class:`seam.ScaleLayout`); :meth:`with_layout` converts.
-        a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K
-            order of the Hopper GEMM that reads them at this M (:func:`seam.formats.a_deq.a_deq_from_mxfp8`),
-            which that GEMM then reads instead of dequantizing ``values`` itself; other paths ignore it. The
-            order is a function of M (permuted up to 384 rows): cut rows with :meth:`rows`, which keeps it only
-            where that order holds. It must hold exactly those bytes (seam's producers write both in one launch;
-            only with ``SEAM_DEBUG`` do the consumers check them); None: not given.
+        a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K order of
+            seam's Hopper GEMMs (:func:`seam.formats.a_deq.a_deq_from_mxfp8`), which they then read instead of
+            dequantizing ``values`` themselves; other paths ignore it. It must hold exactly those bytes (seam's
+            producers write both in one launch; only with ``SEAM_DEBUG`` do the consumers check them); None: not given.
 
     Raises:
         TypeError: values/scales not tensors of those dtypes, dtype not BF16/FP16/FP32, or M or K not
@@ -124,10 +122,9 @@ class QuantizedActivation:
         128-row chunk, so slicing ``values`` alone and keeping ``scales`` reads other rows' scales: here they
         are a view where ``start`` is a multiple of 128 and the cut ends at M or after whole 128-row chunks
         (the padding bytes stay zero), else a copy in the new M's layout (a few small torch launches).
-        ``a_deq`` is sliced where its K order is the same at the new M (``seam.formats.a_deq.permuted``),
-        else dropped (None: the GEMM then dequantizes ``values`` itself). While ``torch.compile`` traces, the
-        scales are always copied and ``a_deq`` dropped: both choices compare M, and a graph replayed at another M
-        (without its guards) would keep the traced M's view of other rows' scales.
+        ``a_deq`` is a view of its rows (its K order is the same at every M). While ``torch.compile`` traces, the
+        scales are always copied: that choice compares M, and a graph replayed at another M (without its guards)
+        would keep the traced M's view of other rows' scales.
 
         Raises:
             TypeError: start or stop not an int.
@@ -147,9 +144,7 @@ class QuantizedActivation:
             scales = self.scales[first:first + scale_numel(rows, k, self.layout)]
         else:
             scales = swizzle_scales(unswizzle_scales(self.scales, m, k)[start:stop].contiguous())
-        a_deq = self.a_deq
-        if a_deq is not None:
-            a_deq = a_deq[start:stop] if not tracing and permuted(rows) == permuted(m) else None
+        a_deq = self.a_deq[start:stop] if self.a_deq is not None else None
         return QuantizedActivation(self.values[start:stop], scales, self.dtype, (rows, k), self.layout, a_deq)
 
     def with_layout(self, layout: ScaleLayout | str) -> QuantizedActivation:

@@ -1,6 +1,6 @@
 """Writing A_deq from a producer kernel (``seam.formats.a_deq``): MXFP8 rows dequantized to BF16 in the K
-order of the Hopper GEMM that reads them at their M, stored beside the MXFP8 rows by the kernel that quantized
-them."""
+order of seam's Hopper GEMMs, stored beside the MXFP8 rows by the kernel that quantized them; the same store
+writes the dequantization launch's copies (``seam.kernels.mxfp8_dequant``), natural order for the ring kernel."""
 
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ from seam.kernels.numerics import mxfp8_dequantize_tile, to_bf16_rne
 def store_a_deq(a_deq_ptr, row_offs, cols, values, scales, mask, ROWS: tl.constexpr, COLS: tl.constexpr,
                 PERMUTED: tl.constexpr):
     """Store A_deq of a quantized tile: ``values`` E4M3 bits uint8 [ROWS, COLS], ``scales`` their UE8M0 bytes
-    [ROWS, COLS // 32] (as :func:`seam.kernels.numerics.mxfp8_quantize_tile` returns them), each column at
-    ``a_deq_ptr + row_offs`` plus the column ``seam.formats.a_deq.k_permutation`` moves it to
-    (``PERMUTED``: ``seam.formats.a_deq.permuted`` of the rows' M) or its own; ``bf16(e4m3 * 2^(s - 127))``,
-    one rounding, as the decode GEMM's own staging computes it. With ``PERMUTED``, ``cols``
-    start at a multiple of 128 and ``mask`` is the same across each 128-column step (rows, whole steps), so
-    it holds at the permuted columns too.
+    [ROWS, COLS // 32] (as :func:`seam.kernels.numerics.mxfp8_quantize_tile` returns them), each column at ``a_deq_ptr +
+    row_offs`` plus the column ``seam.formats.a_deq.k_permutation`` moves it to (``PERMUTED``: A_deq, and the prefill
+    path's weight copy) or its own (the ring kernel's copy); ``bf16(e4m3 * 2^(s - 127))``, one rounding, as the decode
+    GEMM's own staging computes it. With ``PERMUTED``, ``cols`` start at a multiple of 128 and ``mask`` is the same
+    across each 128-column step (rows, whole steps), so it holds at the permuted columns too.
 
     The tile is permuted in registers and stored in order: scattered 2-byte stores of each column at its
     permuted place took the H200's norm kernel 1.1 us longer at 8 tokens

@@ -11,7 +11,6 @@ import torch
 import triton
 
 from seam import runtime
-from seam.formats.a_deq import permuted
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_dequant import dequantized_activations
@@ -48,9 +47,9 @@ def launch_gluon(
     ``partials`` (``out`` unused), each
     program's fp32 split-K partial into the workspace, returned as [N tiles, split_k, token tiles x block_m, 128]
     (token tiles: the warp-specialized kernel's, ceil(M / block_m); one elsewhere). ``a_deq``
-    (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the kernel whose
-    K order it has (:func:`seam.formats.a_deq.permuted`: the decode kernel's up to its largest M, the ring
-    kernel's above) reads instead of dequantizing ``xq``; another kernel ignores it. ``weight_bf16_mul``:
+    (BF16 [M, K], :mod:`seam.formats.a_deq`): the same activations already dequantized, which the decode kernel
+    and its warp-specialized form read instead of dequantizing ``xq``; the ring kernel, which reads natural K order,
+    ignores it. ``weight_bf16_mul``:
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` holds for the weight, so the kernel may dequantize it by
     BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
     reads, one is written first by the dequantization launch where
@@ -59,9 +58,9 @@ def launch_gluon(
     where none comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
     caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
-    if not a_deq_readable(a_deq) or tile.ring == permuted(m):
+    if not a_deq_readable(a_deq) or tile.ring:
         a_deq = None
-    elif not tile.ring:
+    else:
         xq, xs = a_deq, None
     if not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws)):
         return None
@@ -86,7 +85,7 @@ def launch_gluon(
             use_pdl, rules.combine)
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
-                                                        a_deq=a_deq, bf16_mul=rules.bf16_mul and weight_bf16_mul)
+                                                        bf16_mul=rules.bf16_mul and weight_bf16_mul)
     elif tile.warp_specialized:  # A_deq streamed (xq here, xs None); BF16 multiplies where the weight allows (runs
         # 190-191 measured it so)
         mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(xq, wq, ws, args[4], *args[5:], combiners=rules.combiners,

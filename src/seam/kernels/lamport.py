@@ -54,7 +54,6 @@ import torch
 import triton
 import triton.language as tl
 
-from seam.formats.a_deq import permuted
 from seam.kernels.a_deq import store_a_deq
 from seam.kernels.moe_finalize import finalize_block, moe_finalize_fragment
 from seam.kernels.numerics import mxfp8_quantize_tile, round_bf16, swizzled_scale_offset, to_bf16_rne, to_f32
@@ -240,7 +239,6 @@ def lamport_consumer_kernel(
     GEMMA: tl.constexpr,  # weight is applied as (1 + w)
     STORE_NORMED: tl.constexpr,  # MXFP8 epilogue also writes BF16 normed into out_ptr
     WRITE_A_DEQ: tl.constexpr,  # MXFP8 epilogue also writes A_deq (hidden a multiple of 128)
-    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.formats.a_deq.permuted)
     SPIN_LIMIT: tl.constexpr,
     BLOCK_H: tl.constexpr,  # next power of two >= hidden: one program holds a whole row
     PAD_ROWS: tl.constexpr,  # swizzle padding rows zeroed per program past M
@@ -285,7 +283,7 @@ def lamport_consumer_kernel(
                 tl.store(scales_ptr + s_offs, tl.reshape(scales, (BLOCK_H // 32,)), mask=scols < padded_scols)
                 if WRITE_A_DEQ:
                     store_a_deq(a_deq_ptr, tl.zeros((1,), tl.int64) + row, cols, values, scales, mask[None, :],
-                                1, BLOCK_H, A_DEQ_PERMUTED)
+                                1, BLOCK_H, True)
     else:
         if EPILOGUE == _RMS_NORM_MXFP8:
             if USE_PDL:
@@ -414,7 +412,6 @@ def launch_lamport_consumer(
         GEMMA=gemma,
         STORE_NORMED=out is not None,
         WRITE_A_DEQ=a_deq is not None,
-        A_DEQ_PERMUTED=permuted(m),
         SPIN_LIMIT=spin_limit,
         BLOCK_H=block_h,
         PAD_ROWS=PAD_ROWS,

@@ -63,7 +63,7 @@ def mxfp8_dequant_kernel(
     BLOCK_K: tl.constexpr,  # multiple of 32
     USE_PDL: tl.constexpr,
     A_BF16: tl.constexpr,  # the activations are BF16: quantized to MXFP8 here, then dequantized (no E4M3 copy)
-    PERMUTED: tl.constexpr,  # the activations' copy in the decode GEMM's K order (seam.formats.a_deq.permuted)
+    PERMUTED: tl.constexpr,  # both copies in A_deq's K order (seam.formats.a_deq.k_permutation)
 ):
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -76,7 +76,7 @@ def mxfp8_dequant_kernel(
         if USE_PDL:
             tl.extra.cuda.gdc_launch_dependents()
             tl.extra.cuda.gdc_wait()
-        store_a_deq(w_out_ptr, rows * K, cols, v, s, mask, BLOCK_R, BLOCK_K, False)
+        store_a_deq(w_out_ptr, rows * K, cols, v, s, mask, BLOCK_R, BLOCK_K, PERMUTED)
     else:
         if USE_PDL:
             # The next kernel (the ring GEMM) may launch now and stream its weights; its own wait still
@@ -109,9 +109,8 @@ def launch_mxfp8_dequant(
     128x4-swizzled ``scales``, or (``scales`` None) BF16 ``values`` quantized to MXFP8 and dequantized in
     the same program, as ``seam.mxfp8_quantize`` then this launch would give them; ``weight``: (values,
     scales, out) of a second operand [R_W, K] (E4M3) dequantized by the same launch (the prefill GEMM's
-    weight: one launch fewer). ``permuted``: ``out`` in the decode GEMM's K order (``seam.formats.a_deq``'s
-    permutation at any M; the weight's copy stays in natural order). Operands validated by the caller, K a
-    multiple of 32.
+    weight: one launch fewer). ``permuted``: both copies in A_deq's K order (``seam.formats.a_deq``). Operands
+    validated by the caller, K a multiple of 32.
 
     Raises:
         ValueError: ``permuted`` with K not a multiple of 128 (the permutation moves columns within 128-column
@@ -143,7 +142,7 @@ def dequantized_activations(
 ) -> torch.Tensor:
     """A_deq [M, K] BF16 (temporary) of MXFP8 ``xq`` / ``xs``; ``xs`` None: ``xq`` is the BF16 activation,
     quantized to MXFP8 in the same launch (the in-GEMM rule's bytes). ``weight``: as
-    :func:`launch_mxfp8_dequant`'s; ``permuted``: in the decode GEMM's K order (K a multiple of 128,
+    :func:`launch_mxfp8_dequant`'s; ``permuted``: in A_deq's K order (K a multiple of 128,
     ``seam.formats.a_deq``)."""
     a = torch.empty(xq.shape, dtype=torch.bfloat16, device=xq.device)
     launch_mxfp8_dequant(xq, xs, a, weight, permuted=permuted)
@@ -171,20 +170,37 @@ def _mm_bf16(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tenso
         matmul.allow_bf16_reduced_precision_reduction = before
 
 
+#: Smallest K at which the prefill path multiplies its operands in A_deq's K order (and so reads a given A_deq, which
+#: "auto" writes past 64 tokens only at K >= 2048, ``seam.kernels.wgmma_config.a_deq_pays``); below it natural order:
+#: the weight's permuted copy cost more there. H100 (2026-12-05, ``docs/benchmarks-log.md`` run 248, the weight's
+#: dequantization alone, us, natural / permuted): N 6144 x K 768 4.80 / 5.56; at K >= 2048 -0.7 to +4 %
+#: (N 1536 x 6144 8.53 / 8.59, 2560 x 6144 15.39 / 16.05, 6144 x 2048 11.19 / 11.11, 4992 x 6144 33.43 / 33.85).
+PERMUTED_MIN_K = 2048
+
+
 def launch_mxfp8_linear_bf16_mm(
-    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor
+    xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
+    a_deq: torch.Tensor | None = None,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands (swizzled scales): both dequantized to
     BF16 here by one launch (``xs`` None: ``xq`` is the BF16 activation, MXFP8-quantized in that launch; one
     launch against two, H200 log run 97: 0.83-1.02x the path's time at M 129-512 on the MiniMax layers,
     faster at 11 of 12, 0.96-1.00x at 2048), then one cuBLAS
     GEMM accumulating in fp32 and rounding to BF16 once (:func:`_mm_bf16`), or with fp32 output, left
-    unrounded, for an fp32 ``out``. On the CPU (the interpreter's tests) the GEMM runs on the fp32 copies
-    of the same values, rounded by :func:`round_bf16_kernel`. Temporary memory: 2 * (M + N) * K bytes of
-    BF16 operands."""
-    m = xq.shape[0]
+    unrounded, for an fp32 ``out``. Where K is a multiple of 128 from :data:`PERMUTED_MIN_K` both copies are in
+    A_deq's K order (``seam.formats.a_deq``), so a given ``a_deq`` (BF16 [M, K], contiguous: the activations'
+    A_deq) is multiplied as is and only the weight is dequantized, with the same bytes out; elsewhere ``a_deq`` is
+    ignored. On the CPU (the interpreter's tests) the
+    GEMM runs on the fp32 copies of the same values, rounded by :func:`round_bf16_kernel`. Temporary memory:
+    2 * (M + N) * K bytes of BF16 operands (2 * N * K where it reads ``a_deq``)."""
+    m, k = xq.shape
+    permuted = k % A_DEQ_STEP == 0 and k >= PERMUTED_MIN_K
     w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
-    a = dequantized_activations(xq, xs, (wq, ws, w))  # one launch dequantizes both
+    if a_deq is not None and permuted:  # the weight alone: the activations' launch programs are none
+        launch_mxfp8_dequant(xq[:0], xs, a_deq[:0], (wq, ws, w), permuted=True)
+        a = a_deq
+    else:
+        a = dequantized_activations(xq, xs, (wq, ws, w), permuted=permuted)  # one launch dequantizes both
     if out.dtype == torch.float32:  # the unrounded sums (the fused QKV op's accumulator)
         _mm_f32(a, w, out)
         return

@@ -503,8 +503,10 @@ def launch_mxfp8_linear(
     stride not 16-byte aligned) the tl kernel runs instead, on its own tile (same bytes
     wherever the sums are exact; within fp32 reordering otherwise). A ``bf16_mm`` tile runs
     the prefill path (:func:`seam.kernels.mxfp8_dequant.launch_mxfp8_linear_bf16_mm`). ``a_deq``: the
-    activations' A_deq (:mod:`seam.formats.a_deq`), which the Gluon kernels read in place of ``xq`` as
-    :func:`~seam.kernels.gluon_launch.launch_gluon` says; every other path ignores it, and ``weight_bf16_mul`` (idem).
+    activations' A_deq (:mod:`seam.formats.a_deq`), which the prefill path and the Gluon kernels read in place of
+    ``xq`` where TMA could read it (16-byte aligned; the Gluon kernels as
+    :func:`~seam.kernels.gluon_launch.launch_gluon` says); the tl kernel ignores it, and
+    ``weight_bf16_mul`` is for the Gluon kernels only.
     A ``tile`` that does not cover M (:func:`~seam.kernels.mxfp8_gemm_config.covers`) is picked again for M.
     """
     m, k = xq.shape
@@ -514,7 +516,8 @@ def launch_mxfp8_linear(
     if not covers(tile, m):  # a tile traced at fewer tokens
         tile = pick_tile(m, n, k, out.device, a_deq=a_deq_readable(a_deq))
     if tile.bf16_mm:
-        launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out)
+        # a misaligned A may take another cuBLAS algorithm (another sum order) than the aligned copy made without it
+        launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out, a_deq if a_deq_readable(a_deq) else None)
         return
     if out.dtype == torch.float32:
         raise ValueError("an fp32 out (unrounded sums) needs a bf16_mm tile")

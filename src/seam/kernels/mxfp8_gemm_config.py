@@ -405,8 +405,9 @@ PREFILL_STEP_US = {128: 0.85, 192: 1.13, 256: 1.55}
 PREFILL_SPLIT_US = 2.0
 #: Bytes per weight element that the prefill path moves and the token tiles do not (its dequantization launch reads
 #: the E4M3 byte and writes a BF16 copy), and the rate they move at (H100 SXM, bytes per us): the prefill path's fixed
-#: price. An H200 (4.8 TB/s) moves them faster, so there the rule may take the token tiles slightly too often (not
-#: measured).
+#: price. On an H200 (4.8 TB/s, log run 252) the H200's rate would change the pick at 6 points of 24 on four layers
+#: at 385-2048 tokens: this one won at 3, lost at 2 (1.05x, 1.07x), tied at 1; where both take the token tiles they
+#: lose at 5 of 14 points there (1.01-1.07x).
 PREFILL_WEIGHT_BYTES = 3
 PREFILL_WEIGHT_BYTES_PER_US = 3.35e6
 

@@ -186,17 +186,16 @@ def mxfp8_linear_wgmma_ring_kernel(
 def launch_mxfp8_linear_wgmma_ring(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor,
     block_m: int, split_k: int, stages: int, work: torch.Tensor, counters: torch.Tensor, use_pdl: bool,
-    combine: int, *, partials: bool = False, combiners: int, a_deq: torch.Tensor | None = None,
-    bf16_mul: bool = False,
+    combine: int, *, partials: bool = False, combiners: int, bf16_mul: bool = False,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) on a Hopper GPU for validated operands that TMA reads as is
     (``seam.kernels.mxfp8_wgmma.tma_ready``; ``xs`` None: ``xq`` is BF16). ``block_m``: tokens per program
     (256); :data:`MIN_STAGES` <= ``stages`` <= :func:`max_stages`; ``work`` / ``counters``: the split-K scratch
     for cdiv(N, 128) * cdiv(M, block_m) tiles (unused at ``split_k`` 1); ``partials``: store each
     program's fp32 partial in ``work`` only; ``combiners``: programs per tile that combine its partials
-    (``seam.kernels.wgmma_config.wgmma_combiners``); ``a_deq``: the activations already dequantized
-    (BF16 [M, K] in natural order, ``seam.formats.a_deq``), read instead of the dequantization launch's copy.
-    Temporary memory: 2 * M * K bytes (A_deq) without ``a_deq``. ``bf16_mul``: dequantize the weight tiles by
+    (``seam.kernels.wgmma_config.wgmma_combiners``). The activations are read from a BF16 copy in natural K order
+    written by the dequantization launch first (not A_deq's order: ``seam.formats.a_deq``). Temporary memory:
+    2 * M * K bytes. ``bf16_mul``: dequantize the weight tiles by
     BF16 multiplies, for a weight ``seam.kernels.mxfp8_wgmma.bf16_mul_exact`` accepts.
 
     Raises:
@@ -204,7 +203,7 @@ def launch_mxfp8_linear_wgmma_ring(
     check_combiners(combiners, split_k)
     m, k = xq.shape
     n = wq.shape[0]
-    a = a_deq if a_deq is not None else dequantized_activations(xq, xs)
+    a = dequantized_activations(xq, xs)
     bk = BLOCK_K.value
     w_desc = TensorDescriptor.from_tensor(wq.view(torch.uint8), [BLOCK_N.value, bk], tile_layout(BLOCK_N.value, False))
     a_desc = TensorDescriptor.from_tensor(a, [block_m, bk], tile_layout(block_m, True))

@@ -26,7 +26,6 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.formats.a_deq import permuted
 from seam.kernels.a_deq import store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
@@ -64,7 +63,6 @@ def fused_add_rms_norm_kernel(
     QUANT: tl.constexpr,  # store MXFP8 values/scales of the BF16 normed rows
     SWIZZLED: tl.constexpr,  # 128x4 swizzled scales (padding written as zero)
     WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (seam.formats.a_deq; H a multiple of 128)
-    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.formats.a_deq.permuted)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
@@ -115,11 +113,10 @@ def fused_add_rms_norm_kernel(
             for q in tl.static_range(3):
                 _finish_columns(s_quarters[q], w_quarters[q], rstd, q * QUARTER, rows, row_ok, H, residual_out_ptr,
                                 normed_ptr, values_ptr, scales_ptr, a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT,
-                                SWIZZLED, WRITE_A_DEQ, A_DEQ_PERMUTED, ROWS, QUARTER)
+                                SWIZZLED, WRITE_A_DEQ, ROWS, QUARTER)
         else:
             _finish_columns(s, w, rstd, 0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr, scales_ptr,
-                            a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ, A_DEQ_PERMUTED,
-                            ROWS, BLOCK_H)
+                            a_deq_ptr, HAS_RESIDUAL, WRITE_NORMED, QUANT, SWIZZLED, WRITE_A_DEQ, ROWS, BLOCK_H)
     else:
         zero_scale_padding_rows(scales_ptr, M, pid - num_row_programs, scols, padded_scols, PAD_ROWS)
 
@@ -139,8 +136,7 @@ def column_quarters(t, ROWS: tl.constexpr, COLS: tl.constexpr):
 @triton.jit
 def _finish_columns(s, w, rstd, col0, rows, row_ok, H, residual_out_ptr, normed_ptr, values_ptr, scales_ptr,
                     a_deq_ptr, HAS_RESIDUAL: tl.constexpr, WRITE_NORMED: tl.constexpr, QUANT: tl.constexpr,
-                    SWIZZLED: tl.constexpr, WRITE_A_DEQ: tl.constexpr, A_DEQ_PERMUTED: tl.constexpr,
-                    ROWS: tl.constexpr, COLS: tl.constexpr):
+                    SWIZZLED: tl.constexpr, WRITE_A_DEQ: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
     """Columns [col0, col0 + COLS) of the rows: residual_out, normed, MXFP8 values and scales, A_deq from the
     fp32 sums ``s`` [ROWS, COLS], the weight factors ``w`` [1, COLS] and ``rstd`` [ROWS]."""
     cols = col0 + tl.arange(0, COLS)
@@ -157,7 +153,7 @@ def _finish_columns(s, w, rstd, col0, rows, row_ok, H, residual_out_ptr, normed_
         tl.store(values_ptr + out_offs, values, mask=mask)
         store_row_scales(scales_ptr, scales, rows, row_ok, col0 // 32 + tl.arange(0, COLS // 32), H // 32, SWIZZLED)
         if WRITE_A_DEQ:
-            store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, COLS, A_DEQ_PERMUTED)
+            store_a_deq(a_deq_ptr, rows * H, cols, values, scales, mask, ROWS, COLS, True)
 
 
 def norm_config(m: int, hidden: int) -> tuple[int, int, int, int]:
@@ -244,7 +240,6 @@ def launch_fused_add_rms_norm(
         QUANT=quant,
         SWIZZLED=swizzled,
         WRITE_A_DEQ=a_deq is not None,
-        A_DEQ_PERMUTED=permuted(m),
         USE_PDL=use_pdl,
         EARLY_TRIGGER=early_trigger(m),
         ROWS=rows,

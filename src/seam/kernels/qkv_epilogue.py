@@ -524,8 +524,8 @@ def launch_qkv_epilogue(
     """Launch on validated inputs: the GEMM (``acc`` None) or a given accumulator [M, N] (``xq`` None).
     ``tile`` None: picked here for M (``pick_qkv_tile``, or on a given accumulator
     :func:`seam.kernels.qkv_config.epilogue_tile`), at call time.
-    ``a_deq``: A_deq of ``xq`` (``seam.formats.a_deq``), which the Gluon GEMM whose K order it has reads
-    in its place.
+    ``a_deq``: A_deq of ``xq`` (``seam.formats.a_deq``), which the GEMM reads in its place where
+    :func:`seam.kernels.mxfp8_gemm.launch_mxfp8_linear` says.
 
     A ``wgmma`` or ``bf16_mm`` tile (``pick_qkv_tile``) runs that GEMM first, then this kernel with
     the tile :func:`seam.kernels.qkv_config.epilogue_tile_after` gives on what it wrote: the Gluon kernel's
@@ -551,7 +551,7 @@ def launch_qkv_epilogue(
         n, k = wq.shape
         if tile.bf16_mm:
             acc = torch.empty((m, n), dtype=torch.float32, device=positions.device)
-            launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile)
+            launch_mxfp8_linear(xq, xsf, wq, wsf, acc, tile, a_deq)
         else:
             # its partials (every token tile's rows) land in scratch (the workspace reserved above is the one it
             # takes)

@@ -21,7 +21,6 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.formats.a_deq import permuted
 from seam.kernels.a_deq import store_a_deq
 from seam.kernels.pdl import early_trigger
 from seam.kernels.numerics import (
@@ -58,7 +57,6 @@ def swiglu_oai_kernel(
     ROUND_BF16: tl.constexpr,  # quantize bf16(act) instead of the fp32 act
     SWIZZLED: tl.constexpr,
     WRITE_A_DEQ: tl.constexpr,  # with QUANT: also A_deq (I a multiple of 128)
-    A_DEQ_PERMUTED: tl.constexpr,  # A_deq in the decode GEMM's K order (seam.formats.a_deq.permuted)
     USE_PDL: tl.constexpr,
     EARLY_TRIGGER: tl.constexpr,  # trigger dependents at the start (seam.kernels.pdl.early_trigger)
     # tiling
@@ -110,7 +108,7 @@ def swiglu_oai_kernel(
             tl.store(values_ptr + out_offs, values, mask=mask)
             store_row_scales(scales_ptr, scales, rows, row_ok, scols, num_scols, SWIZZLED)
             if WRITE_A_DEQ:  # the column block is whole 128-column steps (BLOCK_I >= 128, a power of two)
-                store_a_deq(a_deq_ptr, rows * I, cols, values, scales, mask, BLOCK_M, BLOCK_I, A_DEQ_PERMUTED)
+                store_a_deq(a_deq_ptr, rows * I, cols, values, scales, mask, BLOCK_M, BLOCK_I, True)
         else:
             tl.store(out_ptr + out_offs, to_bf16_rne(act), mask=mask)
     else:
@@ -181,7 +179,6 @@ def launch_swiglu_oai(
         ROUND_BF16=round_to_bf16,
         SWIZZLED=swizzled,
         WRITE_A_DEQ=a_deq is not None,
-        A_DEQ_PERMUTED=permuted(m),
         USE_PDL=use_pdl,
         EARLY_TRIGGER=early_trigger(m),
         BLOCK_M=block_m,

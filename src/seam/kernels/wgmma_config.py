@@ -45,9 +45,9 @@ STREAMED_MIN_K = 2048
 #: Most tokens that :func:`~seam.kernels.mxfp8_gemm_config.pick_token_tiles` runs on the warp-specialized decode
 #: kernel, over token tiles.
 TOKEN_TILES_MAX_M = 384
-#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the decode kernel pays off
-#: (one token where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (:data:`TOKEN_TILES_MAX_M`, the decode kernel's
-#: token tiles' first range; past it they dequantize their own permuted copy).
+#: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the Hopper GEMMs pays off (one token
+#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (:data:`TOKEN_TILES_MAX_M`; past it the producer's store
+#: costs about what the GEMM saves, :func:`a_deq_pays`).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
@@ -63,7 +63,13 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
     where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
     (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a
-    ring kernel picked for a wide layer at 129-256 ignores the permuted copy). At 129-384 tokens (H200, 2026-12-05,
+    ring kernel picked for a wide layer at 129-256 ignores A_deq, whose K order it does not read). Past 384 tokens
+    the GEMMs read a given A_deq too (the token tiles, and the prefill path where K >= 2048), but there the
+    producer's store costs about what they save (H100, 2026-12-05, log run 248, norm + MXFP8 -> ``mxfp8_linear``,
+    weights rotated, us, without -> with, M 512 / 1024 / 2048): N 1536 x K 6144 36.87 -> 35.85 / 56.04 -> 55.80 /
+    95.04 -> 93.13; N 2560 x K 6144 45.14 -> 44.22 / 74.26 -> 73.67 / 139.12 -> 139.27; N 4992 x K 6144 66.04 ->
+    65.40 / 127.91 -> 129.33 / 248.92 -> 253.88 (the norm's store 1.3-1.6 us at 512, 6.6-6.9 at 1024, 8.9-9.0 at
+    2048), so "auto" stops at 384. At 129-384 tokens (H200, 2026-12-05,
     log run 204, norm + MXFP8 -> ``mxfp8_linear`` on the token tiles, weights rotated, us, without -> with): N 2560 x
     K 6144 M 160 22.72 -> 21.55, 256 26.43 -> 24.41, 384 34.22 -> 32.57; N 1536 x K 6144 18.52 -> 17.21, 21.71 ->
     20.02, 27.78 -> 26.39.

@@ -48,8 +48,8 @@ def resolve_a_deq(a_deq: object, m: int, k: int, device: torch.device, *, k_name
 
 def check_a_deq_bytes(name: str, a_deq: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> None:
     """With ``SEAM_DEBUG`` (and host reads allowed, :func:`seam.runtime.debug_checks`), raise ValueError unless
-    ``a_deq`` holds the A_deq of ``values`` / ``scales`` (swizzled) at their M: what a stale copy, or rows cut
-    from a larger activation (whose A_deq is in another K order), would break. A NaN's payload is not compared.
+    ``a_deq`` holds the A_deq of ``values`` / ``scales`` (swizzled): what a stale copy, or rows dequantized in
+    natural K order (not A_deq's), would break. A NaN's payload is not compared.
     Costs a dequantization and a device sync; off by default."""
     if not runtime.debug_checks(a_deq.device):
         return
@@ -58,6 +58,6 @@ def check_a_deq_bytes(name: str, a_deq: torch.Tensor, values: torch.Tensor, scal
     same = torch.equal(a_deq.isnan(), nan) and torch.equal(a_deq.view(torch.int16)[~nan], want.view(torch.int16)[~nan])
     if not same:
         raise ValueError(
-            f"{name} does not hold the A_deq of these MXFP8 rows at M={values.shape[0]} (seam.formats.a_deq: its K "
-            "order follows M, so rows cut from a larger activation need their own; pass none to dequantize here)"
+            f"{name} does not hold the A_deq of these MXFP8 rows at M={values.shape[0]} (seam.formats.a_deq: the rows "
+            "dequantized in its K order, the same at every M; pass none to dequantize here)"
         )

@@ -207,7 +207,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             norm_weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
             norm_eps: RMSNorm epsilon, finite >= 0.
             a_deq: True: the norm's launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden
-                a multiple of 128), which the next layer's Hopper Gluon GEMM then reads (the fused QKV op's
+                a multiple of 128), which the next layer's Hopper GEMM then reads (the fused QKV op's
                 ``a_deq=``, or :func:`seam.mxfp8_linear` on the activation); "auto" (default): where that
                 GEMM gains (Hopper, 2-64 tokens, 1-64 at hidden <= 2048, 65-384 at hidden >= 2048,
                 :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.

@@ -279,8 +279,9 @@ def mxfp8_linear(
 
     A_deq:
         Where ``x`` carries ``a_deq``, the Gluon decode kernel (2-128 tokens and one at N >= 2560; its token
-        tiles at 129-384) reads those BF16 rows instead of dequantizing the MXFP8 ones itself (same bytes at the
-        same tile; other paths ignore it, the ring kernel at 129-256 on wide layers too). At 33-64 tokens (K >= 2048) an A_deq also changes the
+        tiles at 129-2048) and the prefill path (from K 2048, ``seam.kernels.mxfp8_dequant.PERMUTED_MIN_K``, where
+        it then dequantizes the weight alone) read those BF16 rows instead of dequantizing the MXFP8 ones (same bytes
+        at the same tile; other paths ignore it, the ring kernel at 129-256 on wide layers too). At 33-64 tokens (K >= 2048) an A_deq also changes the
         picked tile where the one-wave K split is at most 6: the warp-specialized 64-row tile at that split, which may differ from the split
         picked without one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
 
@@ -331,13 +332,13 @@ def mxfp8_linear(
           many programs in the wave (activations dequantized by a launch before it).
         - 385-2048 where K >= 2048 and a wave model puts them ahead of the prefill path
           (``pick_prefill_token_tiles``): the same kernel over token tiles of 128, 192 or 256 tokens, no BF16 weight
-          copy (activations dequantized by a launch before it).
+          copy (activations without ``a_deq`` dequantized by a launch before it).
         - else 129-256 on wide layers (``pick_ring_tile``): the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``:
           weights and the activations, dequantized by a launch before it, through one TMA ring; 2*M*K bytes of
           temporary BF16).
         - else from 65 (``PREFILL_MM_MIN_M``), on any CUDA GPU with torch >= 2.8: the prefill path, both operands
           dequantized to BF16 and multiplied with cuBLAS (fp32 accumulation, rounded once; temporary BF16 copies of A
-          and W).
+          and W, in A_deq's K order from K 2048, so a given ``a_deq`` spares the copy of A).
 
         The tl kernel runs the rest (and everything under the interpreter).
     """

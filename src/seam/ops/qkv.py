@@ -317,9 +317,10 @@ def qkv_index_fused_epilogue(
             before graph capture (:func:`qkv_warmup`, or one eager call at each M to be captured).
         a_deq: optional BF16 [M, K] contiguous: A_deq of ``xq`` / ``xsf`` (``seam.formats.a_deq``, as
             ``seam.ops.norm.gemma_norm_mxfp8_activation(..., a_deq=True)`` writes it beside its MXFP8 rows),
-            which the Hopper Gluon GEMMs (the decode kernel at M 2..128 and one token at N >= 2560, its token tiles
-            at 129-384) read instead of dequantizing ``xq``; other paths ignore it (the ring kernel too). It must hold exactly those bytes (checked only with
-            ``SEAM_DEBUG``: ValueError otherwise, before any launch). Not modified.
+            which the Hopper GEMMs (the decode kernel at M 2..128 and one token at N >= 2560, its token tiles
+            at 129-1024, the prefill path above from K 2048) read instead of dequantizing ``xq``; other paths ignore
+            it (the ring kernel too). It must hold exactly those bytes (checked only with ``SEAM_DEBUG``: ValueError
+            otherwise, before any launch). Not modified.
 
     Raises:
         TypeError: a tensor argument of the wrong type or dtype, a scalar not a float or int (a bool

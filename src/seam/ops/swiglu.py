@@ -127,9 +127,9 @@ def swiglu_oai_mxfp8(
         out: optional (values float8_e4m3fn [M, I], scales uint8) buffers, contiguous and
             16-byte aligned, written in place.
         a_deq: True: also write the rows' A_deq (a new BF16 [M, I] tensor, ``seam.formats.a_deq``; I a
-            multiple of 128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper Gluon
+            multiple of 128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper
             GEMM (the down projection) then reads it instead of dequantizing the MXFP8 rows; "auto": where
-            that GEMM gains (Hopper, 2-64 tokens, 1-64 at I <= 2048, 65-128 at I >= 2048, swizzled scales,
+            that GEMM gains (Hopper, 2-64 tokens, 1-64 at I <= 2048, 65-384 at I >= 2048, swizzled scales,
             :func:`seam.kernels.wgmma_config.a_deq_pays`); False (default): never.
 
     Returns:
