@@ -44,8 +44,10 @@ class QuantizedActivation:
         layout: the scale layout, ``"swizzled"`` (the default, what ``mxfp8_linear`` and the QKV op read) or
             ``"row_major"`` (a str in any case, or :class:`seam.ScaleLayout`); :meth:`with_layout` converts.
         a_deq: optional BF16 [M, K] contiguous, K a multiple of 128: the same rows dequantized in the K order of
-            seam's Hopper GEMMs (:func:`seam.formats.a_deq.a_deq_from_mxfp8`), which they then read instead of
-            dequantizing ``values`` themselves; other paths ignore it. It must hold exactly those bytes (seam's
+            seam's Hopper GEMMs (:func:`seam.formats.a_deq.a_deq_from_mxfp8`: each 128-column step's columns
+            permuted, so not the natural-order product's operand), which they then read instead of dequantizing
+            ``values`` themselves where its base is 16-byte aligned (as seam's producers allocate it; a misaligned
+            copy is ignored, as other paths ignore it). It must hold exactly those bytes (seam's
             producers write both in one launch; only with ``SEAM_DEBUG`` do the consumers check them); None: not given.
 
     Raises:
@@ -107,7 +109,7 @@ class QuantizedActivation:
             if k % A_DEQ_STEP:
                 raise ValueError(f"a_deq needs K a multiple of {A_DEQ_STEP}, got K={k}")
             if self.layout is not ScaleLayout.SWIZZLED:
-                raise ValueError("a_deq goes with swizzled scales (the Gluon GEMMs'), got layout 'row_major'")
+                raise ValueError("a_deq goes with swizzled scales (the Hopper GEMMs'), got layout 'row_major'")
 
     def __repr__(self) -> str:  # the tensors' contents would flood a log
         m, k = self.shape

@@ -151,7 +151,7 @@ def swiglu_oai_mxfp8(
     a_deq = check_a_deq(a_deq)  # True, False or "auto" (a NumPy bool as a Python bool)
     returns_a_deq = a_deq is not False
     if a_deq is True and scale_layout is not ScaleLayout.SWIZZLED:
-        raise ValueError("a_deq goes with swizzled scales (the decode GEMM's), got scale_layout 'row_major'")
+        raise ValueError("a_deq goes with swizzled scales (the Hopper GEMMs'), got scale_layout 'row_major'")
     a_deq = resolve_a_deq(a_deq, m, inter, device, k_name="I (gate_up.shape[1] // 2)")
     a_deq = a_deq and scale_layout is ScaleLayout.SWIZZLED
     values, scales = check_mxfp8_out(out, m, inter, scale_layout, device)
