@@ -22,12 +22,10 @@ def test_humming_left_out_where_it_does_not_import(monkeypatch):
     assert gemm._humming_missing().startswith("import humming failed (ModuleNotFoundError")
 
 
-def test_down_chain_times_the_producer_then_each_gemm(monkeypatch, device):
-    """The SwiGLU -> down table: each of the four timings runs once per M (the producer with and without A_deq, each
-    alone and followed by its GEMM: mxfp8_linear, cuBLAS FP8), and each 'adds' column is a chain less its own
-    producer. The timer stubbed: each chain runs once, where seam's kernels run here."""
-    times = iter([1.0, 4.5, 0.75, 3.25])
-    ran = []
+def _stub_timing(monkeypatch, times: list[float]) -> list:
+    """The bench's timer replaced by one that runs each chain once (seam's kernels run here) and returns ``times`` in
+    turn, and its weight rotation by the one copy; returns the list of what the timer ran."""
+    times, ran = iter(times), []
 
     def timer(fn, **_):
         fn()
@@ -36,6 +34,14 @@ def test_down_chain_times_the_producer_then_each_gemm(monkeypatch, device):
 
     monkeypatch.setattr(gemm, "graph_time_us", timer)
     monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
+    return ran
+
+
+def test_down_chain_times_the_producer_then_each_gemm(monkeypatch, device):
+    """The SwiGLU -> down table: each of the four timings runs once per M (the producer with and without A_deq, each
+    alone and followed by its GEMM: mxfp8_linear, cuBLAS FP8), and each 'adds' column is a chain less its own
+    producer. The timer stubbed: each chain runs once, where seam's kernels run here."""
+    ran = _stub_timing(monkeypatch, [1.0, 4.5, 0.75, 3.25])
     rows = gemm._down_chain_rows((1,), device, torch.Generator().manual_seed(0))
     assert len(ran) == 4
     assert rows == [{"M": 1, "SwiGLU": 1.0, "SwiGLU + GEMM": 4.5, "GEMM adds": 3.5, "SwiGLU, no A_deq": 0.75,
@@ -47,16 +53,7 @@ def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
     past A_DEQ_MAX_M the chain without and with A_deq and the cuBLAS BF16 peer (seam's BF16 norm, then torch.mm), with
     the best seam over the peer. The timer stubbed: each chain runs once, where seam's kernels run here; a small qkv
     shape stands in for the bench's."""
-    times = iter([5.0, 2.0, 4.5, 30.0, 27.0, 25.0])
-    ran = []
-
-    def timer(fn, **_):
-        fn()
-        ran.append(fn)
-        return next(times)
-
-    monkeypatch.setattr(gemm, "graph_time_us", timer)
-    monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
+    ran = _stub_timing(monkeypatch, [5.0, 2.0, 4.5, 30.0, 27.0, 25.0])
     monkeypatch.setattr(gemm, "CHAIN_SHAPE", ("qkv", 128, 256))
     m = gemm.A_DEQ_MAX_M + 1
     rows = gemm._chain_rows((1, m), device, torch.Generator().manual_seed(0))
