@@ -37,8 +37,9 @@ def _info() -> int:
 def _bench_names() -> list[str]:
     import seam.bench
 
-    # timing is the shared helper; dist runs one process per GPU under torchrun (_MULTI_PROCESS)
-    return sorted(m.name for m in pkgutil.iter_modules(seam.bench.__path__) if m.name not in ("timing", "dist"))
+    # timing and stream are shared helpers; dist runs one process per GPU under torchrun (_MULTI_PROCESS)
+    return sorted(m.name for m in pkgutil.iter_modules(seam.bench.__path__)
+                  if m.name not in ("timing", "stream", "dist"))
 
 
 _MULTI_PROCESS = {"dist": "torchrun --nproc-per-node N -m seam.bench.dist --tp N"}

@@ -4,8 +4,9 @@ CUDA-graph replay of 200 launches (``timing.graph_time_us``), us per call, for:
 fused (one launch, with and without the BF16 normed output), seam's two-launch chain
 (add + norm, then the standalone quantizer), the eager PyTorch chain (the reference), and
 ``torch.compile`` of that chain, compiled for each M (static shapes: what an engine captures per
-batch size). ``floor``: the fused op's bytes (with the BF16 rows) at 4.23 TB/s + one launch; GB/s
-from the same byte count against the measured copy bandwidth.
+batch size). For each variant (``fused``: the MXFP8 rows; ``+bf16``: the BF16 rows too): ``floor``,
+its bytes at 4.23 TB/s + one launch, and ``stream``, one launch reading and writing those bytes with
+no math (``seam.bench.stream``): what any kernel moving them can do on this card.
 Targets (issue 19): fused <= the best peer at every M; >= 90% of the floor (floor / fused) at M >= 2048.
 """
 
@@ -15,7 +16,8 @@ import torch
 from rich.table import Table
 
 import seam
-from seam.bench.timing import compile_static, copy_bandwidth_gbs, floor_us, graph_time_us
+from seam.bench.stream import stream_us
+from seam.bench.timing import compile_static, floor_us, graph_time_us
 from seam.ref.norm import gemma_fused_add_rms_norm_mxfp8_ref
 
 HIDDEN = 6144
@@ -23,10 +25,10 @@ EPS = 1e-6
 MS = (1, 8, 16, 32, 64, 128, 192, 256, 512, 2048, 8192)
 
 
-def bytes_moved(m: int, hidden: int, also_bf16: bool) -> int:
+def bytes_read_written(m: int, hidden: int, also_bf16: bool) -> tuple[int, int]:
     """HBM bytes of the fused op: x, residual, weight read; residual_out, [normed], values, scales written."""
-    scales = seam.mxfp8_scale_numel(m, hidden)
-    return 2 * m * hidden * (2 + 1 + (1 if also_bf16 else 0)) + 2 * hidden + m * hidden + scales
+    written = 2 * m * hidden * (2 if also_bf16 else 1) + m * hidden + seam.mxfp8_scale_numel(m, hidden)
+    return 4 * m * hidden + 2 * hidden, written
 
 
 def _chain(x, r, w):
@@ -52,9 +54,8 @@ def time_us(fn) -> float:
         return sorted(times)[len(times) // 2]
 
 
-def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
-    dev = torch.device("cuda")
-    copy_gbs = copy_bandwidth_gbs()
+def run(console, ms: tuple[int, ...] = MS, device: torch.device | str = "cuda") -> list[dict]:
+    dev = torch.device(device)
     g = torch.Generator(device="cpu").manual_seed(0)
     w = (torch.randn(HIDDEN, generator=g) * 0.1).bfloat16().to(dev)
     rows = []
@@ -77,22 +78,22 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             "eager": time_us(lambda: _chain(x, r, w)),
             "compile": time_us(lambda: compiled(x, r, w)),
         }
-        gbs = bytes_moved(m, HIDDEN, True) / (t["fused+bf16"] * 1e-6) / 1e9
-        floor = floor_us(bytes_moved(m, HIDDEN, True))
-        rows.append({
-            "op": "gemma_fused_add_rms_norm_mxfp8", "M": m, "hidden": HIDDEN,
-            **{f"{k} us": v for k, v in t.items()},
-            "fused/compile": t["fused+bf16"] / t["compile"],
-            "floor us": floor, "floor/fused": floor / t["fused+bf16"],
-            "GB/s": gbs, "% copy": 100 * gbs / copy_gbs,
-        })
-    table = Table(title=f"add + Gemma RMSNorm + MXFP8, hidden {HIDDEN} (us per call; copy {copy_gbs:.0f} GB/s)")
-    cols = ["M", "fused+bf16 us", "fused us", "seam 2 launches us", "eager us", "compile us",
-            "fused/compile", "floor us", "floor/fused", "GB/s", "% copy"]
+        row = {"op": "gemma_fused_add_rms_norm_mxfp8", "M": m, "hidden": HIDDEN,
+               **{f"{k} us": v for k, v in t.items()}, "fused/compile": t["fused+bf16"] / t["compile"]}
+        for variant, also_bf16 in (("fused", False), ("fused+bf16", True)):
+            suffix = " +bf16" if also_bf16 else ""
+            read, written = bytes_read_written(m, HIDDEN, also_bf16)
+            floor, stream = floor_us(read + written), stream_us(read, written, dev)
+            row.update({f"floor{suffix} us": floor, f"floor/{variant}": floor / t[variant],
+                        f"stream{suffix} us": stream, f"stream/{variant}": stream / t[variant]})
+        rows.append(row)
+    table = Table(title=f"add + Gemma RMSNorm + MXFP8, hidden {HIDDEN} (us per call)")
+    cols = ["M", "fused+bf16 us", "fused us", "seam 2 launches us", "eager us", "compile us", "fused/compile",
+            "floor us", "floor/fused", "stream us", "stream/fused", "floor +bf16 us", "floor/fused+bf16",
+            "stream +bf16 us", "stream/fused+bf16"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:
-        table.add_row(*(str(row[c]) if c == "M" else f"{row[c]:.0f}" if c in ("GB/s", "% copy") else f"{row[c]:.2f}"
-                        for c in cols))
+        table.add_row(*(str(row[c]) if c == "M" else f"{row[c]:.2f}" for c in cols))
     console.print(table)
     return rows

@@ -1,0 +1,121 @@
+"""The benchmarks' stream peer (``seam.bench.stream``): one launch that reads every word of its source and writes
+every word of its destination, nothing outside them, and what it writes depends on what it read."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from seam.bench import stream
+
+GUARD = 64  # words either side of both buffers that the kernel must neither read nor write
+
+
+@pytest.mark.parametrize("n_src, n_dst, block", [
+    (1000, 256, 64),  # SwiGLU's ratio (3.9): reads 4 words per word written
+    (250, 1024, 64),  # writes more than it reads: chunks of one size, the write side's last programs read nothing
+    (700, 768, 128),  # near 1: chunks of one size both sides
+    (2000, 1000, 256),  # the quantizer's ratio (1.9): 2 words read per word written
+    (5, 3, 16),  # fewer words than one chunk
+])
+def test_reads_and_writes_exactly_its_buffers(n_src, n_dst, block, device):
+    """Written: every dst word, ``w + salt * (the sum of READ // WRITE read words, one from each WRITE-word slice of its program's chunk)``, nothing past
+    either end; so read: those words, none of the guard words past src (their large values would show in the
+    sums)."""
+    g = torch.Generator().manual_seed(n_src)
+    src_buf = torch.full((n_src + 2 * GUARD,), 1 << 20, dtype=torch.int32)
+    src_buf[GUARD:GUARD + n_src] = torch.randint(-100, 100, (n_src,), generator=g, dtype=torch.int32)
+    dst_buf = torch.full((n_dst + 2 * GUARD,), -7, dtype=torch.int32)
+    src_buf, dst_buf = src_buf.to(device), dst_buf.to(device)
+    src, dst = src_buf[GUARD:GUARD + n_src], dst_buf[GUARD:GUARD + n_dst]
+
+    stream.launch_stream(src, dst, block, num_warps=4)  # salt 0, as timed
+    assert torch.equal(dst.cpu(), torch.arange(n_dst, dtype=torch.int32))
+    assert (torch.cat([dst_buf[:GUARD], dst_buf[GUARD + n_dst:]]).cpu() == -7).all()
+
+    stream.launch_stream(src, dst, block, num_warps=4, salt=1)
+    read, write, _ = stream.chunks(n_src, n_dst, block)
+    chunks = -(-n_dst // write)  # program p adds its read words p * read + j * write + i, j < read // write
+    padded = torch.nn.functional.pad(src.cpu().long(), (0, chunks * read))  # words past src read as 0
+    given = padded[:chunks * read].view(chunks, read // write, write).sum(1).flatten()[:n_dst]
+    expected = given + torch.arange(n_dst)
+    assert torch.equal(dst.cpu().long(), expected)
+    assert (torch.cat([dst_buf[:GUARD], dst_buf[GUARD + n_dst:]]).cpu() == -7).all()
+
+
+@pytest.mark.parametrize("n_src, n_dst, block, expected", [
+    (4000, 1000, 1024, (1024, 256, 4)),  # ratio 4
+    (1000, 4000, 1024, (1024, 1024, 4)),  # ratio 1/4: 1, the write side's programs
+    (1320, 1000, 1024, (1024, 1024, 2)),  # 1.32 rounds to 1
+    (10**6, 1, 1024, (1024, 1, 977)),  # the ratio capped at the block
+])
+def test_chunks(n_src, n_dst, block, expected):
+    assert stream.chunks(n_src, n_dst, block) == expected
+
+
+def test_stream_us_refuses_empty_sides():
+    with pytest.raises(ValueError, match="read_bytes and write_bytes must be positive"):
+        stream.stream_us(0, 10, device="cpu")
+
+
+def _stub_bench(monkeypatch, module, times: dict[str, float], stream_times: list[float]) -> list:
+    """``module``'s timers replaced: graph_time_us runs each call once (seam's kernels run here) and returns the next
+    of ``times`` in insertion order, the eager and compiled chains are not run, and stream_us returns the next of
+    ``stream_times``; returns the (read, written) byte counts the stream peer was asked for."""
+    graph_times, streams, asked = iter(times.values()), iter(stream_times), []
+
+    def graph(fn, **_):
+        fn()
+        return next(graph_times)
+
+    def stream_stub(read, written, device):
+        asked.append((read, written))
+        return next(streams)
+
+    monkeypatch.setattr(module, "graph_time_us", graph)
+    monkeypatch.setattr(module, "time_us", lambda fn: 100.0)
+    monkeypatch.setattr(module, "compile_static", lambda fn, **_: fn)
+    monkeypatch.setattr(module, "stream_us", stream_stub)
+    return asked
+
+
+def test_norm_bench_rows_have_floor_and_stream_per_variant(monkeypatch, device):
+    """The norm bench at one M: floor and stream for the MXFP8-only op (issue 19's floor) and for the one that also
+    writes the BF16 rows, each against its own variant's time."""
+    from rich.console import Console
+
+    from seam.bench import norm
+
+    times = {"fused+bf16": 4.0, "fused": 3.0, "seam 2 launches": 5.0}
+    asked = _stub_bench(monkeypatch, norm, times, [2.0, 3.2])
+    (row,) = norm.run(Console(file=io.StringIO()), ms=(1,), device=device)
+    h, scales = norm.HIDDEN, 128 * norm.HIDDEN // 32  # one row: the swizzled scales pad to 128 rows
+    read = 2 * h + 2 * h + 2 * h  # x, residual, weight
+    assert asked == [(read, 2 * h + h + scales), (read, 2 * h + 2 * h + h + scales)]
+    assert row["stream us"] == 2.0 and row["stream/fused"] == 2.0 / 3.0
+    assert row["stream +bf16 us"] == 3.2 and row["stream/fused+bf16"] == 3.2 / 4.0
+    assert row["floor us"] == pytest.approx((read + 3 * h + scales) / 4.23e6 + 0.54)
+    assert row["floor/fused"] == row["floor us"] / 3.0
+    assert row["floor/fused+bf16"] == row["floor +bf16 us"] / 4.0
+
+
+def test_swiglu_and_quant_bench_rows_have_stream(monkeypatch, device):
+    """SwiGLU's and the quantizer's stream peer: asked for the op's bytes read and written, against seam's time."""
+    from rich.console import Console
+
+    from seam.bench import quant, swiglu
+
+    console = Console(file=io.StringIO())
+    asked = _stub_bench(monkeypatch, swiglu, {"fused": 2.0, "seam 2 launches": 3.0}, [1.5])
+    (row,) = swiglu.run(console, ms=(1,), device=device)
+    i = swiglu.INTER
+    assert asked == [(4 * i, i + 128 * i // 32)]
+    assert row["stream us"] == 1.5 and row["stream/fused"] == 0.75
+
+    asked = _stub_bench(monkeypatch, quant, {"seam swizzled": 2.0, "seam row-major": 1.8}, [1.0])
+    (row,) = quant.run(console, ms=(1,), device=device)
+    h = quant.HIDDEN
+    assert asked == [(2 * h, h + 128 * h // 32)]
+    assert row["stream us"] == 1.0 and row["stream/seam"] == 0.5
