@@ -69,10 +69,12 @@ def test_gpu_full_shapes(m):
 
 
 def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch):
-    """``seam bench step`` (one token) writes step.json into $SEAM_OUT and names the file it wrote."""
+    """``seam bench step`` (one token) prints a line as each boundary finishes, writes step.json into $SEAM_OUT and
+    names the file it wrote."""
     monkeypatch.setenv("SEAM_OUT", str(tmp_path))
     buf = io.StringIO()
     results = step.run(Console(file=buf, width=200), ms=(1,))
     saved = json.loads((tmp_path / "step.json").read_text())
     assert saved["results"]["minimax"][0]["M"] == 1 and set(saved["results"]) == set(results) == {"minimax", "mhc"}
     assert f"wrote {tmp_path / 'step.json'}" in buf.getvalue()
+    assert "  minimax M 1: agree yes (" in buf.getvalue() and "  mhc M 1: agree yes (" in buf.getvalue()

@@ -632,7 +632,7 @@ def test_linear_split_k_matches_single_program(split_k, device):
 
 def test_leading_dimensions_as_functional_linear(device):
     """As torch.nn.functional.linear: x [..., K] (1-D too, non-contiguous leading dimensions, a strided last
-    dimension) gives [..., N], the bytes of the flattened 2-D call; out= of that shape, checked at its own shape and
+    dimension, 2-D included) gives [..., N], the bytes of the flattened 2-D call; out= of that shape, checked at its own shape and
     against x itself; M 0 in a leading dimension."""
     x, w = _inputs(6, 64, 128, device=device)
     want = seam.mxfp8_linear(x, w)
@@ -646,11 +646,16 @@ def test_leading_dimensions_as_functional_linear(device):
     with pytest.raises(ValueError, match=r"out must have shape \[2, 3, 64\], got \[6, 64\]"):
         seam.mxfp8_linear(x.view(2, 3, 128), w, out=torch.empty(6, 64, dtype=torch.bfloat16, device=device))
     assert seam.mxfp8_linear(x.view(2, 3, 128)[:, :0], w).shape == (2, 0, 64)
-    # a strided last dimension (1-D, or [..., K]): copied, as torch.nn.functional.linear takes it
+    # a strided last dimension (1-D, 2-D or [..., K]): copied, as torch.nn.functional.linear takes it
     wide = torch.zeros(128, 6, dtype=torch.bfloat16, device=device)
     wide.copy_(x.t())
     assert bytes_equal(seam.mxfp8_linear(wide[:, 2], w), want[2])
     assert wide.t().unsqueeze(0).stride(-1) == 6 and bytes_equal(seam.mxfp8_linear(wide.t().unsqueeze(0), w)[0], want)
+    out2 = torch.zeros(6, 64, dtype=torch.bfloat16, device=device)
+    assert seam.mxfp8_linear(wide.t(), w, out=out2, quantize="in_gemm") is out2 and bytes_equal(out2, want)
+    with pytest.raises(ValueError, match="out overlaps input x"):  # against x itself, 2-D too
+        seam.mxfp8_linear(wide.t(), w, out=wide.view(-1)[: 6 * 64].view(6, 64))
+    assert bytes_equal(wide, x.t())
     # out is checked against x itself, not the copy the flattened rows may be
     store = torch.zeros(2 * 6 * 128, dtype=torch.bfloat16, device=device)
     xt = store[:768].view(128, 6)
@@ -813,8 +818,6 @@ def test_quantize_keyword_rejects_bad_values(device):
         seam.mxfp8_linear(x.float(), w, out=out, quantize="in_gemm")
     with pytest.raises(ValueError, match="K=64"):
         seam.mxfp8_linear(x[:, :64], w, out=out, quantize="in_gemm")
-    with pytest.raises(ValueError, match="unit column stride"):
-        seam.mxfp8_linear(x.t().contiguous().t(), w, out=out, quantize="in_gemm")
     assert out.eq(0).all()
     assert seam.LinearQuantize.parse("in_gemm") is seam.LinearQuantize.IN_GEMM
 

@@ -739,7 +739,9 @@ def _bad_cases(p: Problem, xq, xsf):
         ("xq", dict(xq=xq.view(torch.uint8)), TypeError, "xq must have dtype"),
         ("xq K", dict(xq=xq[:, :96].contiguous()), ValueError, "multiple of 128"),
         ("wq N", dict(wq=p.weight.values[: n - 128]), ValueError, r"\(19\*nkv \+ 1\)\*128"),
-        ("wq K", dict(wq=torch.zeros(n, 128, dtype=torch.float8_e4m3fn, device=dev)), ValueError, "wq must have shape"),
+        ("wq K", dict(wq=torch.zeros(n, 128, dtype=torch.float8_e4m3fn, device=dev)), ValueError,
+         rf"xq has K={xq.shape[1]} but wq has K=128"),
+        ("wq 1-D", dict(wq=torch.zeros(n, dtype=torch.float8_e4m3fn, device=dev)), ValueError, "wq must have shape"),
         ("xsf", dict(xsf=xsf[:-1]), ValueError, "xsf must hold"),
         ("wsf", dict(wsf=p.weight.scales[:-4]), ValueError, "wsf must hold"),
         ("xsf 2-D", dict(xsf=xsf.view(-1, 16)), ValueError, r"xsf must hold \d+ bytes as a flat"),  # swizzled: 1-D

@@ -48,6 +48,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import time
 from collections.abc import Callable
 
 import torch
@@ -454,9 +455,16 @@ def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
     mm_shape = MiniMaxShape() if gpu else MiniMaxShape.reduced()
     mhc_shape = MhcShape() if gpu else MhcShape.reduced()
     results: dict[str, list[dict]] = {"minimax": [], "mhc": []}
+    console.print(f"{len(ms)} token counts x 2 boundaries on {device}"
+                  + ("" if gpu else " (reduced shapes, TP 2, agreement only)") + "; a line as each finishes")
     for m in ms:
-        results["minimax"].append(_measure(MiniMaxBoundary(mm_shape, m, device), compare_minimax, minimax_ok, gpu))
-        results["mhc"].append(_measure(MhcBoundary(mhc_shape, m, device), compare_mhc, mhc_ok, gpu))
+        for name, make, compare, ok in (("minimax", MiniMaxBoundary, compare_minimax, minimax_ok),
+                                        ("mhc", MhcBoundary, compare_mhc, mhc_ok)):
+            start = time.perf_counter()
+            row = _measure(make(mm_shape if name == "minimax" else mhc_shape, m, device), compare, ok, gpu)
+            results[name].append(row)
+            console.print(f"  {name} M {m}: agree {'yes' if row['agree'] else 'NO'} "
+                          f"({time.perf_counter() - start:.1f} s)")
         if gpu:
             torch.cuda.empty_cache()
     console.print(_table(f"MiniMax-M3.1 boundary, {mm_shape}", results["minimax"]))

@@ -236,10 +236,10 @@ def mxfp8_linear(
         y = seam.mxfp8_linear(seam.QuantizedActivation(values, scales), w)  # a fused kernel's MXFP8 rows
 
     Args:
-        x: BF16 [M, K] with unit column stride (row stride may exceed K), quantized as ``quantize`` says; also,
-            as ``torch.nn.functional.linear`` takes it, [..., K] of other than 2-D (1-D included): the leading
-            dimensions are the tokens, flattened by ``reshape`` (a copy where the strides need one, a strided last
-            dimension included), and the output is [..., N]. Or a :class:`seam.QuantizedActivation`
+        x: BF16 [M, K] (read in place where its column stride is 1; the row stride may exceed K), quantized as
+            ``quantize`` says; as ``torch.nn.functional.linear`` takes it, also [..., K] of other than 2-D (1-D
+            included): the leading dimensions are the tokens, flattened by ``reshape``, and the output is
+            [..., N]. A copy is made where the strides need one (a strided last dimension, 2-D too). Or a :class:`seam.QuantizedActivation`
             with swizzled scales, used as is (its ``dtype`` does not change the output's, BF16; its ``a_deq``:
             below). Not modified.
         weight: :class:`seam.MXFP8Weight` [N, K] (``MXFP8Weight.from_bf16(w)``).
@@ -357,7 +357,9 @@ def mxfp8_linear(
             raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got a tensor of dtype "
                             f"{x.dtype}{_WRAP_HINT}")
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
-        if x.dim() != 2:  # as torch.nn.functional.linear: [..., K] -> [..., N], the leading dimensions the tokens
+        # As torch.nn.functional.linear: [..., K] -> [..., N], the leading dimensions the tokens, and a strided
+        # last dimension copied (2-D too).
+        if x.dim() != 2 or (x.stride(1) != 1 and x.shape[1] > 1):
             if x.dim() == 0 or x.shape[-1] != k:
                 raise ValueError(f"x must have shape [..., {k}] (the weight's K), got {list(x.shape)}")
             lead = tuple(x.shape[:-1])
@@ -365,13 +367,11 @@ def mxfp8_linear(
                 checks.tensor("out", out, dtype=torch.bfloat16, shape=(*lead, n), device=x.device, written=True)
                 checks.outputs_apart([("out", out)], [("x", x)])
             rows = x.reshape(-1, k)
-            if rows.stride(1) != 1 and k > 1:  # a strided last dimension: copied, as torch.nn.functional.linear takes it
+            if rows.stride(1) != 1 and k > 1:
                 rows = rows.contiguous()
             y = mxfp8_linear(rows, weight, out=None if out is None else out.view(rows.shape[0], n), tile=tile,
                              quantize=mode)
             return y.view(*lead, n) if out is None else out
-        if x.stride(1) != 1 and x.shape[1] > 1:
-            raise ValueError(f"x must have unit column stride, got strides {x.stride()}")
         m, kx = x.shape
         device = checks.kernel_device("x", x)
     if kx != k:
