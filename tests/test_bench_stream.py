@@ -14,16 +14,17 @@ GUARD = 64  # words either side of both buffers that the kernel must neither rea
 
 
 @pytest.mark.parametrize("n_src, n_dst, block", [
-    (1000, 256, 64),  # SwiGLU's ratio (3.9): reads 4 words per word written
-    (250, 1024, 64),  # writes more than it reads: chunks of one size, the write side's last programs read nothing
-    (700, 768, 128),  # near 1: chunks of one size both sides
-    (2000, 1000, 256),  # the quantizer's ratio (1.9): 2 words read per word written
+    (1000, 256, 64),  # SwiGLU's ratio (3.9): 4 slices read per slice written
+    (250, 1024, 64),  # writes more than it reads: the last programs read nothing
+    (1320, 1000, 256),  # the norm's ratio (1.3): 2 slices, the last programs read nothing
+    (2000, 1000, 256),  # the quantizer's ratio (1.9; here exactly 2)
     (5, 3, 16),  # fewer words than one chunk
 ])
-def test_reads_and_writes_exactly_its_buffers(n_src, n_dst, block, device):
-    """Written: every dst word, ``w + salt * (the sum of READ // WRITE read words, one from each WRITE-word slice of its program's chunk)``, nothing past
-    either end; so read: those words, none of the guard words past src (their large values would show in the
-    sums)."""
+@pytest.mark.parametrize("early", [False, True])
+def test_reads_and_writes_exactly_its_buffers(n_src, n_dst, block, early, device):
+    """Written: every dst word, ``w + salt * (the sum of the RATIO read words at its offset in each slice of its
+    program's chunk)``, nothing past either end; so read: every src word (each in a program that writes), none of
+    the guard words past src (their large values would show in the sums)."""
     g = torch.Generator().manual_seed(n_src)
     src_buf = torch.full((n_src + 2 * GUARD,), 1 << 20, dtype=torch.int32)
     src_buf[GUARD:GUARD + n_src] = torch.randint(-100, 100, (n_src,), generator=g, dtype=torch.int32)
@@ -31,28 +32,36 @@ def test_reads_and_writes_exactly_its_buffers(n_src, n_dst, block, device):
     src_buf, dst_buf = src_buf.to(device), dst_buf.to(device)
     src, dst = src_buf[GUARD:GUARD + n_src], dst_buf[GUARD:GUARD + n_dst]
 
-    stream.launch_stream(src, dst, block, num_warps=4)  # salt 0, as timed
+    stream.launch_stream(src, dst, block, num_warps=4, early=early)  # salt 0, as timed
     assert torch.equal(dst.cpu(), torch.arange(n_dst, dtype=torch.int32))
     assert (torch.cat([dst_buf[:GUARD], dst_buf[GUARD + n_dst:]]).cpu() == -7).all()
 
-    stream.launch_stream(src, dst, block, num_warps=4, salt=1)
-    read, write, _ = stream.chunks(n_src, n_dst, block)
-    chunks = -(-n_dst // write)  # program p adds its read words p * read + j * write + i, j < read // write
-    padded = torch.nn.functional.pad(src.cpu().long(), (0, chunks * read))  # words past src read as 0
-    given = padded[:chunks * read].view(chunks, read // write, write).sum(1).flatten()[:n_dst]
-    expected = given + torch.arange(n_dst)
-    assert torch.equal(dst.cpu().long(), expected)
+    stream.launch_stream(src, dst, block, num_warps=4, early=early, salt=1)
+    ratio, write, programs = stream.chunks(n_src, n_dst, block)
+    assert programs * ratio * write >= n_src  # every source word in some program's chunk
+    padded = torch.nn.functional.pad(src.cpu().long(), (0, programs * ratio * write - n_src))  # past src: 0
+    given = padded.view(programs, ratio, write).sum(1).flatten()[:n_dst]
+    assert torch.equal(dst.cpu().long(), given + torch.arange(n_dst))
     assert (torch.cat([dst_buf[:GUARD], dst_buf[GUARD + n_dst:]]).cpu() == -7).all()
 
 
 @pytest.mark.parametrize("n_src, n_dst, block, expected", [
-    (4000, 1000, 1024, (1024, 256, 4)),  # ratio 4
-    (1000, 4000, 1024, (1024, 1024, 4)),  # ratio 1/4: 1, the write side's programs
-    (1320, 1000, 1024, (1024, 1024, 2)),  # 1.32 rounds to 1
-    (10**6, 1, 1024, (1024, 1, 977)),  # the ratio capped at the block
+    (4000, 1000, 1024, (4, 1024, 1)),  # ratio 4
+    (1000, 256, 64, (4, 64, 4)),  # 3.9 rounds up to 4
+    (1320, 1000, 256, (2, 256, 4)),  # 1.32 rounds up to 2
+    (1000, 4000, 1024, (1, 1024, 4)),  # writes more than it reads: 1
 ])
 def test_chunks(n_src, n_dst, block, expected):
     assert stream.chunks(n_src, n_dst, block) == expected
+
+
+def test_chunks_refuse_a_ratio_past_the_unrolled_loads():
+    with pytest.raises(ValueError, match="reads at most 16 words per word written, got 17000 / 1000"):
+        stream.chunks(17000, 1000, 256)
+
+
+def test_words_round_up_to_64_bytes():
+    assert [stream.words(n) for n in (1, 64, 65, 4096)] == [16, 16, 32, 1024]
 
 
 def test_stream_us_refuses_empty_sides():
@@ -113,9 +122,13 @@ def test_swiglu_and_quant_bench_rows_have_stream(monkeypatch, device):
     i = swiglu.INTER
     assert asked == [(4 * i, i + 128 * i // 32)]
     assert row["stream us"] == 1.5 and row["stream/fused"] == 0.75
+    assert row["floor us"] == pytest.approx((5 * i + 128 * i // 32) / 4.23e6 + 0.54)
+    assert row["floor/fused"] == row["floor us"] / 2.0
 
     asked = _stub_bench(monkeypatch, quant, {"seam swizzled": 2.0, "seam row-major": 1.8}, [1.0])
     (row,) = quant.run(console, ms=(1,), device=device)
     h = quant.HIDDEN
     assert asked == [(2 * h, h + 128 * h // 32)]
     assert row["stream us"] == 1.0 and row["stream/seam"] == 0.5
+    assert row["floor us"] == pytest.approx((3 * h + 128 * h // 32) / 4.23e6 + 0.54)
+    assert row["floor/seam"] == row["floor us"] / 2.0

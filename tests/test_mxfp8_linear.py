@@ -655,6 +655,8 @@ def test_leading_dimensions_as_functional_linear(device):
     assert seam.mxfp8_linear(wide.t(), w, out=out2, quantize="in_gemm") is out2 and bytes_equal(out2, want)
     with pytest.raises(ValueError, match="out overlaps input x"):  # against x itself, 2-D too
         seam.mxfp8_linear(wide.t(), w, out=wide.view(-1)[: 6 * 64].view(6, 64))
+    with pytest.raises(ValueError, match="x has K=64 but weight has K=128"):  # as a unit-stride x says it
+        seam.mxfp8_linear(wide.t()[:, :64], w)
     assert bytes_equal(wide, x.t())
     # out is checked against x itself, not the copy the flattened rows may be
     store = torch.zeros(2 * 6 * 128, dtype=torch.bfloat16, device=device)

@@ -360,6 +360,8 @@ def mxfp8_linear(
         # As torch.nn.functional.linear: [..., K] -> [..., N], the leading dimensions the tokens, and a strided
         # last dimension copied (2-D too).
         if x.dim() != 2 or (x.stride(1) != 1 and x.shape[1] > 1):
+            if x.dim() == 2 and x.shape[1] != k:  # the 2-D message below, strided or not
+                raise ValueError(f"x has K={x.shape[1]} but weight has K={k}")
             if x.dim() == 0 or x.shape[-1] != k:
                 raise ValueError(f"x must have shape [..., {k}] (the weight's K), got {list(x.shape)}")
             lead = tuple(x.shape[:-1])
