@@ -110,25 +110,24 @@ def test_norm_bench_rows_have_floor_and_stream_per_variant(monkeypatch, device):
     assert row["floor/fused+bf16"] == row["floor +bf16 us"] / 4.0
 
 
-def test_swiglu_and_quant_bench_rows_have_stream(monkeypatch, device):
-    """SwiGLU's and the quantizer's stream peer: asked for the op's bytes read and written, against seam's time."""
+@pytest.mark.parametrize("name, times, seam_key, ratio_key, read_per_column, written_per_column", [
+    ("swiglu", {"fused": 2.0, "seam 2 launches": 3.0}, "fused", "stream/fused", 4, 1),  # BF16 [1, 2I] in
+    ("quant", {"seam swizzled": 2.0, "seam row-major": 1.8}, "seam swizzled", "stream/seam", 2, 1),  # BF16 [1, H]
+])
+def test_swiglu_and_quant_bench_rows_have_stream(monkeypatch, device, name, times, seam_key, ratio_key,
+                                                 read_per_column, written_per_column):
+    """SwiGLU's and the quantizer's stream peer and floor: the op's bytes read and written (one row: the swizzled
+    scales pad to 128 rows), against seam's time."""
+    import importlib
+
     from rich.console import Console
 
-    from seam.bench import quant, swiglu
-
-    console = Console(file=io.StringIO())
-    asked = _stub_bench(monkeypatch, swiglu, {"fused": 2.0, "seam 2 launches": 3.0}, [1.5])
-    (row,) = swiglu.run(console, ms=(1,), device=device)
-    i = swiglu.INTER
-    assert asked == [(4 * i, i + 128 * i // 32)]
-    assert row["stream us"] == 1.5 and row["stream/fused"] == 0.75
-    assert row["floor us"] == pytest.approx((5 * i + 128 * i // 32) / 4.23e6 + 0.54)
-    assert row["floor/fused"] == row["floor us"] / 2.0
-
-    asked = _stub_bench(monkeypatch, quant, {"seam swizzled": 2.0, "seam row-major": 1.8}, [1.0])
-    (row,) = quant.run(console, ms=(1,), device=device)
-    h = quant.HIDDEN
-    assert asked == [(2 * h, h + 128 * h // 32)]
-    assert row["stream us"] == 1.0 and row["stream/seam"] == 0.5
-    assert row["floor us"] == pytest.approx((3 * h + 128 * h // 32) / 4.23e6 + 0.54)
-    assert row["floor/seam"] == row["floor us"] / 2.0
+    module = importlib.import_module(f"seam.bench.{name}")
+    asked = _stub_bench(monkeypatch, module, times, [1.5])
+    (row,) = module.run(Console(file=io.StringIO()), ms=(1,), device=device)
+    cols = module.INTER if name == "swiglu" else module.HIDDEN
+    read, written = read_per_column * cols, written_per_column * cols + 128 * cols // 32
+    assert asked == [(read, written)]
+    assert row["stream us"] == 1.5 and row[ratio_key] == 1.5 / times[seam_key]
+    assert row["floor us"] == pytest.approx((read + written) / 4.23e6 + 0.54)
+    assert row[ratio_key.replace("stream", "floor")] == row["floor us"] / times[seam_key]
