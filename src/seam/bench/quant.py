@@ -5,8 +5,8 @@ CUDA-graph replay of 200 launches (``timing.graph_time_us``), us per call, for: 
 ``torch.compile`` of it, compiled for each M (static shapes: what an engine captures per batch size),
 both swizzled. ``floor``: the op's bytes (BF16 rows read, E4M3 values and scales written) at 4.23
 TB/s + one launch; ``stream``: one launch reading and writing those bytes with no math
-(``seam.bench.stream``): what any kernel moving them can do on this card. Targets (issue 19): seam <= the best peer at every M; >= 85% of the floor
-(floor / seam) at M >= 2048.
+(``seam.bench.stream``): what any kernel moving them can do on this card.
+Targets (issue 19): seam <= the best peer at every M; >= 85% of the floor (floor / seam) at M >= 2048.
 """
 
 from __future__ import annotations

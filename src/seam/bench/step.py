@@ -458,10 +458,10 @@ def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
     console.print(f"{len(ms)} token counts x 2 boundaries on {device}"
                   + ("" if gpu else " (reduced shapes, TP 2, agreement only)") + "; a line as each finishes")
     for m in ms:
-        for name, make, compare, ok in (("minimax", MiniMaxBoundary, compare_minimax, minimax_ok),
-                                        ("mhc", MhcBoundary, compare_mhc, mhc_ok)):
+        for name, make, shape, compare, ok in (("minimax", MiniMaxBoundary, mm_shape, compare_minimax, minimax_ok),
+                                               ("mhc", MhcBoundary, mhc_shape, compare_mhc, mhc_ok)):
             start = time.perf_counter()
-            row = _measure(make(mm_shape if name == "minimax" else mhc_shape, m, device), compare, ok, gpu)
+            row = _measure(make(shape, m, device), compare, ok, gpu)
             results[name].append(row)
             console.print(f"  {name} M {m}: agree {'yes' if row['agree'] else 'NO'} "
                           f"({time.perf_counter() - start:.1f} s)")

@@ -340,10 +340,9 @@ def qkv_index_fused_epilogue(
     device = checks.kernel_device("xq", xq)
     m, k = xq.shape
     checks.multiple_of("K (xq.shape[1])", k, 128)
-    checks.tensor("wq", wq, dtype=torch.float8_e4m3fn, device=device)
-    if wq.dim() == 2 and wq.shape[1] != k:  # as mxfp8_linear says it: the two K, not one operand's shape
+    checks.tensor("wq", wq, dtype=torch.float8_e4m3fn, shape=(-1, -1), device=device)
+    if wq.shape[1] != k:  # as mxfp8_linear says it: the two K, not one operand's shape
         raise ValueError(f"xq has K={k} but wq has K={wq.shape[1]}")
-    checks.tensor("wq", wq, shape=(-1, k))
     nkv = nkv_from_n(wq.shape[0])
     xsf = _scales_bytes("xsf", xsf, m, k, device)
     wsf = _scales_bytes("wsf", wsf, wq.shape[0], k, device)
