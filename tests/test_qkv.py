@@ -671,15 +671,25 @@ def test_warmup_under_the_interpreter_runs_no_dummy_problem(monkeypatch):
         seam.qkv_warmup(4, hidden_size=6100)
 
 
-def test_warmup_dummy_problem_runs_each_tile(device):
-    # the launches qkv_warmup makes where kernels compile (skipped under the interpreter) also run here
+def test_warmup_dummy_problem_runs_each_tile(device, monkeypatch):
+    # the launches qkv_warmup makes where kernels compile (skipped under the interpreter) also run here: each
+    # tile once (each of a_deq_tiles once more, with an A_deq), the outputs each call asks for
+    launches, run = [], qkv_ops.qkv_index_fused_epilogue
+
+    def spy(*args, **kw):
+        launches.append((kw["tile"], kw["q_out"] is not None, kw["q_fp8_out"] is not None, "a_deq" in kw))
+        return run(*args, **kw)
+
+    monkeypatch.setattr(qkv_ops, "qkv_index_fused_epilogue", spy)
     tiles = [GEMV_TILE, small_tile(16)]
     qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=False, has_qfp8=True, block_size=4)
     qkv_ops._run_once_each(tiles, nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4)
+    assert launches == [(t, False, True, False) for t in tiles] + [(t, True, False, False) for t in tiles]
     if wgmma_config.wgmma_supported(device):  # a Gluon decode tile, and its variant that reads A_deq
         decode = pick_qkv_tile(16, 2560, 128, device)
         qkv_ops._run_once_each([decode], nkv=1, k=128, device=device, has_q=True, has_qfp8=False, block_size=4,
                                a_deq_tiles={decode})
+        assert launches[4:] == [(decode, True, False, False), (decode, True, False, True)]
 
 
 def test_warmup_feeds_a_deq_to_the_decode_tiles_its_producers_write_it_for(monkeypatch):
