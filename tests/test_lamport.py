@@ -240,7 +240,8 @@ def test_finalize_one_call_single_rank():
         # No normed comes back from the one-call API: compare with the reference MXFP8, which
         # a 1-ulp normed difference (allowed by the spec) could move by a code here and there
         assert float((qa.values.view(torch.uint8) == values.view(torch.uint8)).float().mean()) > 0.99
-        assert qa.scales.shape == scales.shape
+        # ... and a scale by one step at most (where the block's amax crosses 448 * 2^k)
+        assert qa.scales.shape == scales.shape and int((qa.scales.int() - scales.int()).abs().max()) <= 1
         assert_armed(op)
 
 
