@@ -28,9 +28,21 @@ def test_tp1_is_the_fused_kernel(device):
     assert qa.layout is seam.ScaleLayout.SWIZZLED and qa.shape == (5, H)
 
 
-def test_defer_returns_none_and_launches_nothing(device):
+def test_defer_returns_none_and_launches_nothing(device, monkeypatch):
+    from seam.ops import norm as norm_ops
+
+    launched, norm = [], norm_ops._norm
+    monkeypatch.setattr(norm_ops, "_norm", lambda *a, **kw: launched.append("norm") or norm(*a, **kw))
+    comm = seam.LamportAllReduce(hidden_size=H, max_num_tokens=8, group=seam.SimulatedGroup(1, device))
+    publish = comm._publish
+    monkeypatch.setattr(comm, "_publish", lambda *a, **kw: launched.append("publish") or publish(*a, **kw))
     x, r, w = _inputs(device)
     assert allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, defer=True) is None
+    assert allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, comm, defer=True) is None
+    assert launched == []
+    allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6)  # the spies see the launches a call without defer makes
+    allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, comm)
+    assert launched == ["norm", "publish"]
 
 
 def test_lamport_path_single_simulated_rank(device):
