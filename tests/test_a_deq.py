@@ -34,7 +34,7 @@ def test_k_permutation_moves_columns_within_each_step():
     for bad in (0, 96, 200):
         with pytest.raises(ValueError, match="k must be a positive multiple of 128"):
             k_permutation(bad)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="k must be an int, got float"):
         k_permutation(128.0)
 
 
