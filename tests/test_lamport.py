@@ -63,6 +63,13 @@ def assert_armed(comm: LamportBase) -> None:
     assert all(s.stage_state.tolist() == first for s in states)
 
 
+def assert_normed_close(normed: torch.Tensor, normed_ref: torch.Tensor) -> None:
+    """Within 1 BF16 ulp of the reference (the row sum's order and rsqrt may differ), and equal to it almost
+    everywhere: the 1-ulp bound alone passes a normed rounded by truncation instead of RNE."""
+    d = bf16_ulp_diff(normed, normed_ref)
+    assert int(d.max()) <= 1 and float((d == 0).float().mean()) > 0.9, float((d == 0).float().mean())
+
+
 def simulate_mxfp8(comm, xs, residual, weight, eps=EPS):
     for r, x in enumerate(xs):
         comm.publish(x, rank=r)
@@ -78,7 +85,7 @@ def check_mxfp8(outs, contributions, residual, weight, eps=EPS):
     assert bytes_equal(qa0.scales, scales)
     for qa, residual_out, normed in outs:
         assert same_bits(residual_out, residual_ref)
-        assert int(bf16_ulp_diff(normed, normed_ref).max()) <= 1
+        assert_normed_close(normed, normed_ref)
         # every rank reduces the same rows in the same order: identical outputs
         assert bytes_equal(normed, normed0)
         assert bytes_equal(qa.values, qa0.values) and bytes_equal(qa.scales, qa0.scales)
@@ -181,7 +188,7 @@ def test_all_reduce_and_rms_norm(tp):
         for r in range(tp):
             normed, residual_out = comm.collect_rms_norm(residual, weight, EPS, gemma=gemma, rank=r)
             assert same_bits(residual_out, residual_ref)
-            assert int(bf16_ulp_diff(normed, normed_ref).max()) <= 1
+            assert_normed_close(normed, normed_ref)
         assert_armed(comm)
 
 
@@ -193,7 +200,7 @@ def test_one_call_api_single_rank():
     normed, residual_out = seam.all_reduce_rms_norm(x, residual, weight, EPS, comm, gemma=True)
     normed_ref, residual_ref = rms_norm_ref(lamport_sum_ref([x]), residual, weight, EPS, gemma=True)
     assert bytes_equal(residual_out, residual_ref)
-    assert int(bf16_ulp_diff(normed, normed_ref).max()) <= 1
+    assert_normed_close(normed, normed_ref)
     qa, residual_out, normed = seam.allreduce_gemma_rms_norm_mxfp8(x, residual, weight, EPS, comm, also_bf16=True)
     check_mxfp8([(qa, residual_out, normed)], [x], residual, weight)
     assert_armed(comm)
