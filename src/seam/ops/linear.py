@@ -213,6 +213,12 @@ def check_tile(tile: object, k: int, m: int | None = None, device: torch.device 
     return tile
 
 
+def _check_k(kx: int, k: int) -> None:
+    """Refuse activations whose K is not the weight's (ValueError naming both)."""
+    if kx != k:
+        raise ValueError(f"x has K={kx} but weight has K={k}")
+
+
 def mxfp8_linear(
     x: torch.Tensor | QuantizedActivation,
     weight: MXFP8Weight,
@@ -349,6 +355,7 @@ def mxfp8_linear(
     if isinstance(x, QuantizedActivation):
         m, kx = x.shape
         device = check_quantized_rows("x", x)
+        _check_k(kx, k)
     else:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got {checks.type_name(x)}"
@@ -359,9 +366,9 @@ def mxfp8_linear(
         checks.tensor("x", x, dtype=torch.bfloat16, contiguous=False)
         # As torch.nn.functional.linear: [..., K] -> [..., N], the leading dimensions the tokens, and a strided
         # last dimension copied (2-D too).
+        if x.dim() == 2:  # strided or not, before any copy below
+            _check_k(x.shape[1], k)
         if x.dim() != 2 or (x.stride(1) != 1 and x.shape[1] > 1):
-            if x.dim() == 2 and x.shape[1] != k:  # the 2-D message below, strided or not
-                raise ValueError(f"x has K={x.shape[1]} but weight has K={k}")
             if x.dim() == 0 or x.shape[-1] != k:
                 raise ValueError(f"x must have shape [..., {k}] (the weight's K), got {list(x.shape)}")
             lead = tuple(x.shape[:-1])
@@ -374,10 +381,8 @@ def mxfp8_linear(
             y = mxfp8_linear(rows, weight, out=None if out is None else out.view(rows.shape[0], n), tile=tile,
                              quantize=mode)
             return y.view(*lead, n) if out is None else out
-        m, kx = x.shape
+        m, _ = x.shape
         device = checks.kernel_device("x", x)
-    if kx != k:
-        raise ValueError(f"x has K={kx} but weight has K={k}")
     checks.multiple_of("K", k, 32)
     checks.tensor("weight.values", weight.values, device=device)
     checks.tensor("weight.scales", weight.scales, device=device)
