@@ -30,8 +30,6 @@ EMULATE_CONVERSIONS = tl.constexpr(runtime.INTERPRET)
 # as that fp32's exact value, so it needs no conversion on either target, and the helpers stay
 # free of layout-carrying constants (``tl.full``): Gluon kernels call them too.
 _INV_448 = tl.constexpr(struct.unpack("<f", struct.pack("<I", 0x3B124925))[0])
-# f32(log2(e)), the multiplier of Triton's exp (its PTX: 0f3FB8AA3B).
-_LOG2E = tl.constexpr(struct.unpack("<f", struct.pack("<I", 0x3FB8AA3B))[0])
 E4M3_MAX = tl.constexpr(448.0)
 
 
@@ -84,17 +82,30 @@ def sigmoid(x):
     """``tl.sigmoid(x)`` = ``1 / (1 + exp(-x))``, the same bits on sm_90 with fewer instructions.
 
     On a GPU Triton computes ``ex2.approx.f32(-x * log2e)``, adds 1 and divides with ``div.full.f32``; the
-    non-flushing ex2 adds range fix-ups for results below 2^-126. Here ``ex2.approx.ftz.f32``: a flushed
-    result leaves ``1 + e`` at exactly 1, as the unflushed one does (sm_90 SASS of a one-element-per-thread
-    kernel: 40 -> 32 instructions; the division is the same). ``tests/test_numerics.py`` compares it with
-    ``tl.sigmoid`` at every fp32 input on the GPU. Under the interpreter: ``tl.sigmoid`` itself.
+    non-flushing ex2 adds range fix-ups for results below 2^-126, the division fix-ups for divisors below 2^-126
+    and above 2^126. Here ``ex2.approx.ftz.f32`` (a flushed result leaves ``1 + e`` at exactly 1, as the
+    unflushed one does) of ``x * -log2e`` (``-x * log2e`` but for the sign of a zero, which ex2 maps to 1
+    either way), and the division's own steps for a divisor ``d = 1 + e`` that is at least 1: ``rcp.approx``
+    of d, or past 2^126 of d / 4, then times 1 / 4 (``div.full.f32``'s SASS). sm_90 SASS per element: 8
+    instructions against 14. ``tests/test_numerics.py`` compares it with ``tl.sigmoid`` at every fp32 input on
+    the GPU. Under the interpreter: ``tl.sigmoid`` itself.
     """
     if EMULATE_CONVERSIONS:
         return tl.sigmoid(x)
     else:
-        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [(0.0 - x) * _LOG2E],
-                                      dtype=tl.float32, is_pure=True, pack=1)
-        return 1.0 / (1.0 + e)
+        return tl.inline_asm_elementwise(
+            """{
+            .reg .f32 d;
+            .reg .pred big;
+            mul.rn.f32 d, $1, 0fBFB8AA3B;  // -f32(log2(e)), Triton's exp multiplier negated
+            ex2.approx.ftz.f32 d, d;
+            add.rn.f32 d, d, 0f3F800000;
+            setp.gt.f32 big, d, 0f7E800000;
+            @big mul.rn.f32 d, d, 0f3E800000;
+            rcp.approx.ftz.f32 $0, d;
+            @big mul.rn.f32 $0, $0, 0f3E800000;
+            }""",
+            "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit
