@@ -142,11 +142,14 @@ def e4m3_rne_bits(q):
 @triton.jit
 def e4m3_saturate_bits(x):
     """E4M3 bits of any fp32: NaN -> +448, clamp to [-448, 448], round to nearest even."""
-    q = tl.where(x != x, E4M3_MAX, x)
     if EMULATE_CONVERSIONS:
+        q = tl.where(x != x, E4M3_MAX, x)
         q = tl.minimum(tl.maximum(q, -E4M3_MAX), E4M3_MAX)
-    # On a GPU the conversion (cvt.rn.satfinite) clamps itself: past 448 RNE gives 448 or overflows, either way
-    # to the largest finite, as clamping first would.
+    else:
+        # The GPU's min (min.f32) returns the operand that is not NaN, so one min maps NaN of either sign to +448
+        # (a compare and a select per element fewer); the conversion (cvt.rn.satfinite) clamps the rest itself:
+        # past 448 RNE gives 448 or overflows, either way to the largest finite, as clamping first would.
+        q = tl.minimum(x, E4M3_MAX)
     return e4m3_rne_bits(q)
 
 
