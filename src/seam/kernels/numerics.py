@@ -86,8 +86,8 @@ def sigmoid(x):
     and above 2^126. Here ``ex2.approx.ftz.f32`` (a flushed result leaves ``1 + e`` at exactly 1, as the
     unflushed one does) of ``x * -log2e`` (``-x * log2e`` but for the sign of a zero, which ex2 maps to 1
     either way), and the division's own steps for a divisor ``d = 1 + e`` that is at least 1: ``rcp.approx``
-    of d, or past 2^126 of d / 4, then times 1 / 4 (``div.full.f32``'s SASS). sm_90 SASS per element: 8
-    instructions against 14. ``tests/test_numerics.py`` compares it with ``tl.sigmoid`` at every fp32 input on
+    of d, or past 2^126 of d / 4, then times 1 / 4 (``div.full.f32``'s SASS). sm_90 SASS per element: 7
+    instructions against 12. ``tests/test_numerics.py`` compares it with ``tl.sigmoid`` at every fp32 input on
     the GPU. Under the interpreter: ``tl.sigmoid`` itself.
     """
     if EMULATE_CONVERSIONS:
