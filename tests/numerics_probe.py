@@ -23,6 +23,13 @@ def _convert_kernel(x_ptr, bf16_ptr, e4m3_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _widen_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, numerics.bf16_to_f32(tl.load(x_ptr + offs, mask=mask, other=0.0)), mask=mask)
+
+
+@triton.jit
 def _decode_kernel(code_ptr, e4m3_ptr, ue8m0_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -68,6 +75,14 @@ def convert(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     e4m3 = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     _convert_kernel[(triton.cdiv(x.numel(), _BLOCK),)](x, bf16, e4m3, x.numel(), BLOCK=_BLOCK)
     return bf16, e4m3
+
+
+def widen(x: torch.Tensor, block: int = _BLOCK) -> torch.Tensor:
+    """bf16 [n] -> bf16_to_f32 as fp32 [n], ``block`` elements per program (below 128 a thread holds one element
+    or none: the odd end of a packed conversion)."""
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    _widen_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+    return out
 
 
 def decode(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

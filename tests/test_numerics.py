@@ -37,6 +37,19 @@ def _e4m3_boundaries() -> torch.Tensor:
     return torch.cat([pos, -pos, torch.tensor([float("nan"), -float("nan")])])
 
 
+@pytest.mark.parametrize("block", [1024, 64, 1])
+def test_bf16_widening_every_pattern(device, block):
+    """bf16_to_f32 (two BF16 per register on a GPU) is BF16 bits << 16 at every pattern, NaN payloads too, at
+    8, 1 / 2 and 1 / 128 elements per thread (the pair's second lane empty); the odd length leaves a lone last
+    element."""
+    x = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)[: (1 << 16) - 1]
+    if block == 1:
+        x = x[:: 1 << 7].contiguous()  # one program per element: every 128th pattern, every exponent
+    got = numerics_probe.widen(x.to(device), block).cpu()
+    want = (x.view(torch.int16).to(torch.int32) & 0xFFFF) << 16
+    assert torch.equal(got.view(torch.int32), want)
+
+
 def test_bf16_rne_every_pattern_and_tie(device):
     x = _every_bf16_with_rounding_tails()
     got, _ = numerics_probe.convert(x.to(device))
