@@ -39,9 +39,9 @@ def _e4m3_boundaries() -> torch.Tensor:
 
 @pytest.mark.parametrize("block", [1024, 64, 1])
 def test_bf16_widening_every_pattern(device, block):
-    """bf16_to_f32 (two BF16 per register on a GPU) is BF16 bits << 16 at every pattern, NaN payloads too, at
-    8, 1 / 2 and 1 / 128 elements per thread (the pair's second lane empty); the odd length leaves a lone last
-    element."""
+    """bf16_to_f32 is BF16 bits << 16 at every pattern, NaN payloads too: on a GPU two BF16 per register at 8 and
+    1 / 2 elements per thread (a pair across threads), the native cast for a one-element tensor (block 1); the odd
+    length leaves a lone last element."""
     x = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)[: (1 << 16) - 1]
     if block == 1:
         x = x[:: 1 << 7].contiguous()  # one program per element: every 128th pattern, every exponent

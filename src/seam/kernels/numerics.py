@@ -47,13 +47,15 @@ def bits_f32(b):
 
 @triton.jit
 def bf16_to_f32(x):
-    """Exact BF16 -> fp32. The interpreter's cast mangles BF16 subnormals (1e-38 -> 8.3e-39,
-    9e-41 -> 0), so there the fp32 bits are built as ``bits << 16``; native casts are exact."""
+    """Exact BF16 -> fp32: ``bits << 16``. The interpreter's cast mangles BF16 subnormals (1e-38 -> 8.3e-39,
+    9e-41 -> 0), so there the bits are shifted; on a GPU the native cast is exact, and a tensor of an even number
+    of elements is widened two BF16 per 32-bit register, the low one shifted up and the high one masked in place (2
+    sm_90 instructions per pair; the cast moves the high one down first, then shifts it back up: 3)."""
     if EMULATE_CONVERSIONS:
         return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    elif x.numel % 2 == 1:  # the packed form needs whole pairs
+        return x.to(tl.float32)
     else:
-        # Two BF16 per 32-bit register: the low one shifted up, the high one masked in place (2 instructions per
-        # pair; Triton's cast moves the high one down first, then shifts it back up: 3).
         return tl.inline_asm_elementwise(
             """{
             shl.b32 $0, $2, 16;
