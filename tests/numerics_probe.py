@@ -77,11 +77,10 @@ def convert(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return bf16, e4m3
 
 
-def widen(x: torch.Tensor, block: int = _BLOCK) -> torch.Tensor:
-    """bf16 [n] -> bf16_to_f32 as fp32 [n], ``block`` elements per program (below 128 a thread holds one element
-    or none: the odd end of a packed conversion)."""
+def widen(x: torch.Tensor) -> torch.Tensor:
+    """bf16 [n] -> bf16_to_f32 as fp32 [n]."""
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    _widen_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+    _widen_kernel[(triton.cdiv(x.numel(), _BLOCK),)](x, out, x.numel(), BLOCK=_BLOCK)
     return out
 
 

@@ -47,21 +47,16 @@ def bits_f32(b):
 
 @triton.jit
 def bf16_to_f32(x):
-    """Exact BF16 -> fp32: ``bits << 16``. The interpreter's cast mangles BF16 subnormals (1e-38 -> 8.3e-39,
-    9e-41 -> 0), so there the bits are shifted; on a GPU the native cast is exact, and a tensor of an even number
-    of elements is widened two BF16 per 32-bit register, the low one shifted up and the high one masked in place (2
-    sm_90 instructions per pair; the cast moves the high one down first, then shifts it back up: 3)."""
+    """Exact BF16 -> fp32. The interpreter's cast mangles BF16 subnormals (1e-38 -> 8.3e-39,
+    9e-41 -> 0), so there the fp32 bits are built as ``bits << 16``; native casts are exact.
+
+    Not two BF16 per register by a shift and a mask on a GPU (2 sm_90 instructions per pair against the cast's 3):
+    on the H200 that made the norm + MXFP8 12-13 % slower at 2048-8192 rows and SwiGLU no faster (log run 259).
+    """
     if EMULATE_CONVERSIONS:
         return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    elif x.numel % 2 == 1:  # the packed form needs whole pairs
-        return x.to(tl.float32)
     else:
-        return tl.inline_asm_elementwise(
-            """{
-            shl.b32 $0, $2, 16;
-            and.b32 $1, $2, 0xFFFF0000;
-            }""",
-            "=r,=r,r", [x], dtype=tl.float32, is_pure=True, pack=2)
+        return x.to(tl.float32)
 
 
 @triton.jit
@@ -97,8 +92,9 @@ def sigmoid(x):
     either way), and the division's own steps for a divisor ``d = 1 + e`` that is at least 1: ``rcp.approx``
     of d / 4, then times 1 / 4. ``div.full.f32``'s SASS scales so only past 2^126, behind a compare; below it the
     scaling changes no bit (d / 4 and 4 / d stay normal, and the reciprocal's mantissa does not depend on the
-    exponent), so it is done unconditionally. sm_90 SASS per element: 6 instructions against 12. ``tests/test_numerics.py`` compares it with ``tl.sigmoid`` at every fp32 input on
-    the GPU. Under the interpreter: ``tl.sigmoid`` itself.
+    exponent), so it is done unconditionally. sm_90 SASS per element: 6 instructions against 12.
+    ``tests/test_numerics.py`` compares it with ``tl.sigmoid`` at every fp32 input on the GPU (log run 255). Under
+    the interpreter: ``tl.sigmoid`` itself.
     """
     if EMULATE_CONVERSIONS:
         return tl.sigmoid(x)
