@@ -36,15 +36,25 @@ def test_bench_rejects_token_counts_below_one(capsys):
     assert exc.value.code == 2 and "seam bench: error: --m takes token counts >= 1" in capsys.readouterr().err
 
 
-def test_bench_m_needs_integers():
-    with pytest.raises(SystemExit):
+def test_bench_m_needs_integers(capsys):
+    with pytest.raises(SystemExit) as exc:
         main(["bench", "qkv", "--m", "one"])
+    assert exc.value.code == 2 and "expected a token count, got 'one'" in capsys.readouterr().err
+
+
+def test_bench_name_after_m_says_where_it_goes(capsys):
+    """``--m`` takes one or more values, so a name after it is read as one: the error says to put it first."""
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--m", "8", "swiglu"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "the benchmark name comes before --m: seam bench NAME --m" in err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_gpu_bench_without_cuda_says_so(capsys):
     assert main(["bench", "norm", "--m", "1"]) == 2
-    assert "needs a CUDA GPU" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "needs a CUDA GPU" in err and "`seam bench step` also runs here" in err
 
 
 def test_no_command_prints_the_help(capsys):

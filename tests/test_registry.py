@@ -120,3 +120,35 @@ def test_opcheck(name, device, monkeypatch):
     op, args = _captured_call(monkeypatch, module, attr, public_call)
     torch.library.opcheck(op, args, test_utils=("test_autograd_registration", "test_faketensor",
                                                 "test_aot_dispatch_dynamic"))
+
+
+def test_docstring_references_resolve_after_import_seam():
+    """Every ``seam.x.y`` a public docstring names (the references in ``seam.ref`` above all) is reachable from
+    ``import seam`` alone, in a fresh interpreter (here other tests may have imported their modules already)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    import seam
+
+    named = set()
+    for name in seam.__all__:
+        obj = getattr(seam, name)
+        docs = [obj.__doc__ or ""] + [getattr(m, "__doc__", None) or "" for m in vars(obj).values()
+                                      if isinstance(obj, type)]
+        for doc in docs:
+            named.update(re.findall(r"`(seam(?:\.\w+)+)`", doc))
+    assert any(n.startswith("seam.ref.") for n in named)
+    probe = ("import functools, seam, sys\n"
+             "for dotted in sys.argv[1:]:\n"
+             "    try:\n"
+             "        functools.reduce(getattr, dotted.split('.')[1:], seam)\n"
+             "    except AttributeError as exc:\n"
+             "        print(dotted, exc)\n")
+    src = os.path.dirname(os.path.dirname(seam.__file__))
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", probe, *sorted(named)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "", f"not reachable after `import seam`:\n{done.stdout}"

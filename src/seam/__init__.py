@@ -17,6 +17,9 @@ from seam.formats.mxfp8 import (
 )
 from seam.formats.mxfp8_weight import MXFP8Weight
 
+# The pure-PyTorch references the ops' docstrings name (seam.ref.norm.gemma_rms_norm_ref, ...)
+from seam import ref  # noqa: F401
+
 # Single-GPU fused ops
 from seam.ops.mxfp8 import mxfp8_quantize
 from seam.ops.norm import (

@@ -55,8 +55,10 @@ def _bench(name: str, ms: list[int] | None) -> int:
     import torch
 
     if not getattr(module, "RUNS_ON_CPU", False) and not torch.cuda.is_available():
-        print(f"seam bench {name} needs a CUDA GPU (this machine has none); `seam verify` checks every op on CPU",
-              file=sys.stderr)
+        on_cpu = [n for n in _bench_names()
+                  if getattr(importlib.import_module(f"seam.bench.{n}"), "RUNS_ON_CPU", False)]
+        print(f"seam bench {name} needs a CUDA GPU (this machine has none); `seam verify` checks every op on CPU, "
+              f"and {' and '.join(f'`seam bench {n}`' for n in on_cpu)} also runs here", file=sys.stderr)
         return 2
     # Benchmark tables are wide; keep every column when the output is a file or a pipe.
     console = Console(width=None if sys.stdout.isatty() else 220)
@@ -65,6 +67,16 @@ def _bench(name: str, ms: list[int] | None) -> int:
     else:
         module.run(console, ms=tuple(ms))
     return 0
+
+
+def _token_count(text: str) -> int:
+    """One ``--m`` value. ``--m`` takes one or more, so a benchmark name after it is read as one: say where it
+    goes."""
+    try:
+        return int(text)
+    except ValueError:
+        hint = "; the benchmark name comes before --m: seam bench NAME --m M [M ...]" if text in _bench_names() else ""
+        raise argparse.ArgumentTypeError(f"expected a token count, got {text!r}{hint}") from None
 
 
 def _positive(text: str) -> int:
@@ -115,12 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--workers", type=_positive, metavar="N",
                         help="processes that run the checks first, compiling in parallel (default: on a GPU half "
                         "the CPU cores, at most 8; under the interpreter 1)")
-    bench = sub.add_parser("bench", help="GPU benchmarks, one per op", description="GPU benchmarks, one per op",
+    bench_help = "GPU benchmarks, one per op (step also runs on CPU)"
+    bench = sub.add_parser("bench", help=bench_help, description=bench_help,
                            epilog="gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional "
                            "package humming-kernels is installed; step also writes step.json (and on a GPU step.png) "
                            "to $SEAM_OUT (default ./out); results: BENCHMARKS.md")
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
-    bench.add_argument("--m", type=int, nargs="+", action="extend", metavar="M",
+    bench.add_argument("--m", type=_token_count, nargs="+", action="extend", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run); "
                        "repeat it to add more")
     args = parser.parse_args(argv)
