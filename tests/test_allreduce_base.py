@@ -36,7 +36,12 @@ def test_public_names_and_modules():
 @pytest.mark.parametrize("build", list(_BUILDERS.values()), ids=list(_BUILDERS))
 def test_shared_construction_rules(build, device, monkeypatch):
     group = seam.SimulatedGroup(2, device)
-    for kw, exc, match in [
+    # group None (or left out) is a DistGroup over the default process group for all three alike: none here yet
+    no_default = [] if torch.distributed.is_initialized() else [
+        (dict(), RuntimeError, r"DistGroup needs torch.distributed.init_process_group\(\) first"),
+        (dict(group=None), RuntimeError, r"DistGroup needs torch.distributed.init_process_group\(\) first"),
+    ]
+    for kw, exc, match in no_default + [
         (dict(group="tp2"), TypeError, "group must be a seam.comm.Group"),
         (dict(group=group, spin_limit=0), ValueError, r"spin_limit=0 is outside \[1, 2147483647\]"),
         (dict(group=group, debug="yes"), TypeError, "debug must be a bool"),

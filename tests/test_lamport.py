@@ -618,7 +618,7 @@ def test_constructor_validation():
     with pytest.raises(ValueError, match=r"max_num_tokens=0 is outside"):
         LamportAllReduce(hidden_size=128, max_num_tokens=0, group=g)
     with pytest.raises(TypeError, match="group must be a seam.comm.Group"):
-        LamportAllReduce(hidden_size=128, max_num_tokens=4, group=None)
+        LamportAllReduce(hidden_size=128, max_num_tokens=4, group=2)
     with pytest.raises(ValueError, match="device must name a device"):
         SimulatedGroup(2, device="nowhere")
     with pytest.raises(TypeError, match="device must be a torch.device"):

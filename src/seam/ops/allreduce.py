@@ -73,7 +73,8 @@ class LamportAllReduce(LamportBase):
             (:data:`~seam.ops.allreduce_base.MAX_HIDDEN`: the consumer keeps one whole row in registers).
         max_num_tokens: mailbox capacity, the largest M of any call, in [1, 2**24].
         group: a :class:`seam.comm.Group` (:class:`~seam.comm.DistGroup` or
-            :class:`~seam.comm.SimulatedGroup`). Construction is collective over it.
+            :class:`~seam.comm.SimulatedGroup`; default: a DistGroup over torch.distributed's
+            default process group). Construction is collective over it.
         device: must equal ``group.device`` when given.
         debug: bound the consumer's spin and raise RuntimeError on the host when a
             peer's fragment never arrives (a host sync per call), and on a real group
@@ -87,6 +88,7 @@ class LamportAllReduce(LamportBase):
     Raises:
         TypeError: arguments of the wrong type.
         ValueError: sizes out of range or different on another rank, device not the group's.
+        RuntimeError: ``group`` None before ``torch.distributed.init_process_group()``.
     """
 
     def __init__(
@@ -94,7 +96,7 @@ class LamportAllReduce(LamportBase):
         *,
         hidden_size: int,
         max_num_tokens: int,
-        group: Group,
+        group: Group | None = None,
         device: torch.device | str | None = None,
         debug: bool | None = None,
         spin_limit: int = DEFAULT_SPIN_LIMIT,

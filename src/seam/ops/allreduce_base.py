@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from seam import checks, runtime
-from seam.comm.group import Group, SimulatedGroup
+from seam.comm.group import DistGroup, Group, SimulatedGroup
 from seam.comm.ledger import CallLedger
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout, mxfp8_scale_numel
@@ -107,12 +107,14 @@ class LamportBase:
         *,
         hidden_size: int,
         max_num_tokens: int,
-        group: Group,
+        group: Group | None,
         device: torch.device | str | None,
         debug: bool | None,
         spin_limit: int,
         agree: dict[str, object] | None = None,
     ) -> None:
+        if group is None:  # torch.distributed's default process group, for every Lamport op alike
+            group = DistGroup(device=device)
         if not isinstance(group, Group):
             raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
         hidden_size = checks.integer("hidden_size", hidden_size)

@@ -74,7 +74,8 @@ class AllReduceMHC(LamportBase):
         hc_mult: residual streams, one of 1, 2, 4, 8.
         max_num_tokens: capacity: the largest M of a call, in [1, 2**24].
         top_k: routed experts per token (``finalize``'s expert_weights [M, top_k]), in [1, 64].
-        group: a :class:`seam.comm.Group` (real or simulated).
+        group: a :class:`seam.comm.Group` (real or simulated; default: a
+            :class:`~seam.comm.DistGroup` over torch.distributed's default process group).
         device: the device of every tensor (default ``group.device``).
         quantize_layer_input: also accept ``mxfp8_out`` buffers that receive
             ``layer_input`` as MXFP8 (E4M3 values, 128x4-swizzled UE8M0 scales, padding zero).
@@ -95,6 +96,7 @@ class AllReduceMHC(LamportBase):
         ValueError: hidden_size not a multiple of 32, hc_mult not in (1, 2, 4, 8),
             sizes out of range, device not the group's; the group's ranks disagree on the
             sizes or on debug.
+        RuntimeError: ``group`` None before ``torch.distributed.init_process_group()``.
     """
 
     _max_hidden = None  # the mHC consumer splits a row's columns over programs
@@ -107,7 +109,7 @@ class AllReduceMHC(LamportBase):
         hc_mult: int,
         max_num_tokens: int,
         top_k: int,
-        group: Group,
+        group: Group | None = None,
         device: torch.device | str | None = None,
         quantize_layer_input: bool = False,
         residual_only: bool = False,

@@ -14,7 +14,7 @@ import dataclasses
 import torch
 
 from seam import checks, runtime
-from seam.comm.group import DistGroup, Group
+from seam.comm.group import Group
 from seam.formats.activation import QuantizedActivation
 from seam.ops.allreduce_base import DEFAULT_SPIN_LIMIT, MAX_TOP_K, LamportBase, moe_finalize
 from seam.ops.norm import gemma_norm_mxfp8_activation
@@ -104,8 +104,6 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
         top_k = checks.integer("top_k", top_k)
         checks.in_range("top_k", top_k, 1, MAX_TOP_K)
         fp32_weights = checks.flag("fp32_weights", fp32_weights)
-        if group is None:
-            group = DistGroup(device=device)
         super().__init__(
             hidden_size=hidden_size, max_num_tokens=max_num_tokens, group=group, device=device, debug=debug,
             spin_limit=spin_limit, agree={"top_k": top_k, "fp32_weights": fp32_weights},
