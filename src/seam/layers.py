@@ -49,6 +49,8 @@ class MXFP8Linear(torch.nn.Module):
 
     Raises:
         TypeError: weight not a seam.MXFP8Weight.
+
+    Spec: ``docs/spec/integration.md`` (MXFP8 linear that accepts pre-quantized input; Pre-quantized hand-off).
     """
 
     def __init__(self, weight: MXFP8Weight) -> None:

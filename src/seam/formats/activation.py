@@ -58,6 +58,8 @@ class QuantizedActivation:
             or byte counts that do not match it (swizzled scales not flat included), scales or a_deq on another
             device than values, a_deq not contiguous or given where K is not a multiple of 128 or with
             row-major scales.
+
+    Spec: ``docs/spec/integration.md`` (QuantizedActivation), ``docs/spec/mxfp8.md`` (Scale layouts).
     """
 
     values: torch.Tensor

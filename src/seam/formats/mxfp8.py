@@ -64,6 +64,8 @@ def mxfp8_scale_numel(num_tokens: int, hidden_size: int) -> int:
     Raises:
         TypeError: ``num_tokens`` or ``hidden_size`` not an int.
         ValueError: ``num_tokens`` negative, or ``hidden_size`` not a positive multiple of 32.
+
+    Spec: ``docs/spec/mxfp8.md`` (Scale layouts).
     """
     num_tokens = checks.integer("num_tokens", num_tokens)
     hidden_size = checks.integer("hidden_size", hidden_size)
@@ -155,6 +157,8 @@ def swizzle_scales(scales: torch.Tensor) -> torch.Tensor:
     Raises:
         TypeError: scales not a uint8 or float8_e8m0fnu tensor.
         ValueError: scales not 2-D, or without columns.
+
+    Spec: ``docs/spec/mxfp8.md`` (Scale layouts).
     """
     checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
     if scales.dim() != 2:
@@ -175,6 +179,8 @@ def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) ->
     Raises:
         TypeError: scales not a uint8 or float8_e8m0fnu tensor.
         ValueError: scales not flat with ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes.
+
+    Spec: ``docs/spec/mxfp8.md`` (Scale layouts).
     """
     checks.tensor("scales", scales, dtype=UE8M0_DTYPES, contiguous=False)
     check_swizzled_scales("scales", scales, num_tokens, hidden_size, None)
@@ -268,6 +274,8 @@ def mxfp8_dequantize(
             float8_e8m0fnu, dtype not a floating torch.dtype.
         ValueError: shapes that do not fit the layout, scales on another device than values, an
             unknown ``scale_layout``.
+
+    Spec: ``docs/spec/mxfp8.md`` (Quantize one block, Scale layouts).
     """
     layout = ScaleLayout.parse(scale_layout)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:

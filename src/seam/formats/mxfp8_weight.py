@@ -53,6 +53,9 @@ class MXFP8Weight:
     Raises:
         TypeError: values or scales not tensors of those dtypes.
         ValueError: shapes, strides, K not a positive multiple of 32, different devices.
+
+    Spec: ``docs/spec/mxfp8.md`` (Scale layouts), ``docs/spec/integration.md`` (MXFP8 linear that accepts pre-quantized
+    input).
     """
 
     values: torch.Tensor

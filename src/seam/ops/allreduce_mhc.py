@@ -97,6 +97,8 @@ class AllReduceMHC(LamportBase):
             sizes out of range, device not the group's; the group's ranks disagree on the
             sizes or on debug.
         RuntimeError: ``group`` None before ``torch.distributed.init_process_group()``.
+
+    Spec: ``docs/spec/lamport.md`` (Publish, MoE finalize publish, Consumer B, Errors and safety).
     """
 
     _max_hidden = None  # the mHC consumer splits a row's columns over programs

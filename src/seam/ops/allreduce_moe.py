@@ -32,6 +32,8 @@ class UnfinalizedMoEOutput:
             (token, k), in [0, rows); -1 where the expert is not on this rank (range-checked
             only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs; without it the kernel skips
             an index outside [0, rows) like -1 and never reads out of bounds).
+
+    Spec: ``docs/spec/lamport.md`` (MoE finalize publish).
     """
 
     gemm2_permuted: torch.Tensor
@@ -48,6 +50,8 @@ class MoEOutput:
         shared_output: BF16 [M, hidden] TP-partial shared-expert output, required: the spec adds it
             to every token's sum, and its rows give M (an MoE without a shared expert passes zeros).
         routed_scaling_factor: must be 1.0 (the factor lives in ``expert_weights``).
+
+    Spec: ``docs/spec/lamport.md`` (MoE finalize publish).
     """
 
     routed: UnfinalizedMoEOutput
@@ -261,6 +265,8 @@ def supports_fused_moe_finalize(
 
     Raises:
         TypeError: group not a seam.comm.Group, expert_parallel not a bool, dtype not a torch.dtype.
+
+    Spec: ``docs/spec/integration.md`` (its ``init_*`` / ``supports_*`` functions).
     """
     if not isinstance(group, Group):
         raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
@@ -299,6 +305,9 @@ def init_fused_moe_finalize(
     :class:`~seam.comm.DistGroup` over the default process group (torch.distributed must be
     initialized); at TP 1 without torch.distributed pass ``seam.SimulatedGroup(1)``.
     Returns the instance that :func:`finalize_allreduce_gemma_rms_norm_mxfp8` uses.
+
+    Spec: ``docs/spec/integration.md`` (its ``init_*`` / ``supports_*`` functions), ``docs/spec/lamport.md`` (MoE
+    finalize publish).
     """
     global _fused_moe_finalize
     _fused_moe_finalize = FinalizeAllReduceGemmaRMSNormMxfp8(
@@ -333,6 +342,9 @@ def finalize_allreduce_gemma_rms_norm_mxfp8(
         RuntimeError: :func:`init_fused_moe_finalize` was not called; debug mode and a peer
             never published.
         TypeError / ValueError: as :meth:`FinalizeAllReduceGemmaRMSNormMxfp8.__call__`.
+
+    Spec: ``docs/spec/lamport.md`` (MoE finalize publish, Consumer A), ``docs/spec/integration.md`` (allreduce + norm +
+    quant dispatch).
     """
     if _fused_moe_finalize is None:
         raise RuntimeError("init_fused_moe_finalize() was not called")

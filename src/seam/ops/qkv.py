@@ -333,6 +333,8 @@ def qkv_index_fused_epilogue(
             positions or slots out of range.
         RuntimeError: the workspace would have to be allocated or grown during CUDA-graph
             capture (make an eager call or :func:`qkv_warmup` first).
+
+    Spec: ``docs/spec/qkv_epilogue.md`` (Operands, Epilogue, NVFP4 paged caches, Exactness).
     """
     checks.tensor("xq", xq, dtype=torch.float8_e4m3fn)
     if xq.dim() != 2:
@@ -516,6 +518,8 @@ def qkv_warmup(
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
             positive multiple of 128, max_tokens outside [1, :data:`WARMUP_MAX_TOKENS`], block_size not a
             positive multiple of 4, a device seam's kernels do not run on here, a_deq a string other than "auto".
+
+    Spec: ``docs/spec/qkv_epilogue.md`` (Tile choice).
     """
     nkv = check_nkv(nkv)
     has_q, has_qfp8 = checks.flag("has_q", has_q), checks.flag("has_qfp8", has_qfp8)
