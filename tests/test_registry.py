@@ -135,10 +135,9 @@ def test_docstring_references_resolve_after_import_seam():
     named = set()
     for name in seam.__all__:
         obj = getattr(seam, name)
-        docs = [obj.__doc__ or ""] + [getattr(m, "__doc__", None) or "" for m in vars(obj).values()
-                                      if isinstance(obj, type)]
-        for doc in docs:
-            named.update(re.findall(r"`(seam(?:\.\w+)+)`", doc))
+        members = vars(obj).values() if isinstance(obj, type) else ()
+        for doc in (obj.__doc__, *(getattr(m, "__doc__", None) for m in members)):
+            named.update(re.findall(r"`(seam(?:\.\w+)+)`", doc or ""))
     assert any(n.startswith("seam.ref.") for n in named)
     probe = ("import functools, seam, sys\n"
              "for dotted in sys.argv[1:]:\n"
