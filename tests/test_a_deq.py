@@ -289,7 +289,8 @@ def test_hopper_gemms_read_a_deq_gpu(m, n, k):
     """The Hopper GEMMs on the norm's A_deq (K-permuted at every M: the decode kernel at every decode tile, over
     token tiles to 2048 tokens, and the prefill path at K >= 2048, which dequantizes the weight in its order): the
     bytes each gives on the MXFP8 rows alone (its own staging, or its dequantization launch); and it does read
-    A_deq (a zeroed copy gives zeros)."""
+    A_deq (a zeroed copy gives zeros). Where the 16-row kernel is picked (1-8 tokens at K 768) it reads the MXFP8 rows
+    only (a zeroed A_deq changes nothing), and the decode kernel's tile, given, reads A_deq."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
     residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
@@ -299,9 +300,20 @@ def test_hopper_gemms_read_a_deq_gpu(m, n, k):
     tile = pick_tile(m, n, k, x.device)
     assert tile.bf16_mm if (m, n) in ((2048, 2560), (1024, 1536)) else tile.wgmma and not tile.ring
     plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
-    assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
     zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
-    assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
+    want = seam.mxfp8_linear(plain, w).view(torch.int16)
+    _assert_reads_a_deq(tile, qa, zeroed, w, want, pick_tile(m, n, k, x.device, mma_rows=False))
+
+
+def _assert_reads_a_deq(tile, qa, zeroed, w, want, decode_tile):
+    """The picked GEMM on rows with A_deq gives ``want`` (their bytes without it) and reads A_deq; where ``tile`` is the
+    16-row kernel's, it ignores A_deq, and ``decode_tile`` (the decode kernel's) is the one that reads it."""
+    given = {}
+    if tile.mma_rows:
+        assert torch.equal(seam.mxfp8_linear(zeroed, w).view(torch.int16), want)
+        given = {"tile": decode_tile}
+    assert torch.equal(seam.mxfp8_linear(qa, w, **given).view(torch.int16), want)
+    assert bool((seam.mxfp8_linear(zeroed, w, **given) == 0).all())
 
 
 @pytest.mark.gpu
@@ -541,17 +553,19 @@ def test_swiglu_a_deq_refused_before_launch(device):
 @pytest.mark.parametrize("m", [1, 2, 16, 64])
 def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
     """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it; and
-    the GEMM does read it (a zeroed copy gives zeros)."""
+    the GEMM does read it (a zeroed copy gives zeros), the decode kernel's tile where the 16-row kernel (1-8 tokens,
+    which ignores it) is picked."""
     g = torch.Generator().manual_seed(m)
     gate_up = (torch.randn(m, 1536, generator=g) * 2).bfloat16().cuda()
     w = seam.MXFP8Weight.from_bf16((torch.randn(6144, 768, generator=g) * 0.05).bfloat16().cuda())
     values, scales, a = seam.swiglu_oai_mxfp8(gate_up, a_deq=True)
     qa = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768), a_deq=a)
-    assert pick_tile(m, 6144, 768, gate_up.device).wgmma
+    tile = pick_tile(m, 6144, 768, gate_up.device)
+    assert tile.wgmma and tile.mma_rows == (m <= 8)
     plain = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768))
-    assert torch.equal(seam.mxfp8_linear(qa, w).view(torch.int16), seam.mxfp8_linear(plain, w).view(torch.int16))
     zeroed = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768), a_deq=torch.zeros_like(a))
-    assert bool((seam.mxfp8_linear(zeroed, w) == 0).all())
+    want = seam.mxfp8_linear(plain, w).view(torch.int16)
+    _assert_reads_a_deq(tile, qa, zeroed, w, want, pick_tile(m, 6144, 768, gate_up.device, mma_rows=False))
 
 
 @pytest.mark.parametrize("tp", [1, 2])
@@ -591,7 +605,8 @@ def test_moe_finalize_writes_a_deq(tp, device, monkeypatch):
 def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.wgmma_config.a_deq_pays): A_deq only where a Hopper GEMM reads it:
     the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
-    one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it), and at 65-384 tokens where
+    one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it) but not at 1-8 tokens where the
+    16-row kernel takes K (512 or 768; it reads MXFP8 rows), and at 65-384 tokens where
     K >= 2048 on its streamed tile and token tiles (which take no smaller K; past 384 the GEMMs read a given one,
     but the producer's store costs what they save); never off whole 128-column steps,
     nowhere on a device without those kernels; resolve_a_deq checks the argument itself first."""
@@ -602,7 +617,10 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     assert not any(wgmma_config.a_deq_pays(m, 6144, cpu) for m in range(1, 500))
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 6144, cpu)] == list(range(2, 385))
-    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 768, cpu)] == list(range(1, 65))
+    for k in (512, 768):  # the 16-row kernel's K
+        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(9, 65)), k
+    for k in (256, 640, 1024):
+        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(1, 65)), k
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2048, cpu)] == list(range(1, 385))
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2176, cpu)] == list(range(2, 385))
     assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed

@@ -1370,14 +1370,15 @@ def _wide_scale_weight(n: int, k: int, seed: int) -> seam.MXFP8Weight:
 @pytest.mark.parametrize("n,k", [(6144, 768), (6144, 2048), (2560, 6144), (200, 512)])
 @pytest.mark.parametrize("m", [1, 8, 13, 33, 64])
 def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
-    """At the picked tile, BF16-multiply dequantization (forced on) and the fp32 path (forced off) give the same
-    bytes on random sums (the BF16 operands are the same, so is every MMA), on BF16, E4M3 and A_deq inputs."""
+    """At the decode kernel's pick (where the 16-row kernel takes the shape, the tile BF16 rows get there),
+    BF16-multiply dequantization (forced on) and the fp32 path (forced off) give the same bytes on random sums (the
+    BF16 operands are the same, so is every MMA), on BF16, E4M3 and A_deq inputs."""
     w = _wide_scale_weight(n, k, seed=m + n)
     x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 4).to(torch.bfloat16).cuda()
     xq, xs = seam.mxfp8_quantize(x)
     inputs = [x, seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)),
               seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))]
-    tile = pick_tile(m, n, k, x.device)
+    tile = pick_tile(m, n, k, x.device, mma_rows=False)
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
@@ -1393,11 +1394,11 @@ def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
 
 @pytest.mark.gpu
 def test_weights_bf16_multiplies_cannot_take_keep_the_fp32_path_gpu(monkeypatch):
-    """Where the rule takes BF16 multiplies (N 6144 x K 768, 8 tokens), mxfp8_linear launches them for a
-    quantized weight, and not for a weight with scale bytes above 134 or a NaN code, which still gets the exact
-    bytes through fp32."""
+    """Where the rule takes BF16 multiplies (N 6144 x K 768, 8 tokens, the decode kernel's tile: the one BF16 rows
+    get there), mxfp8_linear launches them for a quantized weight, and not for a weight with scale bytes above 134
+    or a NaN code, which still gets the exact bytes through fp32."""
     m, n, k = 8, 6144, 768
-    t = pick_tile(m, n, k, torch.device("cuda"))
+    t = pick_tile(m, n, k, torch.device("cuda"), mma_rows=False)
     assert wgmma_launch(t.block_m, k, t.split_k, t.num_stages).bf16_mul
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",

@@ -7,7 +7,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
+``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``--k`` and ``--bf16-mul on`` apply, the warps
+follow from K). ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
 streams A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token
 tiles, and 256 with ``--warp-specialized on`` its 128 + 128-token one) or, with
 ``block_m`` 256 otherwise, the Gluon ring kernel
@@ -62,6 +63,8 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
 
     from seam.kernels import mxfp8_gemm, qkv_epilogue
 
+    if kind == "rows":
+        return _rows_resources(k=k, bf16_mul=bool(bf16_mul))
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,
@@ -90,7 +93,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
                       STAGES=num_stages, F16_OPERANDS=f16_operands, USE_PDL=True)
         options = {}
     else:
-        raise ValueError(f"kind must be 'qkv', 'linear' or 'wgmma', got {kind!r}")
+        raise ValueError(f"kind must be 'qkv', 'linear', 'wgmma' or 'rows', got {kind!r}")
     not_divisible = {"M", "eps", "inv_q_fp8_scale", "inv_k_scale", "inv_v_scale", "block_size", "stride_acc",
                      "max_pos", "kv_slots", "idx_slots", "nkv"}
     options.update(num_warps=num_warps, num_stages=num_stages)
@@ -231,6 +234,23 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
     return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
+def _rows_resources(*, k: int, bf16_mul: bool) -> dict:
+    """Resources of the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``) at K, as launched (warps from K)."""
+    import triton
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from seam.kernels import mxfp8_mma_rows as rows
+
+    warps = rows.warps_for(k)
+    spw = k // rows.STEP.value // warps
+    types = {"w_desc": f"tensordesc<u8[1, {warps}, 16, 128],{rows._BOX_LAYOUT!r}>", "out_ptr": "*bf16", "M": "i32",
+             "N": "i32", "stride_xm": "i32", "stride_om": "i32"}
+    consts = dict(K=k, SPW=spw, SPWP=triton.next_power_of_2(spw), WL=rows.weight_layout(warps),
+                  XL=rows.activation_layout(warps), BF16_MUL=bf16_mul, USE_PDL=True,
+                  num_warps=warps)
+    return _compile(rows.mxfp8_mma_rows_kernel, types, consts, {"M"}, dict(num_warps=warps), GluonASTSource)
+
+
 def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, partials: bool,
                     bf16_mul: bool | None = None) -> dict:
     """Resources of the Gluon ring kernel (``seam.kernels.mxfp8_wgmma_ring``), ``block_m`` tokens per program."""
@@ -259,7 +279,7 @@ def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, part
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("kind", choices=("qkv", "linear", "wgmma"))
+    p.add_argument("kind", choices=("qkv", "linear", "wgmma", "rows"))
     p.add_argument("block_m", type=int)
     p.add_argument("--block-k", type=int, default=64)
     p.add_argument("--split-k", type=int, default=12)

@@ -76,7 +76,8 @@ HUMMING_RTOL = 1e-2
 def _tile_name(t) -> str:
     if t.bf16_mm:
         return "dequantize + cuBLAS BF16"
-    kind = "gluon ring" if t.ring else "gluon ws" if t.warp_specialized else "gluon" if t.wgmma else "tl"
+    kind = ("gluon ring" if t.ring else "gluon ws" if t.warp_specialized else "gluon 16-row" if t.mma_rows
+            else "gluon" if t.wgmma else "tl")
     return f"{kind} {t.block_m}x{t.block_n}x{t.block_k} sk{t.split_k} st{t.num_stages}"
 
 

@@ -1,9 +1,9 @@
-"""Launch of the Gluon MXFP8 GEMM kernels for a picked ``wgmma`` tile (Hopper): the decode kernel
-(``seam.kernels.mxfp8_wgmma``), its warp-specialized form (``seam.kernels.mxfp8_wgmma_ws``) or the ring kernel
-(``seam.kernels.mxfp8_wgmma_ring``), with the dequantization launch before it where the launch rules say
-(``seam.kernels.wgmma_config``), into the output or the split-K partials. ``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``
-and the fused QKV op (``seam.kernels.qkv_epilogue``) call it; where TMA cannot read an operand it launches nothing
-and they run the tl kernel."""
+"""Launch of the Gluon MXFP8 GEMM kernels for a picked ``wgmma`` tile (Hopper): the 16-row kernel
+(``seam.kernels.mxfp8_mma_rows``), the decode kernel (``seam.kernels.mxfp8_wgmma``), its warp-specialized form
+(``seam.kernels.mxfp8_wgmma_ws``) or the ring kernel (``seam.kernels.mxfp8_wgmma_ring``), with the dequantization
+launch before it where the launch rules say (``seam.kernels.wgmma_config``), into the output or the split-K partials.
+``seam.kernels.mxfp8_gemm.launch_mxfp8_linear`` and the fused QKV op (``seam.kernels.qkv_epilogue``) call it; where
+TMA cannot read an operand it launches nothing and they run the tl kernel."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import triton
 
 from seam import runtime
 from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws
+from seam.kernels.mxfp8_mma_rows import launch_mxfp8_mma_rows
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_dequant import dequantized_activations
 from seam.kernels.mxfp8_gemm_config import Tile
@@ -28,7 +29,7 @@ def dequantizes_first(tile: Tile, m: int, n: int, k: int, device: torch.device, 
     """Whether :func:`launch_gluon`, given ``tile`` and no A_deq for an [m, k] x [n, k] product on ``device``
     (activations MXFP8, or BF16 with ``bf16_rows``), runs the dequantization launch before the decode kernel
     (:func:`~seam.kernels.wgmma_config.wgmma_dequantize_first`)."""
-    if not tile.wgmma or tile.ring:
+    if not tile.wgmma or tile.ring or tile.mma_rows:
         return False
     if tile.warp_specialized:  # it reads A_deq only
         return True
@@ -54,10 +55,17 @@ def launch_gluon(
     BF16 multiplies where its launch rule says (``WgmmaLaunch.bf16_mul``). Without an A_deq the decode kernel
     reads, one is written first by the dequantization launch where
     :func:`~seam.kernels.wgmma_config.wgmma_dequantize_first` says (same bytes; that launch reads rows of
-    any stride). A ``warp_specialized`` tile runs :mod:`seam.kernels.mxfp8_wgmma_ws` on A_deq (always: written first
-    where none comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
+    any stride). An ``mma_rows`` tile runs :mod:`seam.kernels.mxfp8_mma_rows` on the MXFP8 rows, ignoring an A_deq
+    (it beat the decode kernel reading one, ``pick_mma_rows_tile``); None for BF16 rows and ``partials``. A
+    ``warp_specialized`` tile runs :mod:`seam.kernels.mxfp8_wgmma_ws` on A_deq (always: written first where none
+    comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
     caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
+    if tile.mma_rows:  # MXFP8 rows in, BF16 out; it reads the activations with plain loads
+        if xs is None or partials or xq.stride(1) != 1 or not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws)):
+            return None
+        launch_mxfp8_mma_rows(xq, xs, wq, ws, out, tile.num_warps, use_pdl, bf16_mul=weight_bf16_mul)
+        return out
     if not a_deq_readable(a_deq) or tile.ring:
         a_deq = None
     else:

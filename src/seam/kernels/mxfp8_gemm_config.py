@@ -1,15 +1,16 @@
 """Launch rules of the MXFP8 GEMM kernels: the :class:`Tile` record and the pickers that choose
 the kernel and its tile for a shape, each with the H200 measurement that set it.
 
-Five paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
-target and the interpreter), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
+Six paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
+target and the interpreter), ``seam.kernels.mxfp8_mma_rows``'s 16-row Gluon kernel (Hopper, M <= 8 at short K,
+:func:`pick_mma_rows_tile`), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
 2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`; its streamed tiles at most K splits warp-specialized,
 ``seam.kernels.mxfp8_wgmma_ws``, :func:`wgmma_warp_specialized`, and over token tiles to 2048 tokens,
 :func:`pick_token_tiles`, :func:`pick_prefill_token_tiles`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
 ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16
 dequantization and one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
 fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
-among the first four; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers. What a Gluon
+among the first five; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers. What a Gluon
 tile derives at launch, and the M and K bounds the Gluon pickers share, are in :mod:`seam.kernels.wgmma_config`.
 """
 
@@ -22,7 +23,7 @@ import torch
 import triton
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
+from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.wgmma_config import (
     RESIDENT_MAX_M,
     STREAMED_BLOCK_M,
@@ -51,8 +52,9 @@ class Tile:
     #: MMA tiles only: F16 operands (``e4m3 * 2^(s - c)`` per row,
     #: :func:`seam.kernels.mxfp8_gemm.mxfp8_mainloop`), same bytes out.
     f16_operands: bool = False
-    #: A Gluon kernel (Hopper only), ``block_n`` = ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring
-    #: depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
+    #: A Gluon kernel (Hopper only). With ``block_n`` 16 the 16-row kernel (:mod:`seam.kernels.mxfp8_mma_rows`,
+    #: :data:`MMA_ROWS_TILE` at K's warps, :func:`pick_mma_rows_tile`, :attr:`mma_rows`). Else ``block_n`` =
+    #: ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
     #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also the wide
     #: tiles 136, 144, 160, 192 and 256) the
     #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 not warp-specialized the
@@ -72,6 +74,11 @@ class Tile:
         """A ``wgmma`` tile of the ring kernel (``block_m`` 256), not of the decode kernel (nor a warp-specialized
         wide tile)."""
         return self.wgmma and self.block_m > WGMMA_MAX_M and not self.warp_specialized
+
+    @property
+    def mma_rows(self) -> bool:
+        """A ``wgmma`` tile of the 16-row kernel (``block_n`` 16, :mod:`seam.kernels.mxfp8_mma_rows`)."""
+        return self.wgmma and self.block_n == mxfp8_mma_rows.BLOCK_N.value
 
     def to_args(self) -> tuple:
         """The fields in order, as the flat arguments of a custom op (which cannot take a Tile)."""
@@ -152,6 +159,36 @@ WGMMA_STAGES = 2
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
+
+
+#: The 16-row kernel's tile (:mod:`seam.kernels.mxfp8_mma_rows`: up to 8 tokens, 16 weight rows and the whole K per
+#: program, no split-K); ``num_warps`` follows K (:func:`pick_mma_rows_tile`).
+MMA_ROWS_TILE = Tile(8, 16, 128, 2, 1, wgmma=True)
+#: Narrowest N the 16-row kernel takes: the narrowest measured (runs 268-269).
+MMA_ROWS_MIN_N = 256
+
+
+def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
+    """The 16-row kernel's tile (:data:`MMA_ROWS_TILE` at K's warps) where
+    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens, K 512 or 768: set by its chains after a
+    producer), N is at least :data:`MMA_ROWS_MIN_N` and its N / 16 programs fit one wave of the SMs
+    (``mxfp8_mma_rows.programs_per_sm``), else None.
+
+    It sums K inside each program, so it has no split-K combine. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs
+    268-269, MXFP8 rows, weights past L2, us, this tile / the decode kernel's): alone, 99 of 100 points at N 256-7168,
+    K 256-1536 and M 1-8 took 0.45-0.95x the time (N 1024 x K 256 M 1 1.34 / 2.95, N 6144 x K 768 M 8 3.44 / 4.26,
+    N 6144 x K 1536 M 8 5.24 / 5.52), the hundredth 1.10x (N 6144 x K 256 M 8 2.72 / 2.47; M 1 2.03 / 2.50). Every
+    shape measured whose programs took two waves was slower (N 4992 x K 3072, 2 per SM: 10.66 / 8.72; N 2560 x K
+    6144, 1 per SM: 11.89 / 8.70). Rows that carry an A_deq take it too, ignoring it: after SwiGLU + MXFP8 at K 768 it
+    beat the decode kernel reading the producer's A_deq at every N 1024-6144 and M 1-8 (runs 268, 270), and the
+    producers' "auto" writes none there (``wgmma_config.a_deq_pays``). The kernel reads MXFP8 rows (BF16 ones only where
+    ``mxfp8_linear`` quantizes them in a launch of their own) and writes BF16, not the fused QKV op's partials:
+    ``pick_tile``'s ``mma_rows`` says where it may."""
+    programs = -(-n // mxfp8_mma_rows.BLOCK_N.value)
+    if not (wgmma_config.mma_rows_k(m, k) and n >= MMA_ROWS_MIN_N
+            and programs <= sms * mxfp8_mma_rows.programs_per_sm(k)):
+        return None
+    return dataclasses.replace(MMA_ROWS_TILE, num_warps=mxfp8_mma_rows.warps_for(k))
 
 
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) -> Tile | None:
@@ -527,7 +564,8 @@ def covers(tile: Tile, m: int, *, partials: bool = False) -> bool:
     return not (tile.wgmma and one_m_tile and m > tile.block_m)
 
 
-def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False) -> Tile:
+def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False,
+              mma_rows: bool = True) -> Tile:
     """:data:`GEMV_TILE` for one token (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
     waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
@@ -544,7 +582,10 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
+    On a Hopper GPU, M <= 8 at K 512 or 768 takes the 16-row kernel where :func:`pick_mma_rows_tile` does and
+    ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the GEMM, the fused QKV op's partials);
+    else M <= 64
+    takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
     :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the
     warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits
     a wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the
@@ -556,7 +597,8 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     """
     sms = runtime.num_sms(device)
     if not tl_only and n > 0 and wgmma_config.wgmma_supported(device):  # tests patch the module's
-        wgmma_tile = (pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
+        wgmma_tile = ((pick_mma_rows_tile(m, n, k, sms) if mma_rows else None)
+                      or pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
                       or pick_token_tiles(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
                       or pick_prefill_token_tiles(m, n, k, sms))
         if wgmma_tile is not None:
@@ -645,7 +687,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
     if not tl_only:
-        tile = pick_tile(m, n, k, device)
+        tile = pick_tile(m, n, k, device, mma_rows=False)  # the op's GEMM writes split-K partials
         if tile.wgmma and m > QKV_TOKEN_TILES_MAX_M and bf16_mm_supported(device):
             return BF16_MM_TILE
         if tile.wgmma or tile.bf16_mm:

@@ -16,7 +16,7 @@ import dataclasses
 import torch
 
 from seam import runtime
-from seam.kernels import mxfp8_wgmma
+from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma
 
 
 def wgmma_supported(device: torch.device) -> bool:
@@ -54,12 +54,32 @@ A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: (N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads
 #: it); at K 6144 the input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
 A_DEQ_ONE_TOKEN_MAX_K = 2048
+#: The K range of the 16-row kernel (``seam.kernels.mxfp8_mma_rows``, :func:`mma_rows_k`), set by its chains after a
+#: PDL producer. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, us, producer + GEMM, that kernel on the MXFP8
+#: rows / the decode kernel reading the producer's A_deq, M 1 / 2 / 8): after SwiGLU + MXFP8, N 6144 x K 768 4.38 /
+#: 4.68, 4.31 / 4.73, 4.32 / 4.78; N 4096 x K 512 3.33 / 4.19, 3.32 / 4.16, 3.34 / 4.37; but N 6144 x K 256 2.94 /
+#: 2.50, 3.01 / 2.89, 3.02 / 2.81, K 1024 4.79 / 5.35, 4.87 / 5.38, 5.88 / 5.47 and K 1536 5.98 / 6.07, 6.13 / 6.09,
+#: 6.30 / 6.29; after norm + MXFP8 slower at every point at K 1024 and 1536 (1.07-1.17x) and at 8 tokens at K 512
+#: (N 6144: 6.32 / 5.65; 1 and 2 tokens 3.60 / 4.61, 3.73 / 4.69), and at K 2048 (N 6144: 7.22 / 7.02, 9.57 / 8.53).
+#: Alone it was faster at every K 256-1536 (``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``).
+MMA_ROWS_MIN_K = 512
+MMA_ROWS_MAX_K = 768
+
+
+def mma_rows_k(m: int, k: int) -> bool:
+    """Whether the 16-row kernel may take M tokens at K: 1 <= M <= 8 and K in :data:`MMA_ROWS_MIN_K` ..
+    :data:`MMA_ROWS_MAX_K`, a multiple of 256 (its 128-column steps split over 2 warps,
+    ``mxfp8_mma_rows.warps_for``). Where on N: ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
+    return 1 <= m <= mxfp8_mma_rows.BLOCK_M.value and MMA_ROWS_MIN_K <= k <= MMA_ROWS_MAX_K and k % 256 == 0
 
 
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
     Hopper GPU: where the Gluon decode kernel reads it, from :data:`A_DEQ_MIN_M` tokens (from one at K <=
-    :data:`A_DEQ_ONE_TOKEN_MAX_K`), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
+    :data:`A_DEQ_ONE_TOKEN_MAX_K`) but not where :func:`mma_rows_k` holds (the 16-row kernel runs there on the MXFP8
+    rows; H100, 2026-12-06, log run 268, SwiGLU + MXFP8 -> GEMM at K 768, us, it without A_deq / the decode kernel
+    with: N 6144 M 1 4.49 / 4.65, M 8 4.56 / 4.79; N 3072 3.44 / 4.09, 3.45 / 4.37; N 1024 2.89 / 4.89, 2.97 /
+    4.13), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
     :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
     where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
     (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a
@@ -97,6 +117,8 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     34.94 -> 33.93, 36.46 -> 35.57 (the norm's store 0.35-1.0 us there).
     """
     if k % 128 or not wgmma_supported(device):  # first: elsewhere no comparison with M (a traced M's guards)
+        return False
+    if mma_rows_k(m, k):  # the 16-row kernel runs there (N >= 256), on the MXFP8 rows
         return False
     min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
     return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K)

@@ -57,7 +57,8 @@ def allreduce_gemma_rms_norm_mxfp8(
             ``seam.formats.a_deq``; hidden a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused
             QKV op's Hopper GEMMs then read instead of dequantizing the MXFP8 rows: 2 bytes
             per element more written here, the GEMM's dequantization saved there; "auto" (default): where
-            that trade gains (Hopper, 2-64 tokens, 1-64 at hidden <= 2048, 65-384 at hidden >= 2048,
+            that trade gains (Hopper, 2-64 tokens, 1-64 at hidden <= 2048 but 9-64 at hidden 512 and 768,
+            65-384 at hidden >= 2048,
             :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.
 
     Returns:

@@ -12,10 +12,10 @@ from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
-from seam.kernels import mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
+from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
-from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, Tile, pick_tile
+from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, MMA_ROWS_TILE, Tile, pick_tile
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
 from seam.kernels.wgmma_config import RESIDENT_MAX_M
 from seam.ops.a_deq import check_a_deq_bytes
@@ -93,14 +93,16 @@ def _launch(
     # at any M without guards on it (torch.compile with a dynamic M, engines that replay one graph at every M).
     m, k = x.shape
     n = wq.shape[0]
+    mode = LinearQuantize(quantize)
     if pick:  # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would not pay
-        tile = pick_tile(m, n, k, x.device, a_deq=a_deq_readable(a_deq))
+        # BF16 rows take the 16-row kernel (which reads MXFP8 rows) only where they are quantized by a launch anyway
+        tile = pick_tile(m, n, k, x.device, a_deq=a_deq_readable(a_deq),
+                         mma_rows=xs is not None or mode is LinearQuantize.SEPARATE)
     else:
         tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
                               wgmma, bf16_mm, warp_specialized)
-    mode = LinearQuantize(quantize)
-    if xs is None and not (mode is LinearQuantize.IN_GEMM or (
-            mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile, m, n, k, x.device)))):
+    if xs is None and (tile.mma_rows or not (mode is LinearQuantize.IN_GEMM or (
+            mode is LinearQuantize.AUTO and (m <= IN_GEMM_MAX_M or dequantizes_a(tile, m, n, k, x.device))))):
         values, scales = check_mxfp8_out(None, m, k, ScaleLayout.SWIZZLED, x.device)  # allocated: what the GEMM reads
         launch_mxfp8_quant(x, values, scales, True)
         x, xs = values, scales
@@ -123,6 +125,15 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
     if not wgmma_config.wgmma_supported(device):  # through the module: one binding to patch in tests
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; the activation is on "
                          f"{device}")
+    if tile.block_n == mxfp8_mma_rows.BLOCK_N.value:  # the 16-row kernel: one shape of tile per K
+        if k <= 0 or k % 128 or mxfp8_mma_rows.shared_bytes(k) > mxfp8_wgmma.SHARED_BUDGET:
+            raise ValueError(f"tile.wgmma with block_n={tile.block_n} (the 16-row kernel) needs K a multiple of 128 "
+                             f"whose program fits shared memory, got K={k}")
+        want = dataclasses.replace(MMA_ROWS_TILE, num_warps=mxfp8_mma_rows.warps_for(k))
+        if tile != want or m > tile.block_m:
+            raise ValueError(f"tile.wgmma with block_n={tile.block_n} (the 16-row kernel) must be {want} at K={k}, "
+                             f"M <= {want.block_m}; got {tile} at M={m}")
+        return
     # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the plain decode kernel one
     if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m
             or tile.warp_specialized and tile.block_m in mxfp8_wgmma_ws.BLOCK_MS or tile.block_m == 256):
@@ -133,7 +144,7 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.warp_specialized takes at most {MAX_TOKEN_TILES} token tiles of block_m "
                          f"{tile.block_m}, got M={m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
-        raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8, got "
+        raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8 (or block_n=16: the 16-row kernel), got "
                          f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
     if k % 128:
         raise ValueError(f"tile.wgmma needs K a multiple of 128, got K={k}")
@@ -308,7 +319,8 @@ def mxfp8_linear(
         tiles; the wide tiles 136, 144, 160, 192 and 256 warp-specialized only) or 256 (not warp-specialized: the ring
         kernel, any M), block_n =
         block_k = 128, 8 warps, K a
-        multiple of 128 (the tl
+        multiple of 128, or ``MMA_ROWS_TILE`` with K's warps (the 16-row kernel, M <= 8, MXFP8 rows: BF16 ones are
+        quantized by a launch first) (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
         64-128 or a wide tile) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
@@ -324,6 +336,10 @@ def mxfp8_linear(
         BF16 multiplies: the same bytes, ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and multiplied on BF16
         tensor cores, by M:
 
+        - 1-8 where K is 512 or 768, N >= 256 and N / 16 programs fit one wave
+          (``pick_mma_rows_tile``), on MXFP8 rows (BF16 ones where ``quantize`` is ``"separate"``; an A_deq is not
+          read): the 16-row kernel (``seam.kernels.mxfp8_mma_rows``: the whole K per program, ``mma.sync``, no
+          split-K).
         - 1: the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on
           fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``).
         - 2-64 (K a multiple of 128), and 65-128 where K >= 2048: the Gluon decode kernel

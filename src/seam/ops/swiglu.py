@@ -129,7 +129,8 @@ def swiglu_oai_mxfp8(
         a_deq: True: also write the rows' A_deq (a new BF16 [M, I] tensor, ``seam.formats.a_deq``; I a
             multiple of 128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper
             GEMM (the down projection) then reads it instead of dequantizing the MXFP8 rows; "auto": where
-            that GEMM gains (Hopper, 2-64 tokens, 1-64 at I <= 2048, 65-384 at I >= 2048, swizzled scales,
+            that GEMM gains (Hopper, 2-64 tokens, 1-64 at I <= 2048 but 9-64 at I 512 and 768,
+            65-384 at I >= 2048, swizzled scales,
             :func:`seam.kernels.wgmma_config.a_deq_pays`); False (default): never.
 
     Returns:

@@ -1,0 +1,268 @@
+"""The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens, K 512-768 (``seam.kernels.mxfp8_mma_rows``).
+
+On CPU: its launch rule, the validation of a caller's tile and of the launcher's arguments, and that every kernel the
+rule can pick compiles for sm_90 without spills (the compile also proves that both register relabellings move no
+data). On the GPU: bytes equal to the exact product on operands whose sums are exact in any order, at every K the
+rule takes, with and without the BF16-multiply weight route, at N not a multiple of 16 and rows of other strides;
+through ``mxfp8_linear``, on MXFP8 rows, BF16 rows and rows that carry an A_deq (not read); and within fp32 reordering of the tl
+kernel on random and edge rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import seam
+from seam.formats.a_deq import a_deq_from_mxfp8
+from seam.kernels import mxfp8_mma_rows
+from seam.kernels.mxfp8_gemm_config import (
+    MMA_ROWS_MIN_N,
+    MMA_ROWS_TILE,
+    Tile,
+    pick_mma_rows_tile,
+    pick_qkv_tile,
+    pick_tile,
+)
+from seam.kernels.mxfp8_mma_rows import MAX_REGISTERS, launch_mxfp8_mma_rows, programs_per_sm, warps_for
+from seam.kernels.wgmma_config import MMA_ROWS_MAX_K, MMA_ROWS_MIN_K
+from seam.ops.linear import check_tile
+from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "sm90_resources.py"
+DOWN = (6144, 768)  # the MoE down projection per rank at TP 4
+RULE_KS = range(MMA_ROWS_MIN_K, MMA_ROWS_MAX_K + 1, 256)  # every K the rule takes
+
+
+def test_rule_takes_up_to_8_tokens_at_k_512_and_768_in_one_wave():
+    for m in range(1, 9):
+        assert pick_mma_rows_tile(m, *DOWN, 132) == dataclasses.replace(MMA_ROWS_TILE, num_warps=2)
+    assert pick_mma_rows_tile(0, *DOWN, 132) is None and pick_mma_rows_tile(9, *DOWN, 132) is None
+    assert list(RULE_KS) == [512, 768]  # slower after a producer at 256, 1024 and 1536
+    for k in (256, 384, 640, 704, 1024, 1536, 2048):  # too short, odd steps (one warp), not whole steps, too long
+        assert pick_mma_rows_tile(1, 4096, k, 132) is None, k
+    assert pick_mma_rows_tile(8, MMA_ROWS_MIN_N, 768, 132) and not pick_mma_rows_tile(8, MMA_ROWS_MIN_N - 1, 768, 132)
+    for k in RULE_KS:  # one wave at most: N / 16 programs within the SMs' room
+        widest = 16 * 132 * programs_per_sm(k)
+        assert pick_mma_rows_tile(4, widest, k, 132) is not None and pick_mma_rows_tile(4, widest + 1, k, 132) is None
+        assert pick_mma_rows_tile(4, widest // 2, k, 66) is not None and pick_mma_rows_tile(4, widest, k, 66) is None
+        t = pick_mma_rows_tile(4, 6144, k, 132)
+        assert t.mma_rows and t.wgmma and t.num_warps == warps_for(k) and (k // 128) % t.num_warps == 0
+    assert [programs_per_sm(k) for k in (768, 1536, 6144)] == [8, 4, 1]  # registers at 128 a thread, shared memory
+
+
+def test_warps_split_the_steps_evenly():
+    ks = (128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048, 6144)
+    assert [warps_for(k) for k in ks] == [1, 2, 1, 2, 1, 2, 2, 2, 4, 4, 4]
+
+
+def test_pick_tile_takes_it_where_it_may(monkeypatch):
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
+    cuda = torch.device("cuda")
+    for m in (1, 2, 8):
+        assert pick_tile(m, *DOWN, cuda).mma_rows
+        assert not pick_tile(m, *DOWN, cuda, mma_rows=False).mma_rows  # BF16 rows quantized in the GEMM
+        assert not pick_tile(m, *DOWN, cuda, tl_only=True).wgmma
+        assert not pick_qkv_tile(m, *DOWN, cuda).mma_rows  # the QKV op's GEMM writes split-K partials
+    assert not pick_tile(9, *DOWN, cuda).mma_rows
+    assert pick_tile(4, *DOWN, cuda, a_deq=True).mma_rows  # faster than the decode kernel reading the A_deq
+    assert pick_tile(8, 6144, 512, cuda).mma_rows and not pick_tile(8, 6144, 1024, cuda).mma_rows
+
+
+def test_pick_tile_never_takes_it_without_a_hopper_gpu():
+    assert not any(pick_tile(m, *DOWN, torch.device("cpu")).wgmma for m in range(1, 9))
+
+
+def test_tile_override_checked(monkeypatch):
+    monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: True)
+    cuda = torch.device("cuda")
+    good = dataclasses.replace(MMA_ROWS_TILE, num_warps=2)
+    assert check_tile(good, 768, 8, cuda) == good
+    for tile, m, k, msg in (
+        (dataclasses.replace(good, num_warps=8), 4, 768, "must be Tile"),  # K 768's steps take 2 warps
+        (good, 9, 768, "M <= 8"),
+        (dataclasses.replace(good, split_k=2), 4, 768, "must be Tile"),
+        (dataclasses.replace(good, num_stages=2), 4, 768, "must be Tile"),
+        (dataclasses.replace(good, num_warps=8), 4, 14336, "fits shared memory"),
+        (dataclasses.replace(good, num_warps=1), 4, 8320, "fits shared memory"),  # 65 steps: scale rows padded to 128
+        (good, 4, 704, "multiple of 128"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            check_tile(tile, k, m, cuda)
+
+
+def test_launcher_refuses_what_it_cannot_run():
+    xq = torch.zeros(9, 768, dtype=torch.float8_e4m3fn)
+    w = torch.zeros(6144, 768, dtype=torch.float8_e4m3fn)
+    s = torch.zeros(1, dtype=torch.uint8)
+    out = torch.zeros(9, 6144, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="M=9 exceeds 8"):
+        launch_mxfp8_mma_rows(xq, s, w, s, out, 2, False)
+    with pytest.raises(ValueError, match="K=768 must be a multiple of 128 whose steps 4 warps split evenly"):
+        launch_mxfp8_mma_rows(xq[:8], s, w, s, out, 4, False)
+    assert out.eq(0).all()
+
+
+def _tool_available() -> bool:
+    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool._cuobjdump().exists()
+
+
+@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@pytest.mark.timeout(300)
+def test_every_kernel_the_rule_picks_compiles_for_sm90_without_spills():
+    """Each K the rule takes (the code depends on K and its warps), with the weight through fp32 and by BF16
+    multiplies: no spills, at most MAX_REGISTERS a thread, the shared memory shared_bytes says (the one-wave rule
+    and the override check read both)."""
+    script = (
+        "import importlib.util, json\n"
+        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"for k in {list(RULE_KS)}:\n"
+        "    for bf16_mul in (False, True):\n"
+        "        print(json.dumps([k, bf16_mul, tool.resources('rows', 8, k=k, bf16_mul=bf16_mul)]))\n"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == 2 * len(RULE_KS)
+    for k, bf16_mul, r in results:
+        assert r["stack_bytes"] == 0, (k, bf16_mul, r)
+        assert r["shared_bytes"] == mxfp8_mma_rows.shared_bytes(k), (k, bf16_mul, r)  # what the override check reads
+        assert r["registers"] <= MAX_REGISTERS, (k, bf16_mul, r)
+
+
+# GPU: bytes on exact sums, through the launcher and through mxfp8_linear.
+
+
+def _exact_operands(m, n, k, seed):
+    x, w, want = exact_block_inputs(m, n, k, seed=seed)
+    xq, xs = seam.mxfp8_quantize(x)
+    return x, xq, xs, w, want
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048])
+@pytest.mark.parametrize("m,n", [(1, 6144), (2, 6152), (5, 200), (8, 6144), (3, 8)])
+@pytest.mark.parametrize("bf16_mul", [False, True])
+def test_bit_exact_gpu(m, n, k, bf16_mul):
+    """Every K the rule takes, others (one warp at odd step counts, 4 warps from 1536): N past a multiple of 16
+    (TMA fills the last program's rows with zeros) and below it (one program, half its rows past N), weights by
+    either route."""
+    _, xq, xs, w, want = _exact_operands(m, n, k, seed=m * k + n)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, out, warps_for(k), True, bf16_mul=bf16_mul)
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.gpu
+def test_strided_rows_gpu():
+    """Activation rows at an odd offset and stride, weight rows with a stride past K, output rows with one past N in
+    a buffer of 8 rows: read and written in place, nothing else touched (not the rows past M either)."""
+    m, n, k = 6, 6144, 768
+    _, xq, xs, w, want = _exact_operands(m, n, k, seed=7)
+    wide = torch.zeros(m, k + 257, dtype=torch.float8_e4m3fn, device="cuda")
+    wide[:, 65:65 + k] = xq
+    w_wide = torch.zeros(n, k + 128, dtype=torch.float8_e4m3fn, device="cuda")
+    w_wide[:, :k] = w.values
+    out = torch.full((8, n + 64), float("nan"), dtype=torch.bfloat16, device="cuda")
+    launch_mxfp8_mma_rows(wide[:, 65:65 + k], xs, w_wide[:, :k], w.scales, out[:m, :n], warps_for(k), True)
+    assert torch.equal(out[:m, :n].view(torch.int16), want.view(torch.int16))
+    assert out[:m, n:].isnan().all() and out[m:].isnan().all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_mxfp8_linear_picks_it_and_writes_the_exact_bytes_gpu(monkeypatch, m):
+    """It runs on MXFP8 rows, on rows that carry an A_deq (not read) and on BF16 rows quantized apart; BF16 rows
+    quantized in the GEMM take the decode kernel: the same exact bytes."""
+    from seam.kernels import gluon_launch
+
+    n, k = DOWN
+    launched, launch = [], gluon_launch.launch_mxfp8_mma_rows
+    monkeypatch.setattr(gluon_launch, "launch_mxfp8_mma_rows", lambda *a, **kw: launched.append(1) or launch(*a, **kw))
+    if pick_tile(m, n, k, torch.device("cuda")) != pick_mma_rows_tile(m, n, k, torch.cuda.get_device_properties(0)
+                                                                      .multi_processor_count):
+        pytest.skip("the rule does not take this shape on this GPU")
+    x, xq, xs, w, want = _exact_operands(m, n, k, seed=m)
+    assert pick_tile(m, n, k, x.device).mma_rows
+    acts = (seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)),
+            seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs)))
+    for arg, quantize in ((acts[0], "auto"), (acts[1], "auto"), (x, "separate"), (x, "in_gemm"), (x, "auto")):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        before = len(launched)
+        seam.mxfp8_linear(arg, w, out=out, quantize=quantize)
+        assert torch.equal(out.view(torch.int16), want.view(torch.int16)), quantize
+        ran = len(launched) > before
+        assert ran == (arg is not x or quantize == "separate"), (quantize, ran)
+
+
+@pytest.mark.gpu
+def test_within_fp32_reordering_of_the_tl_kernel_gpu():
+    """Random and edge rows (zeros, a scale byte 0, one dominating element, inf / NaN, huge, -0.0): the tl
+    kernel's outputs up to fp32 summation order, non-finite outputs in the same places."""
+    n, k = DOWN
+    x = edge_and_random_rows(8, k, seed=3).cuda()
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(4)) * 0.05).cuda())
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (8, k))
+    got = torch.empty(8, n, dtype=torch.bfloat16, device="cuda")
+    launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, got, warps_for(k), True)
+    tl_tile = pick_tile(8, n, k, x.device, tl_only=True)
+    want = seam.mxfp8_linear(act, w, tile=tl_tile)
+    finite = want.isfinite()
+    assert torch.equal(finite, got.isfinite()) and torch.equal(want.isnan(), got.isnan())
+    deq_x = seam.mxfp8_dequantize(xq, xs).double()
+    deq_w = seam.mxfp8_dequantize(w.values, w.scales).double()
+    bound = k * 2.0**-24 * (deq_x.abs() @ deq_w.abs().t()) + want.double().abs() * 2.0**-8  # sums + BF16 rounding
+    assert ((got.double() - want.double()).abs()[finite] <= 2 * bound[finite]).all()
+
+
+@pytest.mark.gpu
+def test_weights_bf16_multiplies_cannot_take_keep_the_fp32_path_gpu(monkeypatch):
+    """mxfp8_linear launches the BF16-multiply weight route for a quantized weight, and the fp32 one for a weight
+    with scale bytes above 134 or a NaN code (exact bytes, the NaN column NaN); on random sums both routes give the
+    same bytes (the same BF16 operands, the same MMAs)."""
+    from seam.kernels import gluon_launch
+
+    m, n, k = 8, *DOWN
+    if not pick_tile(m, n, k, torch.device("cuda")).mma_rows:
+        pytest.skip("the rule does not take this shape on this GPU")
+    launched, launch = [], gluon_launch.launch_mxfp8_mma_rows
+    monkeypatch.setattr(gluon_launch, "launch_mxfp8_mma_rows",
+                        lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))
+    x, xq, xs, w, want = _exact_operands(m, n, k, seed=11)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
+    assert torch.equal(seam.mxfp8_linear(act, w).view(torch.int16), want.view(torch.int16))
+    big = seam.MXFP8Weight.from_bf16(w.dequantize().to(torch.bfloat16) * 2.0**20)
+    want_big = (want.double() * 2.0**20).to(torch.bfloat16)
+    assert torch.equal(seam.mxfp8_linear(act, big).view(torch.int16), want_big.view(torch.int16))
+    values = w.values.view(torch.uint8).clone()
+    values[5, 100] = 0x7F
+    got = seam.mxfp8_linear(act, seam.MXFP8Weight(values, w.scales))
+    assert got[:, 5].isnan().all()
+    assert torch.equal(torch.cat([got[:, :5], got[:, 6:]], 1).view(torch.int16),
+                       torch.cat([want[:, :5], want[:, 6:]], 1).view(torch.int16))
+    assert launched == [True, False, False]
+    rnd = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=torch.Generator().manual_seed(5)) * 0.05).cuda())
+    xr = (torch.randn(m, k, generator=torch.Generator().manual_seed(6)) * 4).to(torch.bfloat16).cuda()
+    xrq, xrs = seam.mxfp8_quantize(xr)
+    outs = []
+    for on in (True, False):
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        launch(xrq, xrs, rnd.values, rnd.scales, out, warps_for(k), True, bf16_mul=on)
+        outs.append(out.view(torch.int16))
+    assert torch.equal(*outs)
