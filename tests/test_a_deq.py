@@ -639,7 +639,7 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
 
 def test_producers_write_a_deq_by_default_where_the_rule_says(monkeypatch, device):
     """a_deq="auto", the norm + MXFP8 producers' default: with the rule saying "from 5 tokens" (patched,
-    as on a Hopper GPU it says from 2, or 1 where K <= 2048) the norm, the dispatch, Lamport consumer A and the MoE finalize op
+    as on a Hopper GPU it says from 2, or 1 where K <= 2048, 9 at K 512 and 768) the norm, the dispatch, Lamport consumer A and the MoE finalize op
     write A_deq at 5 rows and not at 3; SwiGLU takes "auto" when asked and returns None in its place."""
     from seam.ops.allreduce_norm import allreduce_gemma_rms_norm_mxfp8
     from test_lamport import make_moe

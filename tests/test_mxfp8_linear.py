@@ -916,8 +916,8 @@ def test_auto_quantizes_in_the_dequantization_launch_where_a_path_has_one(tile, 
 @pytest.mark.parametrize("m", [1, 8, 64, 128])
 @pytest.mark.parametrize("n,k", [(1536, 6144), (6144, 768), (6144, 2048), (2560, 6144)])
 def test_in_gemm_full_shapes_gpu(m, n, k):
-    # the MiniMax-M3.1 TP4 layer shapes of ``seam bench linear``, default (split-K) tiles: the one BF16 rows get where
-    # the 16-row kernel would take MXFP8 rows (it reads E4M3 only)
+    # the MiniMax-M3.1 TP4 layer shapes of ``seam bench linear``, default (split-K) tiles: the decode kernel's where
+    # the 16-row kernel takes MXFP8 rows (it reads E4M3 only; in_gemm rows take the decode kernel there)
     x, w = _inputs(m, n, k, seed=m, device="cuda")
     _assert_in_gemm_bytes_equal(x, w, pick_tile(m, n, k, x.device, mma_rows=False))
 

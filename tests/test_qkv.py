@@ -698,7 +698,7 @@ def test_warmup_feeds_a_deq_to_the_decode_tiles_its_producers_write_it_for(monke
     never a ring tile (the ring kernel reads A_deq in the variant it always compiles) or a tl tile."""
     from seam.ops import a_deq as a_deq_ops
 
-    # a stand-in rule that leaves the 8-row tile out, so "auto" differs from True (the real one starts at 2, or 1 where K <= 2048)
+    # a stand-in rule that leaves the 8-row tile out, so "auto" differs from True (the real one starts at 2, or 1 where K <= 2048, 9 at K 512 and 768)
     monkeypatch.setattr(a_deq_ops, "a_deq_pays", lambda m, k, device: 9 <= m <= 128 and k % 128 == 0)
     d8, d16 = Tile(8, 128, 128, 8, 2, 12, wgmma=True), Tile(16, 128, 128, 8, 2, 12, wgmma=True)
     d64, d128 = Tile(64, 128, 128, 8, 2, 6, wgmma=True), Tile(128, 128, 128, 8, 2, 6, wgmma=True)

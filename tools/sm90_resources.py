@@ -7,8 +7,8 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``--k`` and ``--bf16-mul on`` apply, the warps
-follow from K). ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
+``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``block_m`` 8; ``--k`` and ``--bf16-mul``
+apply, by default on as quantized weights launch it; the warps follow from K). ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
 streams A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token
 tiles, and 256 with ``--warp-specialized on`` its 128 + 128-token one) or, with
 ``block_m`` 256 otherwise, the Gluon ring kernel
@@ -64,7 +64,9 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     from seam.kernels import mxfp8_gemm, qkv_epilogue
 
     if kind == "rows":
-        return _rows_resources(k=k, bf16_mul=bool(bf16_mul))
+        if block_m != 8:
+            raise ValueError(f"rows: the 16-row kernel runs 8 tokens a program, got block_m={block_m}")
+        return _rows_resources(k=k, bf16_mul=bf16_mul is not False)  # None: as quantized weights launch it
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,

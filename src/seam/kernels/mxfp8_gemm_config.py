@@ -566,7 +566,8 @@ def covers(tile: Tile, m: int, *, partials: bool = False) -> bool:
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False,
               mma_rows: bool = True) -> Tile:
-    """:data:`GEMV_TILE` for one token (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
+    """On Hopper at 1-8 tokens the 16-row kernel's tile where it applies (below); :data:`GEMV_TILE` for one token
+    (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
     waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
 

@@ -51,10 +51,6 @@ BLOCK_N = gl.constexpr(16)
 BLOCK_M = gl.constexpr(8)
 #: K columns per step: four MXFP8 blocks, one 32-byte block per thread and row.
 STEP = gl.constexpr(128)
-#: Most warps per program (each takes K / STEP / warps steps).
-MAX_WARPS = 4
-
-
 def warps_for(k: int) -> int:
     """Warps of a program at K: 4 where K's 128-column steps are more than 8 and split 4 ways, else 2 where they split
     evenly, else 1. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 268-269, N 256-7168, M 1 / 2 / 8, us): 4 warps

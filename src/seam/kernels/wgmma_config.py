@@ -1,12 +1,14 @@
 """Launch rules of the Gluon (Hopper ``wgmma``) MXFP8 GEMM kernels, once a tile is picked: whether they run on a
-device, the M and K bounds their tiles share, which producers write A_deq for them (:func:`a_deq_pays`), and what a
+device, the M and K bounds their tiles share (and where the 16-row kernel may run, :func:`mma_rows_k`), which
+producers write A_deq for them (:func:`a_deq_pays`), and what a
 launch derives from its tile (:func:`wgmma_launch`: ring steps before the PDL wait, BF16 multiplies, A_deq streamed or
 resident, dequantization first, split-K combiners), each with the H200 measurement that set it.
 
 The pickers that choose a tile (``pick_wgmma_tile``, ``pick_token_tiles``, ``pick_ring_tile``,
 ``pick_prefill_token_tiles``, ``pick_tile``) are
 in :mod:`seam.kernels.mxfp8_gemm_config`; the kernels are ``seam.kernels.mxfp8_wgmma`` (decode),
-``seam.kernels.mxfp8_wgmma_ws`` (warp-specialized) and ``seam.kernels.mxfp8_wgmma_ring`` (ring).
+``seam.kernels.mxfp8_wgmma_ws`` (warp-specialized), ``seam.kernels.mxfp8_wgmma_ring`` (ring) and
+``seam.kernels.mxfp8_mma_rows`` (16-row).
 """
 
 from __future__ import annotations
@@ -46,13 +48,14 @@ STREAMED_MIN_K = 2048
 #: kernel, over token tiles.
 TOKEN_TILES_MAX_M = 384
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the Hopper GEMMs pays off (one token
-#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`), and the most (:data:`TOKEN_TILES_MAX_M`; past it the producer's store
+#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`, nine where :func:`mma_rows_k` holds), and the most (:data:`TOKEN_TILES_MAX_M`; past it the producer's store
 #: costs about what the GEMM saves, :func:`a_deq_pays`).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
-#: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, down) are wide
-#: (N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N`, so one token runs the Gluon tile, which reads
-#: it); at K 6144 the input may feed a narrow projection (gate_up, N 1536) whose one-token GEMV would not.
+#: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, and down where the
+#: 16-row kernel does not take it) are wide (N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N`, so
+#: one token runs the Gluon decode tile, which reads it); at K 6144 the input may feed a narrow projection (gate_up,
+#: N 1536) whose one-token GEMV would not.
 A_DEQ_ONE_TOKEN_MAX_K = 2048
 #: The K range of the 16-row kernel (``seam.kernels.mxfp8_mma_rows``, :func:`mma_rows_k`), set by its chains after a
 #: PDL producer. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, us, producer + GEMM, that kernel on the MXFP8
@@ -79,7 +82,8 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     :data:`A_DEQ_ONE_TOKEN_MAX_K`) but not where :func:`mma_rows_k` holds (the 16-row kernel runs there on the MXFP8
     rows; H100, 2026-12-06, log run 268, SwiGLU + MXFP8 -> GEMM at K 768, us, it without A_deq / the decode kernel
     with: N 6144 M 1 4.49 / 4.65, M 8 4.56 / 4.79; N 3072 3.44 / 4.09, 3.45 / 4.37; N 1024 2.89 / 4.89, 2.97 /
-    4.13), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
+    4.13; the rule knows K, not N or the consumer: there the decode kernel runs without A_deq where N < 256, past the
+    16-row kernel's one wave, and in the fused QKV op), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
     :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
     where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
     (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a
