@@ -11,12 +11,6 @@ kernel on random and edge rows.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -35,9 +29,8 @@ from seam.kernels.mxfp8_mma_rows import MAX_REGISTERS, launch_mxfp8_mma_rows, pr
 from seam.kernels.wgmma_config import MMA_ROWS_MAX_K, MMA_ROWS_MIN_K
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
+from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "sm90_resources.py"
 DOWN = (6144, 768)  # the MoE down projection per rank at TP 4
 RULE_KS = range(MMA_ROWS_MIN_K, MMA_ROWS_MAX_K + 1, 256)  # every K the rule takes
 
@@ -111,31 +104,17 @@ def test_launcher_refuses_what_it_cannot_run():
         launch_mxfp8_mma_rows(xq[:8], s, w, s, out, 4, False)
 
 
-def _tool_available() -> bool:
-    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool._cuobjdump().exists()
-
-
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 @pytest.mark.timeout(300)
 def test_every_kernel_the_rule_picks_compiles_for_sm90_without_spills():
     """Each K the rule takes (the code depends on K and its warps), with the weight through fp32 and by BF16
     multiplies: no spills, at most MAX_REGISTERS a thread, the shared memory shared_bytes says (the one-wave rule
     and the override check read both); K 256, 640 and 1536 too (2, 1 and 4 warps), which an override may take."""
-    script = (
-        "import importlib.util, json\n"
-        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+    results = with_tool(
         f"for k in {list(RULE_KS) + [256, 640, 1536]}:\n"
         f"    for bf16_mul in ((False, True) if k in {list(RULE_KS)} else (True,)):\n"
         "        print(json.dumps([k, bf16_mul, tool.resources('rows', 8, k=k, bf16_mul=bf16_mul)]))\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    results = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(results) == 2 * len(RULE_KS) + 3
     for k, bf16_mul, r in results:
         assert r["stack_bytes"] == 0, (k, bf16_mul, r)

@@ -13,12 +13,6 @@ random and edge rows.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -66,21 +60,13 @@ from seam.formats.mxfp8_weight import ByteFacts
 from seam.kernels.mxfp8_gemm_config import covers, one_wave_split
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
+from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "sm90_resources.py"
 SM90_SHARED_BYTES = 227 * 1024  # per block, opt-in maximum
 SM90_SHARED_BYTES_PER_SM = 228 * 1024  # 1 KB of it reserved per resident block
 #: (N, K) per rank of the MiniMax-M3.1 layer at TP 4 (gate_up, down, o_proj, qkv) and the TP 2 QKV / a
 #: 3072-wide projection: the shapes ``seam bench gemm`` times.
 SHAPES = ((1536, 6144), (6144, 768), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144))
-
-
-def _tool_available() -> bool:
-    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool._cuobjdump().exists()
 
 
 def _picked_tiles(sms: int = 132) -> set[Tile]:
@@ -611,7 +597,7 @@ def test_launcher_refuses_a_stream_without_a_deq_before_launch():
                                                   smem_steps=smem, combiners=1, a_deq=a_deq, a_stream=True)
 
 
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
     """Every streamed-A_deq decode kernel the rule takes at the benchmarked shapes (and the QKV op's partials-only
     launch at nkv 2, 4), compiled for sm_90: no spills, at most 128 registers and shared memory for two programs
@@ -623,7 +609,7 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
                 t = pick_wgmma_tile(m, n, k, 132)
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, partials) for partials in (False, True)}
     assert runs
-    results = _with_tool(
+    results = with_tool(
         f"for bm, st, sk, k, partials in {sorted(runs)!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, a_deq=True,\n"
         "                       a_stream=True)\n"
@@ -635,7 +621,7 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
         assert r["shared_bytes"] <= SM90_SHARED_BYTES_PER_SM // 2 - 1024, (config, r)
 
 
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 @pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 193)
 def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
@@ -676,7 +662,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     # the 64 + tail tiles' partials as overrides: the plain decode kernel's too
     runs |= {(72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}
     assert any(run[0] == 64 for run in runs)
-    results = _with_tool(
+    results = with_tool(
         f"for bm, st, sk, k, partials, bf16_mul, ws in {sorted(runs)!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul,\n"
         "                       warp_specialized=ws, a_deq=True)\n"
@@ -804,21 +790,7 @@ def test_wgmma_tile_sizes_checked_gpu():
                           tile=Tile(16, 128, 128, 8, 1, 1, wgmma=True))
 
 
-def _with_tool(loop: str) -> list:
-    """Run ``loop`` (Python source printing one JSON value per line) in a process that compiles for sm_90
-    (``TRITON_INTERPRET=0``) with ``tools/sm90_resources.py`` loaded as ``tool``; the values it printed."""
-    script = (
-        "import importlib.util, json\n"
-        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
-    ) + loop
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 @pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 179)
 def test_every_picked_kernel_compiles_for_sm90_without_spills():
     """Every distinct kernel the picker chooses for the benchmarked shapes (block_m, ring depth, steps
@@ -855,7 +827,7 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
             qkv.setdefault((t.block_m, t.num_stages, mxfp8_wgmma.max_steps(6144, t.split_k)), t.split_k)
     runs += [(bm, st, sk, 6144, False, True, a_deq, None) for (bm, st, _), sk in sorted(qkv.items())
              for a_deq in (False, True)]
-    results = _with_tool(
+    results = with_tool(
         f"for bm, st, sk, k, bf16, partials, a_deq, bf16_mul in {runs!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_bf16=bf16, partials=partials,\n"
         "                       a_deq=a_deq, bf16_mul=bf16_mul)\n"
@@ -871,14 +843,14 @@ def test_every_picked_kernel_compiles_for_sm90_without_spills():
         assert r["shared_bytes"] <= SM90_SHARED_BYTES, (config, r)
 
 
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 def test_8_row_tiles_wait_for_every_a_deq_copy_before_the_first_mma():
     """mxfp8_wgmma.A_DEQ_WAIT_ALL_MAX_M in the sm_90 PTX: between the PDL wait and the first wgmma, an 8-row
     A_deq tile waits on as many barriers as the tile that stages E4M3 rows (every step's copy; log run 114),
     a 16-row one on those less all but step 0's (each later step is waited for before its own MMA). A
     race (an MMA reading a copy not yet landed) would pass the GPU tests unless timing exposed it."""
     cases = [(8, 12, 6144), (8, 4, 768), (16, 12, 6144), (16, 4, 2048)]
-    results = _with_tool(
+    results = with_tool(
         f"for bm, sk, k in {cases!r}:\n"
         "    for a_deq in (False, True):\n"
         "        lines = tool.resources('wgmma', bm, split_k=sk, num_stages=2, k=k, a_deq=a_deq, ptx=True)['ptx']\n"
@@ -1260,7 +1232,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     assert not split_k_scratch(x.device, -(-n // 128), tile)[1].any()
 
 
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 def test_streamed_slot_refilled_only_after_both_warpgroups_mmas():
     """The sm_90 PTX of streamed kernels (early steps 1 and 2; the resident ones alike): every TMA copy issued after
     an MMA wait has a CTA barrier between them, so neither warpgroup's wgmma still reads the slot (or ring stage)
@@ -1269,7 +1241,7 @@ def test_streamed_slot_refilled_only_after_both_warpgroups_mmas():
     places a barrier there too (the kernels' explicit ``thread_barrier`` removed, this still passes)."""
     cases = [(64, 6, 2, 6144), (64, 2, 2, 640)]  # early steps 1 and 2 (wgmma_early_steps)
     assert [wgmma_launch(bm, k, sk, st).early_steps for bm, sk, st, k in cases] == [1, 2]
-    results = _with_tool(
+    results = with_tool(
         f"for bm, sk, st, k in {cases!r}:\n"
         "    for stream in (True, False):\n"
         "        lines = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, a_deq=True, a_stream=stream,\n"

@@ -9,11 +9,6 @@ any order (picked tiles, several M tiles with a tail, uneven splits), and determ
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -32,9 +27,7 @@ from seam.kernels.mxfp8_gemm_config import (
 )
 from seam.kernels.wgmma_config import wgmma_combiners
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
-
-ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "sm90_resources.py"
+from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py
 SM90_SHARED_BYTES = 227 * 1024
 SHAPES = ((1536, 6144), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144), (9856, 6144))
 
@@ -105,14 +98,7 @@ def test_ring_tiles_checked(monkeypatch):
         _check_wgmma_tile(Tile(256, 128, 128, 8, 1, 3, wgmma=True), 300, 6144, cuda)  # issued only after it (a hang)
 
 
-def _tool_available() -> bool:
-    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool._cuobjdump().exists()
-
-
-@pytest.mark.skipif(not _tool_available(), reason="this Triton build ships no cuobjdump")
+@needs_tool
 def test_every_picked_kernel_compiles_for_sm90():
     """Every distinct picked kernel (tokens per program, split and K change the code), BF16 output (weights
     dequantized by BF16 multiplies and through fp32) and the QKV op's partials (fp32): no spills (a split tile's partials are combined a row slice per program, ``wgmma_combiners``:
@@ -124,18 +110,12 @@ def test_every_picked_kernel_compiles_for_sm90():
     qkv = [pick_ring_tile(m, (19 * nkv + 1) * 128, 6144, 132) for nkv in (1, 2, 4) for m in (129, 256)]
     runs += sorted({(t.block_m, t.num_stages, t.split_k, 6144, True, False) for t in qkv if t is not None})
     assert {r[0] for r in runs} == {256} and len(runs) >= 4
-    script = (
-        "import importlib.util, json\n"
-        f"spec = importlib.util.spec_from_file_location('sm90_resources', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+    results = with_tool(
         f"for bm, st, sk, k, partials, bf16_mul in {runs!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul)\n"
-        "    print(json.dumps([bm, sk, k, partials, r]))\n"
+        "    print(json.dumps([bm, sk, k, partials, r]))\n",
+        timeout=900,
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
-                         env={**__import__("os").environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT / "src")})
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(results) == len(runs)
     for bm, sk, k, partials, r in results:
         assert r["stack_bytes"] == 0, (bm, sk, k, partials, r)

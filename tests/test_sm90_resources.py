@@ -9,19 +9,16 @@ the GPU.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from seam.kernels.mxfp8_gemm_config import TWO_PER_SM_REGISTERS
+from sm90_tool import ROOT, TOOL, needs_tool  # tests/sm90_tool.py
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "sm90_resources.py"
 SM90_SHARED_BYTES = 228 * 1024
 
 
@@ -36,14 +33,7 @@ def _resources(*args: str) -> dict:
     return json.loads(out.stdout)
 
 
-def _has_cuobjdump() -> bool:
-    spec = importlib.util.spec_from_file_location("sm90_resources", TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)  # imports nothing from seam at module level
-    return tool._cuobjdump().exists()
-
-
-pytestmark = pytest.mark.skipif(not _has_cuobjdump(), reason="this Triton build ships no cuobjdump")
+pytestmark = needs_tool
 
 
 @pytest.mark.parametrize(
