@@ -14,9 +14,9 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   a producer writes it by default) where ``a_deq_pays`` says a producer writes one, and past
   ``A_DEQ_MAX_M`` tokens from K ``PERMUTED_MIN_K`` (the token tiles and the prefill path read it there; a producer
   writes it with ``a_deq=True``), else ``-``;
-* ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: a quantize launch, then the 16-row kernel,
-  where that kernel takes the MXFP8 rows; else in-GEMM at M <= 16, in the decode kernel's dequantization launch on its
-  32- to 128-row tiles, in the ring / prefill paths' above);
+* ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16 (on the decode kernel
+  where the 16-row kernel takes the MXFP8 rows), in the decode kernel's dequantization launch on its 32- to 128-row
+  tiles, in the ring / prefill paths' above);
 * ``seam tl``: the tl kernel's own pick (``pick_tile(..., tl_only=True)``), the path before it;
 * ``cuBLAS FP8``: ``torch._scaled_mm`` with per-tensor scales (E4M3 weights and activations,
   a lossy stand-in for MXFP8: the scales are not per 32);

@@ -26,7 +26,6 @@ from seam.ops.registry import register
 class LinearQuantize(str, enum.Enum):
     """Where :func:`mxfp8_linear` quantizes a BF16 activation."""
 
-    #: ``SEPARATE`` where MXFP8 rows take the 16-row kernel (``pick_mma_rows_tile``: the hand-off's bytes), else
     #: ``IN_GEMM`` at M <= :data:`IN_GEMM_MAX_M` and where a launch dequantizes A first (:func:`dequantizes_a`),
     #: else ``SEPARATE``
     AUTO = "auto"
@@ -96,10 +95,10 @@ def _launch(
     n = wq.shape[0]
     mode = LinearQuantize(quantize)
     if pick:  # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would not pay
-        # BF16 rows take the 16-row kernel (which reads MXFP8 rows, quantized by a launch first) unless asked to be
-        # quantized in the GEMM: so "auto" gives the bytes of the same rows handed off as MXFP8
+        # BF16 rows take the 16-row kernel (which reads MXFP8 rows) only where they are quantized by a launch anyway:
+        # under "auto" the decode kernel quantizing them in the GEMM is faster (log run 273)
         tile = pick_tile(m, n, k, x.device, a_deq=a_deq_readable(a_deq),
-                         mma_rows=xs is not None or mode is not LinearQuantize.IN_GEMM)
+                         mma_rows=xs is not None or mode is LinearQuantize.SEPARATE)
     else:
         tile = Tile.from_args(block_m, block_n, block_k, num_warps, num_stages, split_k, max_registers, f16_operands,
                               wgmma, bf16_mm, warp_specialized)
@@ -265,9 +264,10 @@ def mxfp8_linear(
         out: optional BF16 [M, N] (x's leading dimensions, N) contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning (below); None (default): the picker's.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation): ``"auto"`` (default),
-            ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile; ``"auto"`` and
-            ``"separate"`` give the bytes of the same rows passed as MXFP8 (``"in_gemm"`` runs another kernel than
-            they do where the 16-row kernel takes MXFP8 rows: the same products, another fp32 summation order).
+            ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile; where the 16-row
+            kernel takes MXFP8 rows (1-8 tokens at K 512 or 768), ``"auto"`` and ``"in_gemm"`` run the decode kernel
+            instead (faster there than a quantize launch and that kernel): the same products in another fp32
+            summation order than the same rows passed as MXFP8 or with ``"separate"``.
 
     Returns:
         BF16 [M, N], or [..., N] for x [..., K] (``out`` when given).
@@ -341,8 +341,8 @@ def mxfp8_linear(
         tensor cores, by M:
 
         - 1-8 where K is 512 or 768, N >= 256 and N / 16 programs fit one wave
-          (``pick_mma_rows_tile``), on MXFP8 rows (BF16 ones quantized by a launch first, unless ``quantize`` is
-          ``"in_gemm"``; an A_deq is not read): the 16-row kernel (``seam.kernels.mxfp8_mma_rows``: the whole K per program, ``mma.sync``, no
+          (``pick_mma_rows_tile``), on MXFP8 rows (BF16 ones where ``quantize`` is ``"separate"``; an A_deq is not
+          read): the 16-row kernel (``seam.kernels.mxfp8_mma_rows``: the whole K per program, ``mma.sync``, no
           split-K).
         - 1: the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on
           fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``).

@@ -88,8 +88,8 @@ def _run_a_deq(ctx: Context, m: int, n: int, k: int) -> Outcome:
 
 
 def _run_hand_off(ctx: Context, m: int, n: int, k: int) -> Outcome:
-    """MXFP8 rows handed off (a QuantizedActivation) within the GEMM's bound, and BF16 rows under quantize="auto"
-    bit-identical to them (on a Hopper GPU at K 512 / 768 and 1-8 tokens both take the 16-row kernel)."""
+    """MXFP8 rows handed off (a QuantizedActivation; on a Hopper GPU at K 512 / 768 and 1-8 tokens the 16-row kernel)
+    and the same rows as BF16 under quantize="separate" (the same kernel): within the GEMM's bound, the same bytes."""
     x = ctx.randn(m, k, seed=m + 8)
     w_bf16 = ctx.randn(n, k, seed=m + 9, scale=k**-0.5)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
@@ -97,10 +97,10 @@ def _run_hand_off(ctx: Context, m: int, n: int, k: int) -> Outcome:
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
     out = seam.mxfp8_linear(act, weight)
     ok, detail = within_reordering_error(out, xq, xs, weight)
-    same = bytes_equal(seam.mxfp8_linear(x, weight), out)
+    same = bytes_equal(seam.mxfp8_linear(x, weight, quantize="separate"), out)
     return Outcome(
         exact=ok and same,
-        detail=detail + ("; BF16 rows under auto: the same bytes" if same else "; BF16 rows under auto: bytes DIFFER"),
+        detail=detail + ("; BF16 rows, separate: the same bytes" if same else "; BF16 rows, separate: bytes DIFFER"),
         fused=lambda: seam.mxfp8_linear(act, weight, out=out),
         unfused=lambda: x @ w_bf16.t(),
         baseline="cuBLAS BF16 on BF16 weights (torch.mm)",
@@ -109,7 +109,7 @@ def _run_hand_off(ctx: Context, m: int, n: int, k: int) -> Outcome:
 
 
 RULE = "tolerance (summation order differs): within one BF16 rounding + the fp32 reordering bound of the fp32 GEMM"
-HAND_OFF_RULE = RULE + "; BF16 rows under quantize='auto' bit-identical to the same rows handed off as MXFP8"
+HAND_OFF_RULE = RULE + "; BF16 rows under quantize='separate' bit-identical to the same rows handed off as MXFP8"
 IN_GEMM_RULE = "bit-identical to quantize + GEMM"
 A_DEQ_RULE = ("A_deq bit-identical to its reference; the GEMM bit-identical to the one without A_deq (the same split "
               "at this shape)")
@@ -137,7 +137,7 @@ def checks(ctx: Context) -> list[Check]:
     # the MoE down projection's shape: on a Hopper GPU the 16-row kernel at 1-8 tokens
     n_down, k_down = ctx.pick(6144, 256), ctx.pick(768, 256)
     out += [
-        Check("mxfp8_linear[MXFP8 hand-off, BF16 auto]", m, f"N={n_down} K={k_down}",
+        Check("mxfp8_linear[MXFP8 hand-off, BF16 separate]", m, f"N={n_down} K={k_down}",
               lambda m=m: _run_hand_off(ctx, m, n_down, k_down), rule=HAND_OFF_RULE)
         for m in ctx.pick([1, 8], [2])
     ]
