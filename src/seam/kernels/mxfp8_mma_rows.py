@@ -26,10 +26,10 @@ H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, MXFP8 rows, weights p
 kernel's tile): N 6144 x K 768 alone M 1 3.04 / 4.56, M 8 3.42 / 4.26; after its SwiGLU + MXFP8 producer (PDL, no
 A_deq / the decode kernel reading the producer's A_deq) 4.38 / 4.68 and 4.32 / 4.78 (loading each step's activations
 in turn after the wait had made that chain 1.0-1.41x slower, run 266). Alone it was faster at 99 of 100 points at K
-256-1536, N 256-7168, M 1-8; after a producer only at K 512-768 (at K 1024-1536 after a norm 1.07-1.17x slower):
-:func:`seam.kernels.wgmma_config.mma_rows_k` and :func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it
-runs. Where its strip is long it loses alone too, wherever its programs need a second wave of the SMs (N 2560 x K
-6144 11.89 / 8.70: one program of 170 KB per SM).
+256-1536, N 256-7168, M 1-8; after a producer only at K 512-768 (at K 1024-1536 after a norm 1.07-1.17x slower at 12
+of 15 points): :func:`seam.kernels.wgmma_config.mma_rows_k` and
+:func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it runs. Where its strip is long it loses alone
+too, wherever its programs need a second wave of the SMs (N 2560 x K 6144 11.89 / 8.70: one program of 170 KB per SM).
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ BLOCK_N = gl.constexpr(16)
 BLOCK_M = gl.constexpr(8)
 #: K columns per step: four MXFP8 blocks, one 32-byte block per thread and row.
 STEP = gl.constexpr(128)
+
+
 def warps_for(k: int) -> int:
     """Warps of a program at K: 4 where K's 128-column steps are more than 8 and split 4 ways, else 2 where they split
     evenly, else 1. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 268-269, N 256-7168, M 1 / 2 / 8, us): 4 warps

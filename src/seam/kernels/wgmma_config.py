@@ -62,7 +62,7 @@ A_DEQ_ONE_TOKEN_MAX_K = 2048
 #: rows / the decode kernel reading the producer's A_deq, M 1 / 2 / 8): after SwiGLU + MXFP8, N 6144 x K 768 4.38 /
 #: 4.68, 4.31 / 4.73, 4.32 / 4.78; N 4096 x K 512 3.33 / 4.19, 3.32 / 4.16, 3.34 / 4.37; but N 6144 x K 256 2.94 /
 #: 2.50, 3.01 / 2.89, 3.02 / 2.81, K 1024 4.79 / 5.35, 4.87 / 5.38, 5.88 / 5.47 and K 1536 5.98 / 6.07, 6.13 / 6.09,
-#: 6.30 / 6.29; after norm + MXFP8 slower at every point at K 1024 and 1536 (1.07-1.17x) and at 8 tokens at K 512
+#: 6.30 / 6.29; after norm + MXFP8 slower at 12 of 15 points at K 1024 and 1536 (1.07-1.17x) and at 8 tokens at K 512
 #: (N 6144: 6.32 / 5.65; 1 and 2 tokens 3.60 / 4.61, 3.73 / 4.69), and at K 2048 (N 6144: 7.22 / 7.02, 9.57 / 8.53).
 #: Alone it was faster at every K 256-1536 (``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``).
 MMA_ROWS_MIN_K = 512
