@@ -8,10 +8,10 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
 ``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``block_m`` 8; ``--k`` and ``--bf16-mul``
-apply, by default on as quantized weights launch it; the warps follow from K). ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it
-streams A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token
-tiles, and 256 with ``--warp-specialized on`` its 128 + 128-token one) or, with
-``block_m`` 256 otherwise, the Gluon ring kernel
+apply, by default on as quantized weights launch it; the warps follow from K). ``wgmma`` is the Gluon decode kernel
+(``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it streams A_deq, so ``--a-deq --a-stream`` are
+implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token tiles, and 256 with ``--warp-specialized
+on`` its 128 + 128-token one) or, with ``block_m`` 256 otherwise, the Gluon ring kernel
 (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
 ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).

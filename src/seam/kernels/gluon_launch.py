@@ -62,7 +62,8 @@ def launch_gluon(
     caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     if tile.mma_rows:  # MXFP8 rows in, BF16 out; it reads the activations with plain loads
-        if xs is None or partials or xq.stride(1) != 1 or not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws)):
+        if (xs is None or partials or xq.stride(1) != 1
+                or not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws))):
             return None
         launch_mxfp8_mma_rows(xq, xs, wq, ws, out, tile.num_warps, use_pdl, bf16_mul=weight_bf16_mul)
         return out

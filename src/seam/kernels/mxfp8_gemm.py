@@ -513,10 +513,9 @@ def launch_mxfp8_linear(
     n = wq.shape[0]
     if m == 0 or n == 0:  # nothing to write
         return
-    if not covers(tile, m):  # a tile traced at fewer tokens
+    # a tile traced at fewer tokens, or the 16-row kernel's given BF16 rows (it reads MXFP8 rows only): pick again
+    if not covers(tile, m) or (tile.mma_rows and xs is None):
         tile = pick_tile(m, n, k, out.device, a_deq=a_deq_readable(a_deq), mma_rows=xs is not None)
-    if tile.mma_rows and xs is None:  # the 16-row kernel reads MXFP8 rows only
-        tile = pick_tile(m, n, k, out.device, a_deq=a_deq_readable(a_deq), mma_rows=False)
     if tile.bf16_mm:
         # a misaligned A may take another cuBLAS algorithm (another sum order) than the aligned copy made without it
         launch_mxfp8_linear_bf16_mm(xq, xs, wq, ws, out, a_deq if a_deq_readable(a_deq) else None)

@@ -54,9 +54,9 @@ class Tile:
     f16_operands: bool = False
     #: A Gluon kernel (Hopper only). With ``block_n`` 16 the 16-row kernel (:mod:`seam.kernels.mxfp8_mma_rows`,
     #: :data:`MMA_ROWS_TILE` at K's warps, :func:`pick_mma_rows_tile`, :attr:`mma_rows`). Else ``block_n`` =
-    #: ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring depth, ``split_k`` any count up to K / 128: with ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16,
-    #: 32, 64, the 64 + tail tiles 72, 80, 96, and 128: M padded, the MMA's N side; warp-specialized also the wide
-    #: tiles 136, 144, 160, 192 and 256) the
+    #: ``block_k`` = 128, 8 warps, ``num_stages`` its TMA ring depth, ``split_k`` any count up to K / 128: with
+    #: ``block_m`` in ``seam.kernels.mxfp8_wgmma.BLOCK_MS`` (8, 16, 32, 64, the 64 + tail tiles 72, 80, 96, and 128:
+    #: M padded, the MMA's N side; warp-specialized also the wide tiles 136, 144, 160, 192 and 256) the
     #: decode kernel (:mod:`seam.kernels.mxfp8_wgmma`, :func:`pick_wgmma_tile`); with 256 not warp-specialized the
     #: ring kernel (:mod:`seam.kernels.mxfp8_wgmma_ring`, :func:`pick_ring_tile`), any M.
     wgmma: bool = False

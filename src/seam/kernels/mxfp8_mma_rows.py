@@ -121,6 +121,16 @@ def k_permute(t, K_DIM: gl.constexpr):
 
 
 @gluon.jit
+def _grid4(D0: gl.constexpr, D1: gl.constexpr, D2: gl.constexpr, D3: gl.constexpr, L: gl.constexpr):
+    """Index tensors of a [D0, D1, D2, D3] block in layout ``L``, each along its own axis, broadcastable together."""
+    a = gl.arange(0, D0, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))[:, None, None, None]
+    b = gl.arange(0, D1, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, L))))[None, :, None, None]
+    c = gl.arange(0, D2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, L))))[None, None, :, None]
+    d = gl.arange(0, D3, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, L))))[None, None, None, :]
+    return a, b, c, d
+
+
+@gluon.jit
 def _weight_step(w_steps, s_smem, bars, i, WL: gl.constexpr, BF16_MUL: gl.constexpr):
     """Step i's [W, 16, 128] weight box as BF16 ``e4m3 * 2^(s - 127)`` in ``WL``, once its copy has landed: by one
     BF16 multiply per pair with ``BF16_MUL``, else through fp32."""
@@ -172,10 +182,8 @@ def mxfp8_mma_rows_kernel(
         tma.async_copy_global_to_shared(w_desc, [i, 0, n0, 0], bars.index(i), w_smem.index(i))
     # Scale byte of row n0 + r, block 4 (w SPW + i) + c at s_smem[i, w, r, c]: one gather, every load in flight.
     LS: gl.constexpr = gl.BlockedLayout([1, 1, 1, 4], [1, 2, 16, 1], [1, num_warps, 1, 1], [3, 2, 1, 0])
-    i4 = gl.arange(0, SPWP, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, LS))))[:, None, None, None]
-    w4 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, LS))))[None, :, None, None]
-    r4 = n0 + gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, LS))))[None, None, :, None]
-    c4 = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, LS))))[None, None, None, :]
+    i4, w4, r4, c4 = _grid4(SPWP, W, 16, 4, LS)
+    r4 = n0 + r4
     sc = gl.load(wsc_ptr + swizzled_scale_offset(r4.to(gl.int64), (w4 * SPW + i4) * 4 + c4, KB),
                  mask=(r4 < N) & (i4 < SPW), other=0)
     s_smem._reinterpret(gl.uint8, [SPWP * W * 16, 4], flat2).store(gl.reshape(sc, [SPWP * W * 16, 4]))
@@ -191,17 +199,11 @@ def mxfp8_mma_rows_kernel(
     x_smem = gl.allocate_shared_memory(gl.uint8, [SPWP, W, BLOCK_M, 128], flat3)
     xs_smem = gl.allocate_shared_memory(gl.uint8, [SPWP, W, BLOCK_M, 4], flat3)
     LX: gl.constexpr = gl.BlockedLayout([1, 1, 1, 16], [1, 1, 4, 8], [1, num_warps, 1, 1], [3, 2, 1, 0])
-    ix = gl.arange(0, SPWP, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, LX))))[:, None, None, None]
-    wx = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, LX))))[None, :, None, None]
-    nx = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, LX))))[None, None, :, None]
-    kx = gl.arange(0, 128, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, LX))))[None, None, None, :]
+    ix, wx, nx, kx = _grid4(SPWP, W, BLOCK_M, 128, LX)
     x_all = gl.load(x_ptr + nx.to(gl.int64) * stride_xm + (wx * SPW + ix) * 128 + kx,
                     mask=(nx < M) & (ix < SPW) & (wx >= 0) & (kx >= 0), other=0)
     x_smem._reinterpret(gl.uint8, [SPWP * W, BLOCK_M, 128], flat3).store(gl.reshape(x_all, [SPWP * W, BLOCK_M, 128]))
-    cx = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, LS))))[None, None, None, :]
-    ic = gl.arange(0, SPWP, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, LS))))[:, None, None, None]
-    wc = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, LS))))[None, :, None, None]
-    nc = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, LS))))[None, None, :, None]
+    ic, wc, nc, cx = _grid4(SPWP, W, BLOCK_M, 4, LS)
     xsc = gl.load(xs_ptr + swizzled_scale_offset(nc, (wc * SPW + ic) * 4 + cx, KB),
                   mask=(nc < M) & (ic < SPW) & (wc >= 0) & (cx >= 0), other=0)
     xs_smem._reinterpret(gl.uint8, [SPWP * W, BLOCK_M, 4], flat3).store(gl.reshape(xsc, [SPWP * W, BLOCK_M, 4]))

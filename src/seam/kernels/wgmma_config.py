@@ -48,8 +48,8 @@ STREAMED_MIN_K = 2048
 #: kernel, over token tiles.
 TOKEN_TILES_MAX_M = 384
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the Hopper GEMMs pays off (one token
-#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`, nine where :func:`mma_rows_k` holds), and the most (:data:`TOKEN_TILES_MAX_M`; past it the producer's store
-#: costs about what the GEMM saves, :func:`a_deq_pays`).
+#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`, nine where :func:`mma_rows_k` holds), and the most
+#: (:data:`TOKEN_TILES_MAX_M`; past it the producer's store costs about what the GEMM saves, :func:`a_deq_pays`).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, and down where the
@@ -58,13 +58,13 @@ A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: N 1536) whose one-token GEMV would not.
 A_DEQ_ONE_TOKEN_MAX_K = 2048
 #: The K range of the 16-row kernel (``seam.kernels.mxfp8_mma_rows``, :func:`mma_rows_k`), set by its chains after a
-#: PDL producer. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, us, producer + GEMM, that kernel on the MXFP8
-#: rows / the decode kernel reading the producer's A_deq, M 1 / 2 / 8): after SwiGLU + MXFP8, N 6144 x K 768 4.38 /
-#: 4.68, 4.31 / 4.73, 4.32 / 4.78; N 4096 x K 512 3.33 / 4.19, 3.32 / 4.16, 3.34 / 4.37; but N 6144 x K 256 2.94 /
-#: 2.50, 3.01 / 2.89, 3.02 / 2.81, K 1024 4.79 / 5.35, 4.87 / 5.38, 5.88 / 5.47 and K 1536 5.98 / 6.07, 6.13 / 6.09,
-#: 6.30 / 6.29; after norm + MXFP8 slower at 12 of 15 points at K 1024 and 1536 (1.07-1.17x) and at 8 tokens at K 512
-#: (N 6144: 6.32 / 5.65; 1 and 2 tokens 3.60 / 4.61, 3.73 / 4.69), and at K 2048 (N 6144: 7.22 / 7.02, 9.57 / 8.53).
-#: Alone it was faster at every K 256-1536 (``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``).
+#: PDL producer. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, us, producer + GEMM, that kernel on the
+#: MXFP8 rows / the decode kernel reading the producer's A_deq, M 1 / 2 / 8): after SwiGLU + MXFP8, N 6144 x K 768
+#: 4.38 / 4.68, 4.31 / 4.73, 4.32 / 4.78; N 4096 x K 512 3.33 / 4.19, 3.32 / 4.16, 3.34 / 4.37; but N 6144 x K 256
+#: 2.94 / 2.50, 3.01 / 2.89, 3.02 / 2.81, K 1024 4.79 / 5.35, 4.87 / 5.38, 5.88 / 5.47 and K 1536 5.98 / 6.07, 6.13 /
+#: 6.09, 6.30 / 6.29; after norm + MXFP8 slower at 12 of 15 points at K 1024 and 1536 (1.07-1.17x) and at 8 tokens at
+#: K 512 (N 6144: 6.32 / 5.65; 1 and 2 tokens 3.60 / 4.61, 3.73 / 4.69), and at K 2048 (N 6144: 7.22 / 7.02, 9.57 /
+#: 8.53). Alone it was faster at 99 of 100 points at K 256-1536 (``mxfp8_gemm_config.pick_mma_rows_tile``).
 MMA_ROWS_MIN_K = 512
 MMA_ROWS_MAX_K = 768
 
@@ -83,7 +83,8 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     rows; H100, 2026-12-06, log run 268, SwiGLU + MXFP8 -> GEMM at K 768, us, it without A_deq / the decode kernel
     with: N 6144 M 1 4.49 / 4.65, M 8 4.56 / 4.79; N 3072 3.44 / 4.09, 3.45 / 4.37; N 1024 2.89 / 4.89, 2.97 /
     4.13; the rule knows K, not N or the consumer: there the decode kernel runs without A_deq where N < 256, past the
-    16-row kernel's one wave, and in the fused QKV op), where the GEMM's saved staging outweighs the producer's extra BF16 store, up to
+    16-row kernel's one wave, and in the fused QKV op), where the GEMM's saved staging outweighs the producer's extra
+    BF16 store, up to
     :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
     where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
     (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a

@@ -145,8 +145,8 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.warp_specialized takes at most {MAX_TOKEN_TILES} token tiles of block_m "
                          f"{tile.block_m}, got M={m}")
     if (tile.block_n, tile.block_k, tile.num_warps) != (128, 128, 8):
-        raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8 (or block_n=16: the 16-row kernel), got "
-                         f"{tile.block_n}, {tile.block_k}, {tile.num_warps}")
+        raise ValueError("tile.wgmma needs block_n=128, block_k=128, num_warps=8 (or block_n=16: the 16-row kernel), "
+                         f"got {tile.block_n}, {tile.block_k}, {tile.num_warps}")
     if k % 128:
         raise ValueError(f"tile.wgmma needs K a multiple of 128, got K={k}")
     if not 1 <= tile.split_k <= k // 128:
