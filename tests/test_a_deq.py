@@ -606,7 +606,8 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     """The "auto" rule (seam.kernels.wgmma_config.a_deq_pays): A_deq only where a Hopper GEMM reads it:
     the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
     one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it) but not at 1-8 tokens where the
-    16-row kernel takes K (512 or 768; it reads MXFP8 rows), and at 65-384 tokens where
+    16-row kernel takes its short K (512 or 768; it reads MXFP8 rows; at its long K the QKV projection, two waves
+    wide for it, reads the A_deq), and at 65-384 tokens where
     K >= 2048 on its streamed tile and token tiles (which take no smaller K; past 384 the GEMMs read a given one,
     but the producer's store costs what they save); never off whole 128-column steps,
     nowhere on a device without those kernels; resolve_a_deq checks the argument itself first."""
@@ -616,7 +617,8 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     cpu = torch.device("cpu")
     assert not any(wgmma_config.a_deq_pays(m, 6144, cpu) for m in range(1, 500))
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
-    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 6144, cpu)] == list(range(2, 385))
+    for k in (3072, 6144, 7168):  # the 16-row kernel's long K too
+        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(2, 385)), k
     for k in (512, 768):  # the 16-row kernel's K
         assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(9, 65)), k
     for k in (256, 640, 1024):

@@ -1,4 +1,5 @@
-"""The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens, K 512-768 (``seam.kernels.mxfp8_mma_rows``).
+"""The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens on K 512-768 and 2-8 on K 3072-6144
+(``seam.kernels.mxfp8_mma_rows``).
 
 On CPU: its launch rule, the validation of a caller's tile and of the launcher's arguments, and that every kernel the
 rule can pick compiles for sm_90 without spills (the compile also proves that both register relabellings move no
@@ -19,6 +20,7 @@ import seam
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import mxfp8_mma_rows
 from seam.kernels.mxfp8_gemm_config import (
+    MMA_ROWS_LONG_MIN_N,
     MMA_ROWS_MIN_N,
     MMA_ROWS_TILE,
     pick_mma_rows_tile,
@@ -26,35 +28,52 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
 )
 from seam.kernels.mxfp8_mma_rows import MAX_REGISTERS, launch_mxfp8_mma_rows, programs_per_sm, warps_for
-from seam.kernels.wgmma_config import MMA_ROWS_MAX_K, MMA_ROWS_MIN_K
+from seam.kernels.wgmma_config import (
+    MMA_ROWS_LONG_MAX_K,
+    MMA_ROWS_LONG_MIN_M,
+    MMA_ROWS_LONG_MIN_K,
+    MMA_ROWS_MAX_K,
+    MMA_ROWS_MIN_K,
+)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py
 
 DOWN = (6144, 768)  # the MoE down projection per rank at TP 4
-RULE_KS = range(MMA_ROWS_MIN_K, MMA_ROWS_MAX_K + 1, 256)  # every K the rule takes
+GATE_UP = (1536, 6144)  # the MoE gate_up projection per rank at TP 4: the long K
+RULE_KS = [*range(MMA_ROWS_MIN_K, MMA_ROWS_MAX_K + 1, 256),
+           *range(MMA_ROWS_LONG_MIN_K, MMA_ROWS_LONG_MAX_K + 1, 1024)]  # every K the rule takes
 
 
-def test_rule_takes_up_to_8_tokens_at_k_512_and_768_in_one_wave():
+def test_rule_takes_1_8_tokens_at_k_512_768_and_2_8_at_3072_6144_in_one_wave():
     for m in range(1, 9):
         assert pick_mma_rows_tile(m, *DOWN, 132) == dataclasses.replace(MMA_ROWS_TILE, num_warps=2)
-    assert pick_mma_rows_tile(0, *DOWN, 132) is None and pick_mma_rows_tile(9, *DOWN, 132) is None
-    assert list(RULE_KS) == [512, 768]  # slower after a producer at 256, 1024 and 1536
-    for k in (256, 384, 640, 704, 1024, 1536, 2048):  # too short, odd steps (one warp), not whole steps, too long
-        assert pick_mma_rows_tile(1, 4096, k, 132) is None, k
+        long_k = pick_mma_rows_tile(m, *GATE_UP, 132)
+        assert long_k == (dataclasses.replace(MMA_ROWS_TILE, num_warps=8) if m >= MMA_ROWS_LONG_MIN_M else None), m
+    assert MMA_ROWS_LONG_MIN_M == 2  # one token: slower after a producer without PDL (the MoE router)
+    for shape in (DOWN, GATE_UP):
+        assert pick_mma_rows_tile(0, *shape, 132) is None and pick_mma_rows_tile(9, *shape, 132) is None
+    # slower after a producer at 256, 1024-2048 and 7168
+    assert RULE_KS == [512, 768, 3072, 4096, 5120, 6144]
+    # too short, odd steps (one warp), not whole steps, between the ranges, not a multiple of 1024, too long
+    for k in (256, 384, 640, 704, 1024, 1536, 2048, 2560, 3328, 6400, 7168):
+        assert pick_mma_rows_tile(2, 2048, k, 132) is None, k
     assert pick_mma_rows_tile(8, MMA_ROWS_MIN_N, 768, 132) and not pick_mma_rows_tile(8, MMA_ROWS_MIN_N - 1, 768, 132)
+    assert pick_mma_rows_tile(8, MMA_ROWS_LONG_MIN_N, 6144, 132)
+    assert not pick_mma_rows_tile(8, MMA_ROWS_LONG_MIN_N - 1, 6144, 132)
+    assert pick_mma_rows_tile(8, 2560, 6144, 132) is None  # the QKV projection: 160 programs of 170 KB, two waves
     for k in RULE_KS:  # one wave at most: N / 16 programs within the SMs' room
-        widest = 16 * 132 * programs_per_sm(k)
-        assert pick_mma_rows_tile(4, widest, k, 132) is not None and pick_mma_rows_tile(4, widest + 1, k, 132) is None
-        assert pick_mma_rows_tile(4, widest // 2, k, 66) is not None and pick_mma_rows_tile(4, widest, k, 66) is None
-        t = pick_mma_rows_tile(4, 6144, k, 132)
+        widest, m = 16 * 132 * programs_per_sm(k), 4
+        assert pick_mma_rows_tile(m, widest, k, 132) is not None and pick_mma_rows_tile(m, widest + 1, k, 132) is None
+        assert pick_mma_rows_tile(m, widest // 2, k, 66) is not None and pick_mma_rows_tile(m, widest, k, 66) is None
+        t = pick_mma_rows_tile(m, widest, k, 132)
         assert t.mma_rows and t.wgmma and t.num_warps == warps_for(k) and (k // 128) % t.num_warps == 0
-    assert [programs_per_sm(k) for k in (768, 1536, 6144)] == [8, 4, 1]  # registers at 128 a thread, shared memory
+    assert [programs_per_sm(k) for k in (768, 1536, 3072, 4096, 6144)] == [8, 4, 2, 2, 1]  # registers, shared memory
 
 
 def test_warps_split_the_steps_evenly():
-    ks = (128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048, 6144)
-    assert [warps_for(k) for k in ks] == [1, 2, 1, 2, 1, 2, 2, 2, 4, 4, 4]
+    ks = (128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048, 3072, 4096, 4224, 5120, 6144, 7168)
+    assert [warps_for(k) for k in ks] == [1, 2, 1, 2, 1, 2, 2, 2, 4, 4, 4, 4, 1, 8, 8, 8]
 
 
 def test_pick_tile_takes_it_where_it_may(monkeypatch):
@@ -69,6 +88,10 @@ def test_pick_tile_takes_it_where_it_may(monkeypatch):
     assert not pick_tile(9, *DOWN, cuda).mma_rows
     assert pick_tile(4, *DOWN, cuda, a_deq=True).mma_rows  # faster than the decode kernel reading the A_deq
     assert pick_tile(8, 6144, 512, cuda).mma_rows and not pick_tile(8, 6144, 1024, cuda).mma_rows
+    for m in (2, 8):  # at the long K too, on MXFP8 rows and on rows that carry an A_deq
+        assert pick_tile(m, *GATE_UP, cuda).mma_rows and pick_tile(m, *GATE_UP, cuda, a_deq=True).mma_rows
+        assert not pick_tile(m, 2560, 6144, cuda).mma_rows  # two waves
+    assert not pick_tile(1, *GATE_UP, cuda).wgmma  # one token there: the GEMV
 
 
 def test_pick_tile_never_takes_it_off_hopper():
@@ -132,13 +155,13 @@ def _exact_operands(m, n, k, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("k", [128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048])
+@pytest.mark.parametrize("k", [128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048, 3072, 4096, 6144, 7168])
 @pytest.mark.parametrize("m,n", [(1, 6144), (2, 6152), (5, 200), (8, 6144), (3, 8)])
 @pytest.mark.parametrize("bf16_mul", [False, True])
 def test_bit_exact_gpu(m, n, k, bf16_mul):
-    """Every K the rule takes, others (one warp at odd step counts, 4 warps from 1536): N past a multiple of 16
-    (TMA fills the last program's rows with zeros) and below it (one program, half its rows past N), weights by
-    either route."""
+    """Every K the rule takes, others (one warp at odd step counts, 4 warps from 1536, 8 from 5120): N past a
+    multiple of 16 (TMA fills the last program's rows with zeros) and below it (one program, half its rows past N),
+    weights by either route."""
     _, xq, xs, w, want = _exact_operands(m, n, k, seed=m * k + n)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, out, warps_for(k), True, bf16_mul=bf16_mul)

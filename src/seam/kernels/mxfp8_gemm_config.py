@@ -164,29 +164,33 @@ WGMMA_PROGRAM_COST_STEPS = 3
 #: The 16-row kernel's tile (:mod:`seam.kernels.mxfp8_mma_rows`: up to 8 tokens, 16 weight rows and the whole K per
 #: program, no split-K); ``num_warps`` follows K (:func:`pick_mma_rows_tile`).
 MMA_ROWS_TILE = Tile(8, 16, 128, 2, 1, wgmma=True)
-#: Narrowest N the 16-row kernel takes: the narrowest measured (runs 268-269).
+#: Narrowest N the 16-row kernel takes at its short K and at its long K (``wgmma_config.mma_rows_k``): the narrowest
+#: measured (runs 268-269; run 277 from 512 at K 6144-7168, from 1024 at K 3072-4096).
 MMA_ROWS_MIN_N = 256
+MMA_ROWS_LONG_MIN_N = 512
 
 
 def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The 16-row kernel's tile (:data:`MMA_ROWS_TILE` at K's warps) where
-    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens, K 512 or 768: set by its chains after a
-    producer), N is at least :data:`MMA_ROWS_MIN_N` and its N / 16 programs fit one wave of the SMs
-    (``mxfp8_mma_rows.programs_per_sm``), else None.
+    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens at K 512 or 768, 2-8 at a multiple of 1024
+    in 3072-6144: set by its chains after a producer), N is at least :data:`MMA_ROWS_MIN_N` (:data:`MMA_ROWS_LONG_MIN_N`
+    at the long K) and its N / 16 programs fit one wave of the SMs (``mxfp8_mma_rows.programs_per_sm``), else None.
 
     It sums K inside each program, so it has no split-K combine. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs
-    268-269, MXFP8 rows, weights past L2, us, this tile / the decode kernel's): alone, 99 of 100 points at N 256-7168,
-    K 256-1536 and M 1-8 took 0.45-0.95x the time (N 1024 x K 256 M 1 1.34 / 2.95, N 6144 x K 768 M 8 3.44 / 4.26,
-    N 6144 x K 1536 M 8 5.24 / 5.52), the hundredth 1.10x (N 6144 x K 256 M 8 2.72 / 2.47; M 1 2.03 / 2.50). Every
-    shape measured whose programs took two waves was slower (N 4992 x K 3072, 2 per SM: 10.66 / 8.72; N 2560 x K
-    6144, 1 per SM: 11.89 / 8.70). Rows that carry an A_deq take it too, ignoring it: after SwiGLU + MXFP8 at K 768 it
-    beat the decode kernel reading the producer's A_deq at every N 1024-6144 and M 1-8 (runs 268, 270), and the
-    producers' "auto" writes none there (``wgmma_config.a_deq_pays``). The kernel reads MXFP8 rows (BF16 ones only where
-    ``mxfp8_linear`` quantizes them in a launch of their own) and writes BF16, not the fused QKV op's partials:
+    268-269, MXFP8 rows, weights past L2, us, this tile / the decode kernel's): alone, 99 of 100 points at N 256-7168, K
+    256-1536 and M 1-8 took 0.45-0.95x the time (N 1024 x K 256 M 1 1.34 / 2.95, N 6144 x K 768 M 8 3.44 / 4.26, N 6144
+    x K 1536 M 8 5.24 / 5.52), the hundredth 1.10x (N 6144 x K 256 M 8 2.72 / 2.47; M 1 2.03 / 2.50). Every shape
+    measured whose programs took two waves was slower (N 4992 x K 3072, 2 per SM: 10.66 / 8.72; N 2560 x K 6144, 1 per
+    SM: 11.89 / 8.70). In one wave at the long K from two tokens, after a norm + MXFP8 writing its "auto" A_deq, it was
+    faster at 13 of 15 points and at most 1.03x slower (run 278), after the MoE router (no PDL) within 0.98-1.02x (run
+    281; ``wgmma_config.MMA_ROWS_LONG_MIN_K``). Rows that carry an A_deq take it too, ignoring it: after SwiGLU + MXFP8
+    at K 768 it beat the decode kernel reading the producer's A_deq at every N 1024-6144 and M 1-8 (runs 268, 270), and
+    the producers' "auto" writes none there (``wgmma_config.a_deq_pays``). The kernel reads MXFP8 rows (BF16 ones only
+    where ``mxfp8_linear`` quantizes them in a launch of their own) and writes BF16, not the fused QKV op's partials:
     ``pick_tile``'s ``mma_rows`` says where it may."""
     programs = -(-n // mxfp8_mma_rows.BLOCK_N.value)
-    if not (wgmma_config.mma_rows_k(m, k) and n >= MMA_ROWS_MIN_N
-            and programs <= sms * mxfp8_mma_rows.programs_per_sm(k)):
+    min_n = MMA_ROWS_MIN_N if k <= wgmma_config.MMA_ROWS_MAX_K else MMA_ROWS_LONG_MIN_N
+    if not (wgmma_config.mma_rows_k(m, k) and n >= min_n and programs <= sms * mxfp8_mma_rows.programs_per_sm(k)):
         return None
     return dataclasses.replace(MMA_ROWS_TILE, num_warps=mxfp8_mma_rows.warps_for(k))
 
@@ -583,18 +587,17 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, M <= 8 at K 512 or 768 takes the 16-row kernel where :func:`pick_mma_rows_tile` does and
-    ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the GEMM, the fused QKV op's partials);
-    else M <= 64
-    takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token where N >=
-    :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the
-    warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits
-    a wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the
-    shape; 385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any
-    CUDA GPU, M >= :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only``
-    keeps the pick to the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which
-    the warp-specialized 64-row tile needs (:func:`wgmma_warp_specialized`). N = 0 (nothing to compute) takes no
-    Gluon tile: their K splits divide the SMs by the N tiles.
+    On a Hopper GPU, M <= 8 at K 512 or 768 (2 <= M <= 8 at K 3072-6144) takes the 16-row kernel where
+    :func:`pick_mma_rows_tile` does and ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the
+    GEMM, the fused QKV op's partials); else M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token
+    where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the
+    warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits a
+    wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the shape;
+    385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any CUDA GPU, M >=
+    :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only`` keeps the pick to
+    the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which the warp-specialized
+    64-row tile needs (:func:`wgmma_warp_specialized`). N = 0 (nothing to compute) takes no Gluon tile: their K splits
+    divide the SMs by the N tiles.
     """
     sms = runtime.num_sms(device)
     if not tl_only and n > 0 and wgmma_config.wgmma_supported(device):  # tests patch the module's

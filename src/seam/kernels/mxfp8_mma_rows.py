@@ -2,8 +2,9 @@
 
 The decode kernel (:mod:`seam.kernels.mxfp8_wgmma`) puts 128 weight rows on each program (``wgmma`` takes 64 a
 warpgroup) and so must split K over programs to fill the SMs, then sum the partials through a workspace, an arrival
-counter and a last program: 1.6-1.7 us of its time at 8 tokens, 3.2 at 64 (``docs/benchmarks-log.md`` run 66). Where K
-is short this kernel runs instead: each program owns 16 weight rows and the whole K, N / 16 programs (384 at N 6144).
+counter and a last program: 1.6-1.7 us of its time at 8 tokens, 3.2 at 64 (``docs/benchmarks-log.md`` run 66). At
+1-8 tokens this kernel runs instead where it wins: each program owns 16 weight rows and the whole K, N / 16 programs
+(384 at N 6144).
 
 * **The warps split K, inside the program.** Warp w takes K steps [w * SPW, (w + 1) * SPW) of 128 columns and runs
   ``mma.sync`` m16n8k16 on them: one batched MMA, [W, 16, 128] x [W, 128, 8], the batch on the warps. At the end
@@ -23,13 +24,15 @@ The products are those of the other Hopper paths (exact BF16 products, fp32 sums
 fp32 summation order and is bit-identical where the sums are exact (``tests/test_mxfp8_mma_rows.py``).
 
 H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, MXFP8 rows, weights past L2, us, this kernel / the decode
-kernel's tile): N 6144 x K 768 alone M 1 3.04 / 4.56, M 8 3.42 / 4.26; after its SwiGLU + MXFP8 producer (PDL, no
-A_deq / the decode kernel reading the producer's A_deq) 4.38 / 4.68 and 4.32 / 4.78 (loading each step's activations
-in turn after the wait had made that chain 1.0-1.41x slower, run 266). Alone it was faster at 99 of 100 points at K
-256-1536, N 256-7168, M 1-8; after a producer only at K 512-768 (at K 1024-1536 after a norm 1.07-1.17x slower at 12
-of 15 points): :func:`seam.kernels.wgmma_config.mma_rows_k` and
-:func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it runs. Where its strip is long it loses alone
-too, wherever its programs need a second wave of the SMs (N 2560 x K 6144 11.89 / 8.70: one program of 170 KB per SM).
+kernel's tile): N 6144 x K 768 alone M 1 3.04 / 4.56, M 8 3.42 / 4.26; after its SwiGLU + MXFP8 producer (PDL, no A_deq
+/ the decode kernel reading the producer's A_deq) 4.38 / 4.68 and 4.32 / 4.78 (loading each step's activations in turn
+after the wait had made that chain 1.0-1.41x slower, run 266). Alone it was faster at 99 of 100 points at K 256-1536, N
+256-7168, M 1-8; after a producer at K 512-768 but not at K 1024-2048 (after a norm 1.07-1.17x slower at 12 of 15 points
+at K 1024-1536), and again at K 3072-6144 from 2 tokens where its programs fit one wave (run 278, after a norm + MXFP8
+of hidden K: N 1536 x K 6144 9.35 / 10.12 at 2 tokens, 10.42 / 10.93 at 8; there the decode kernel's split-K combine
+costs more than this kernel's long strip): :func:`seam.kernels.wgmma_config.mma_rows_k` and
+:func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it runs. Wherever its programs need a second wave of
+the SMs it loses (N 2560 x K 6144 11.89 / 8.70: one program of 170 KB per SM).
 """
 
 from __future__ import annotations
@@ -54,11 +57,17 @@ STEP = gl.constexpr(128)
 
 
 def warps_for(k: int) -> int:
-    """Warps of a program at K: 4 where K's 128-column steps are more than 8 and split 4 ways, else 2 where they split
-    evenly, else 1. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 268-269, N 256-7168, M 1 / 2 / 8, us): 4 warps
-    were 0.02-1.4 us slower than 2 at K 512 on 8 tokens and at N 3072 x K 1024 (4.32-5.16 against 2.81-2.84), 0.1-3 us
-    faster at K 1536 and 2048; 8 warps were 1.2-3.3 us slower than 4 at K 1024 on 2 and 8 tokens."""
+    """Warps of a program at K: 8 where K's 128-column steps are more than 32 and split 8 ways, 4 where they are more
+    than 8 and split 4 ways, else 2 where they split evenly, else 1. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs
+    268-269, N 256-7168, M 1 / 2 / 8, us): 4 warps were 0.02-1.4 us slower than 2 at K 512 on 8 tokens and at N 3072 x
+    K 1024 (4.32-5.16 against 2.81-2.84), 0.1-3 us faster at K 1536 and 2048; 8 warps were 1.2-3.3 us slower than 4 at
+    K 1024 on 2 and 8 tokens. Run 277 (N 512-4096, M 1 / 8, alone and after a norm): 8 warps faster than 4 at K 6144
+    and 7168 at 29 of 32 points (N 1536 x K 6144 alone 5.87 / 6.81, 6.52 / 7.10), slower at K 3072 at 13 of 16, even
+    at K 4096 (faster at 9 of 16; summed after the norm 73.0 against 73.6 us, alone 51.9 against 50.8); 16 warps
+    slower than 8 at every point."""
     steps = k // STEP.value
+    if steps > 32 and steps % 8 == 0:
+        return 8
     if steps > 8 and steps % 4 == 0:
         return 4
     return 2 if steps % 2 == 0 else 1

@@ -48,7 +48,7 @@ STREAMED_MIN_K = 2048
 #: kernel, over token tiles.
 TOKEN_TILES_MAX_M = 384
 #: Fewest tokens at which a producer writing A_deq (``seam.formats.a_deq``) for the Hopper GEMMs pays off (one token
-#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`, nine where :func:`mma_rows_k` holds), and the most
+#: where K <= :data:`A_DEQ_ONE_TOKEN_MAX_K`, nine where :func:`mma_rows_k` holds at short K), and the most
 #: (:data:`TOKEN_TILES_MAX_M`; past it the producer's store costs about what the GEMM saves, :func:`a_deq_pays`).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
@@ -57,9 +57,9 @@ A_DEQ_MAX_M = TOKEN_TILES_MAX_M
 #: one token runs the Gluon decode tile, which reads it); at K 6144 the input may feed a narrow projection (gate_up,
 #: N 1536) whose one-token GEMV would not.
 A_DEQ_ONE_TOKEN_MAX_K = 2048
-#: The K range of the 16-row kernel (``seam.kernels.mxfp8_mma_rows``, :func:`mma_rows_k`), set by its chains after a
-#: PDL producer. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, us, producer + GEMM, that kernel on the
-#: MXFP8 rows / the decode kernel reading the producer's A_deq, M 1 / 2 / 8): after SwiGLU + MXFP8, N 6144 x K 768
+#: The short K range of the 16-row kernel (``seam.kernels.mxfp8_mma_rows``, :func:`mma_rows_k`), set by its chains
+#: after a PDL producer. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 267-270, us, producer + GEMM, that kernel on
+#: the MXFP8 rows / the decode kernel reading the producer's A_deq, M 1 / 2 / 8): after SwiGLU + MXFP8, N 6144 x K 768
 #: 4.38 / 4.68, 4.31 / 4.73, 4.32 / 4.78; N 4096 x K 512 3.33 / 4.19, 3.32 / 4.16, 3.34 / 4.37; but N 6144 x K 256
 #: 2.94 / 2.50, 3.01 / 2.89, 3.02 / 2.81, K 1024 4.79 / 5.35, 4.87 / 5.38, 5.88 / 5.47 and K 1536 5.98 / 6.07, 6.13 /
 #: 6.09, 6.30 / 6.29; after norm + MXFP8 slower at 12 of 15 points at K 1024 and 1536 (1.07-1.17x) and at 8 tokens at
@@ -67,24 +67,46 @@ A_DEQ_ONE_TOKEN_MAX_K = 2048
 #: 8.53). Alone it was faster at 99 of 100 points at K 256-1536 (``mxfp8_gemm_config.pick_mma_rows_tile``).
 MMA_ROWS_MIN_K = 512
 MMA_ROWS_MAX_K = 768
+#: #: Its long K range, K a multiple of 1024 (steps split over 4 or 8 warps), from two tokens: set by its chains after a
+#: #: norm + MXFP8 of hidden K where its programs fit one wave, the norm writing A_deq as "auto" does (from two tokens
+#: at #: these K: the decode kernel reads it, this kernel does not), and after a producer without PDL (the MoE router of
+#: #: ``seam bench step``). H100 (2026-12-06, ``docs/benchmarks-log.md``, us, this kernel / the decode kernel, M 2 / 4 /
+#: #: 8): #: after the norm (run 278, through ``mxfp8_linear``) gate_up N 1536 x K 6144 9.35 / 10.12, 10.15 / 10.24,
+#: 10.42 / #: 10.93; N 2048 x K 3072 0.81-0.83x; N 4096 x K 3072 0.95-0.96x; N 1024 x K 4096 0.94x; N 2048 x K 6144
+#: 0.99-1.03x; #: after the router (run 281, M 2 / 8) 0.98-1.02x at N 1024-4096 x K 3072-6144; the MiniMax step at 8
+#: tokens 70.22 #: against 70.99 us per rank (run 280). One token stays on the decode kernel (after the router
+#: 1.03-1.05x at K 4096 and #: 6144, the step 58.60 against 57.79, though after the norm 0.83-0.94x); at K 7168 from two
+#: tokens it lost after the #: norm (N 2048 1.11 / 1.18 / 1.00, N 1024 0.94 / 1.07 / 1.02); between the ranges it lost
+#: after a producer (K #: 1024-2048, above).
+MMA_ROWS_LONG_MIN_K = 3072
+MMA_ROWS_LONG_MAX_K = 6144
+MMA_ROWS_LONG_MIN_M = 2
 
 
 def mma_rows_k(m: int, k: int) -> bool:
     """Whether the 16-row kernel may take M tokens at K: 1 <= M <= 8 and K in :data:`MMA_ROWS_MIN_K` ..
     :data:`MMA_ROWS_MAX_K`, a multiple of 256 (its 128-column steps split over 2 warps,
-    ``mxfp8_mma_rows.warps_for``). Where on N: ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
-    return 1 <= m <= mxfp8_mma_rows.BLOCK_M.value and MMA_ROWS_MIN_K <= k <= MMA_ROWS_MAX_K and k % 256 == 0
+    ``mxfp8_mma_rows.warps_for``), or, from :data:`MMA_ROWS_LONG_MIN_M` tokens, in :data:`MMA_ROWS_LONG_MIN_K` ..
+    :data:`MMA_ROWS_LONG_MAX_K`, a multiple of 1024 (4 or 8 warps). Where on N:
+    ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
+    if not 1 <= m <= mxfp8_mma_rows.BLOCK_M.value:
+        return False
+    if MMA_ROWS_MIN_K <= k <= MMA_ROWS_MAX_K:
+        return k % 256 == 0
+    return m >= MMA_ROWS_LONG_MIN_M and MMA_ROWS_LONG_MIN_K <= k <= MMA_ROWS_LONG_MAX_K and k % 1024 == 0
 
 
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
     Hopper GPU: where the Gluon decode kernel reads it, from :data:`A_DEQ_MIN_M` tokens (from one at K <=
-    :data:`A_DEQ_ONE_TOKEN_MAX_K`) but not where :func:`mma_rows_k` holds (the 16-row kernel runs there on the MXFP8
-    rows; H100, 2026-12-06, log run 268, SwiGLU + MXFP8 -> GEMM at K 768, us, it without A_deq / the decode kernel
-    with: N 6144 M 1 4.49 / 4.65, M 8 4.56 / 4.79; N 3072 3.44 / 4.09, 3.45 / 4.37; N 1024 2.89 / 4.89, 2.97 /
-    4.13; the rule knows K, not N or the consumer: there the decode kernel runs without A_deq where N < 256, past the
-    16-row kernel's one wave, and in the fused QKV op), where the GEMM's saved staging outweighs the producer's extra
-    BF16 store, up to
+    :data:`A_DEQ_ONE_TOKEN_MAX_K`) but not where :func:`mma_rows_k` holds at its short K (the 16-row kernel runs there
+    on the MXFP8 rows; H100, 2026-12-06, log run 268, SwiGLU + MXFP8 -> GEMM at K 768, us, it without A_deq / the
+    decode kernel with: N 6144 M 1 4.49 / 4.65, M 8 4.56 / 4.79; N 3072 3.44 / 4.09, 3.45 / 4.37; N 1024 2.89 / 4.89,
+    2.97 / 4.13; the rule knows K, not N or the consumer: there the decode kernel runs without A_deq where N < 256,
+    past the 16-row kernel's one wave, and in the fused QKV op; at its long K the producer still writes A_deq from two
+    tokens, for the layers one wave does not cover: a norm of hidden 6144 feeds gate_up, N 1536, where the 16-row
+    kernel ignores it, and the QKV projection, N 2560, and its fused op, which read it), where the GEMM's saved
+    staging outweighs the producer's extra BF16 store, up to
     :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
     where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
     (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a
@@ -123,7 +145,7 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """
     if k % 128 or not wgmma_supported(device):  # first: elsewhere no comparison with M (a traced M's guards)
         return False
-    if mma_rows_k(m, k):  # the 16-row kernel runs there (N >= 256), on the MXFP8 rows
+    if mma_rows_k(m, k) and k <= MMA_ROWS_MAX_K:  # the 16-row kernel runs there (N >= 256), on the MXFP8 rows
         return False
     min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
     return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K)
