@@ -286,11 +286,11 @@ _GLUON_CASES = [(m, n, k) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", _GLUON_CASES)
 def test_hopper_gemms_read_a_deq_gpu(m, n, k):
-    """The Hopper GEMMs on the norm's A_deq (K-permuted at every M: the decode kernel at every decode tile, over
-    token tiles to 2048 tokens, and the prefill path at K >= 2048, which dequantizes the weight in its order): the
-    bytes each gives on the MXFP8 rows alone (its own staging, or its dequantization launch); and it does read
-    A_deq (a zeroed copy gives zeros). Where the 16-row kernel is picked (1-8 tokens at K 768) it reads the MXFP8 rows
-    only (a zeroed A_deq changes nothing), and the decode kernel's tile, given, reads A_deq."""
+    """The Hopper GEMMs on the norm's A_deq (K-permuted at every M: the decode kernel at every decode tile, over token
+    tiles to 2048 tokens, and the prefill path at K >= 2048, which dequantizes the weight in its order): the bytes each
+    gives on the MXFP8 rows alone (its own staging, or its dequantization launch); and it does read A_deq (a zeroed copy
+    gives zeros). Where the 16-row kernel is picked (here 1-2 tokens at K 768) it reads the MXFP8 rows only (a zeroed
+    A_deq changes nothing), and the decode kernel's tile, given, reads A_deq."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
     residual = (torch.randn(m, k, generator=g) * 0.1).bfloat16().cuda()
@@ -617,7 +617,7 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     cpu = torch.device("cpu")
     assert not any(wgmma_config.a_deq_pays(m, 6144, cpu) for m in range(1, 500))
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
-    for k in (3072, 6144, 7168):  # the 16-row kernel's long K too
+    for k in (3072, 6144, 7168):  # the 16-row kernel's long K too (and 7168, outside it)
         assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(2, 385)), k
     for k in (512, 768):  # the 16-row kernel's K
         assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(9, 65)), k

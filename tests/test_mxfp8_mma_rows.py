@@ -1,4 +1,4 @@
-"""The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens on K 512-768 and 2-8 on K 3072-6144
+"""The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens on K 512-768 and 2-8 on K 3072, 4096, 6144
 (``seam.kernels.mxfp8_mma_rows``).
 
 On CPU: its launch rule, the validation of a caller's tile and of the launcher's arguments, and that every kernel the
@@ -28,21 +28,14 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
 )
 from seam.kernels.mxfp8_mma_rows import MAX_REGISTERS, launch_mxfp8_mma_rows, programs_per_sm, warps_for
-from seam.kernels.wgmma_config import (
-    MMA_ROWS_LONG_MAX_K,
-    MMA_ROWS_LONG_MIN_M,
-    MMA_ROWS_LONG_MIN_K,
-    MMA_ROWS_MAX_K,
-    MMA_ROWS_MIN_K,
-)
+from seam.kernels.wgmma_config import MMA_ROWS_LONG_KS, MMA_ROWS_LONG_MIN_M, MMA_ROWS_MAX_K, MMA_ROWS_MIN_K
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py
 
 DOWN = (6144, 768)  # the MoE down projection per rank at TP 4
 GATE_UP = (1536, 6144)  # the MoE gate_up projection per rank at TP 4: the long K
-RULE_KS = [*range(MMA_ROWS_MIN_K, MMA_ROWS_MAX_K + 1, 256),
-           *range(MMA_ROWS_LONG_MIN_K, MMA_ROWS_LONG_MAX_K + 1, 1024)]  # every K the rule takes
+RULE_KS = [*range(MMA_ROWS_MIN_K, MMA_ROWS_MAX_K + 1, 256), *MMA_ROWS_LONG_KS]  # every K the rule takes
 
 
 def test_rule_takes_1_8_tokens_at_k_512_768_and_2_8_at_3072_6144_in_one_wave():
@@ -53,10 +46,10 @@ def test_rule_takes_1_8_tokens_at_k_512_768_and_2_8_at_3072_6144_in_one_wave():
     assert MMA_ROWS_LONG_MIN_M == 2  # one token: slower after a producer without PDL (the MoE router)
     for shape in (DOWN, GATE_UP):
         assert pick_mma_rows_tile(0, *shape, 132) is None and pick_mma_rows_tile(9, *shape, 132) is None
-    # slower after a producer at 256, 1024-2048 and 7168
-    assert RULE_KS == [512, 768, 3072, 4096, 5120, 6144]
-    # too short, odd steps (one warp), not whole steps, between the ranges, not a multiple of 1024, too long
-    for k in (256, 384, 640, 704, 1024, 1536, 2048, 2560, 3328, 6400, 7168):
+    # slower after a producer at 256, 1024-2048 and 7168; 5120 not measured
+    assert RULE_KS == [512, 768, 3072, 4096, 6144]
+    # too short, odd steps (one warp), not whole steps, between the ranges, not measured, too long
+    for k in (256, 384, 640, 704, 1024, 1536, 2048, 2560, 3328, 5120, 6400, 7168):
         assert pick_mma_rows_tile(2, 2048, k, 132) is None, k
     assert pick_mma_rows_tile(8, MMA_ROWS_MIN_N, 768, 132) and not pick_mma_rows_tile(8, MMA_ROWS_MIN_N - 1, 768, 132)
     assert pick_mma_rows_tile(8, MMA_ROWS_LONG_MIN_N, 6144, 132)
@@ -92,6 +85,7 @@ def test_pick_tile_takes_it_where_it_may(monkeypatch):
         assert pick_tile(m, *GATE_UP, cuda).mma_rows and pick_tile(m, *GATE_UP, cuda, a_deq=True).mma_rows
         assert not pick_tile(m, 2560, 6144, cuda).mma_rows  # two waves
     assert not pick_tile(1, *GATE_UP, cuda).wgmma  # one token there: the GEMV
+    assert pick_tile(1, 4096, 3072, cuda).wgmma and not pick_tile(1, 4096, 3072, cuda).mma_rows  # the decode kernel
 
 
 def test_pick_tile_never_takes_it_off_hopper():
@@ -185,14 +179,13 @@ def test_strided_rows_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 3, 8])
-def test_mxfp8_linear_picks_it_and_writes_the_exact_bytes_gpu(monkeypatch, m):
+@pytest.mark.parametrize("m,n,k", [(1, *DOWN), (3, *DOWN), (8, *DOWN), (2, *GATE_UP), (8, *GATE_UP)])
+def test_mxfp8_linear_picks_it_and_writes_the_exact_bytes_gpu(monkeypatch, m, n, k):
     """It runs on MXFP8 rows, on rows that carry an A_deq (not read) and on BF16 rows quantized apart; BF16 rows
     quantized in the GEMM ("in_gemm", and "auto": faster there, log run 273) take the decode kernel: the same exact
-    bytes."""
+    bytes. At the short K (down) and the long K (gate_up, 8 warps)."""
     from seam.kernels import gluon_launch
 
-    n, k = DOWN
     launched, launch = [], gluon_launch.launch_mxfp8_mma_rows
     monkeypatch.setattr(gluon_launch, "launch_mxfp8_mma_rows", lambda *a, **kw: launched.append(1) or launch(*a, **kw))
     if pick_tile(m, n, k, torch.device("cuda")) != pick_mma_rows_tile(m, n, k, torch.cuda.get_device_properties(0)

@@ -1,15 +1,15 @@
 """Launch rules of the MXFP8 GEMM kernels: the :class:`Tile` record and the pickers that choose
 the kernel and its tile for a shape, each with the H200 measurement that set it.
 
-Six paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA
-target and the interpreter), ``seam.kernels.mxfp8_mma_rows``'s 16-row Gluon kernel (Hopper, M <= 8 at short K,
-:func:`pick_mma_rows_tile`), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper,
-2 <= M <= 128, one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`; its streamed tiles at most K splits warp-specialized,
+Six paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA target and the interpreter),
+``seam.kernels.mxfp8_mma_rows``'s 16-row Gluon kernel (Hopper, M <= 8 at K 512 or 768, 2 <= M <= 8 at K 3072, 4096
+or 6144, :func:`pick_mma_rows_tile`), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper, 2 <= M <= 128,
+one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`; its streamed tiles at most K splits warp-specialized,
 ``seam.kernels.mxfp8_wgmma_ws``, :func:`wgmma_warp_specialized`, and over token tiles to 2048 tokens,
-:func:`pick_token_tiles`, :func:`pick_prefill_token_tiles`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon
-ring kernel (Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16
-dequantization and one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s
-fused QKV kernel (the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
+:func:`pick_token_tiles`, :func:`pick_prefill_token_tiles`), ``seam.kernels.mxfp8_wgmma_ring``'s Gluon ring kernel
+(Hopper, 129 <= M <= 256 on wide layers), the prefill path of ``seam.kernels.mxfp8_dequant`` (BF16 dequantization
+and one cuBLAS GEMM, M >= :data:`PREFILL_MM_MIN_M` on CUDA) and ``seam.kernels.qkv_epilogue``'s fused QKV kernel
+(the tl mainloop with the QKV+indexer epilogue). :func:`pick_tile` chooses
 among the first five; :func:`pick_qkv_tile` refits its tl choice to the fused kernel's registers. What a Gluon
 tile derives at launch, and the M and K bounds the Gluon pickers share, are in :mod:`seam.kernels.wgmma_config`.
 """
@@ -164,30 +164,32 @@ WGMMA_PROGRAM_COST_STEPS = 3
 #: The 16-row kernel's tile (:mod:`seam.kernels.mxfp8_mma_rows`: up to 8 tokens, 16 weight rows and the whole K per
 #: program, no split-K); ``num_warps`` follows K (:func:`pick_mma_rows_tile`).
 MMA_ROWS_TILE = Tile(8, 16, 128, 2, 1, wgmma=True)
-#: Narrowest N the 16-row kernel takes at its short K and at its long K (``wgmma_config.mma_rows_k``): the narrowest
-#: measured (runs 268-269; run 277 from 512 at K 6144-7168, from 1024 at K 3072-4096).
+#: Narrowest N the 16-row kernel takes at its short K: the narrowest measured (runs 268-269).
 MMA_ROWS_MIN_N = 256
-MMA_ROWS_LONG_MIN_N = 512
+#: Narrowest N it takes at its long K (``wgmma_config.MMA_ROWS_LONG_KS``): the narrowest measured after both producers
+#: (runs 278 and 281; run 277 from 512 at K 6144, after the norm only).
+MMA_ROWS_LONG_MIN_N = 1024
 
 
 def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The 16-row kernel's tile (:data:`MMA_ROWS_TILE` at K's warps) where
-    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens at K 512 or 768, 2-8 at a multiple of 1024
-    in 3072-6144: set by its chains after a producer), N is at least :data:`MMA_ROWS_MIN_N` (:data:`MMA_ROWS_LONG_MIN_N`
-    at the long K) and its N / 16 programs fit one wave of the SMs (``mxfp8_mma_rows.programs_per_sm``), else None.
+    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens at K 512 or 768, 2-8 at K 3072, 4096 or
+    6144: set by its chains after a producer), N is at least :data:`MMA_ROWS_MIN_N` (:data:`MMA_ROWS_LONG_MIN_N` at the
+    long K) and its N / 16 programs fit one wave of the SMs (``mxfp8_mma_rows.programs_per_sm``), else None.
 
     It sums K inside each program, so it has no split-K combine. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs
     268-269, MXFP8 rows, weights past L2, us, this tile / the decode kernel's): alone, 99 of 100 points at N 256-7168, K
     256-1536 and M 1-8 took 0.45-0.95x the time (N 1024 x K 256 M 1 1.34 / 2.95, N 6144 x K 768 M 8 3.44 / 4.26, N 6144
     x K 1536 M 8 5.24 / 5.52), the hundredth 1.10x (N 6144 x K 256 M 8 2.72 / 2.47; M 1 2.03 / 2.50). Every shape
     measured whose programs took two waves was slower (N 4992 x K 3072, 2 per SM: 10.66 / 8.72; N 2560 x K 6144, 1 per
-    SM: 11.89 / 8.70). In one wave at the long K from two tokens, after a norm + MXFP8 writing its "auto" A_deq, it was
-    faster at 13 of 15 points and at most 1.03x slower (run 278), after the MoE router (no PDL) within 0.98-1.02x (run
-    281; ``wgmma_config.MMA_ROWS_LONG_MIN_K``). Rows that carry an A_deq take it too, ignoring it: after SwiGLU + MXFP8
-    at K 768 it beat the decode kernel reading the producer's A_deq at every N 1024-6144 and M 1-8 (runs 268, 270), and
-    the producers' "auto" writes none there (``wgmma_config.a_deq_pays``). The kernel reads MXFP8 rows (BF16 ones only
-    where ``mxfp8_linear`` quantizes them in a launch of their own) and writes BF16, not the fused QKV op's partials:
-    ``pick_tile``'s ``mma_rows`` says where it may."""
+    SM: 11.89 / 8.70; at 8 warps 10.17 / 8.70 at one token, 11.51 / 8.94 at 8, run 276). In one wave at the long K from
+    two tokens, after a norm + MXFP8 writing its "auto" A_deq, it was faster at 13 of 15 points and at most 1.03x slower
+    (run 278), after the MoE router (no PDL) within 0.98-1.02x (run 281; ``wgmma_config.MMA_ROWS_LONG_KS``). Rows that
+    carry an A_deq take it too, ignoring it: after SwiGLU + MXFP8 at K 768 it beat the decode kernel reading the
+    producer's A_deq at every N 1024-6144 and M 1-8 (runs 268, 270), and the producers' "auto" writes none there
+    (``wgmma_config.a_deq_pays``). The kernel reads MXFP8 rows (BF16 ones only where ``mxfp8_linear`` quantizes them in
+    a launch of their own) and writes BF16, not the fused QKV op's partials: ``pick_tile``'s ``mma_rows`` says where it
+    may."""
     programs = -(-n // mxfp8_mma_rows.BLOCK_N.value)
     min_n = MMA_ROWS_MIN_N if k <= wgmma_config.MMA_ROWS_MAX_K else MMA_ROWS_LONG_MIN_N
     if not (wgmma_config.mma_rows_k(m, k) and n >= min_n and programs <= sms * mxfp8_mma_rows.programs_per_sm(k)):
@@ -587,7 +589,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, M <= 8 at K 512 or 768 (2 <= M <= 8 at K 3072-6144) takes the 16-row kernel where
+    On a Hopper GPU, M <= 8 at K 512 or 768 (2 <= M <= 8 at K 3072, 4096 or 6144) takes the 16-row kernel where
     :func:`pick_mma_rows_tile` does and ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the
     GEMM, the fused QKV op's partials); else M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token
     where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the

@@ -28,11 +28,11 @@ kernel's tile): N 6144 x K 768 alone M 1 3.04 / 4.56, M 8 3.42 / 4.26; after its
 / the decode kernel reading the producer's A_deq) 4.38 / 4.68 and 4.32 / 4.78 (loading each step's activations in turn
 after the wait had made that chain 1.0-1.41x slower, run 266). Alone it was faster at 99 of 100 points at K 256-1536, N
 256-7168, M 1-8; after a producer at K 512-768 but not at K 1024-2048 (after a norm 1.07-1.17x slower at 12 of 15 points
-at K 1024-1536), and again at K 3072-6144 from 2 tokens where its programs fit one wave (run 278, after a norm + MXFP8
-of hidden K: N 1536 x K 6144 9.35 / 10.12 at 2 tokens, 10.42 / 10.93 at 8; there the decode kernel's split-K combine
-costs more than this kernel's long strip): :func:`seam.kernels.wgmma_config.mma_rows_k` and
+at K 1024-1536), and again at K 3072, 4096 and 6144 from 2 tokens where its programs fit one wave (run 278, after a norm
++ MXFP8 of hidden K: N 1536 x K 6144 9.35 / 10.12 at 2 tokens, 10.42 / 10.93 at 8; there the decode kernel's split-K
+combine costs more than this kernel's long strip): :func:`seam.kernels.wgmma_config.mma_rows_k` and
 :func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it runs. Wherever its programs need a second wave of
-the SMs it loses (N 2560 x K 6144 11.89 / 8.70: one program of 170 KB per SM).
+the SMs it loses (N 2560 x K 6144 at 8 warps 10.17 / 8.70 at one token, run 276: one program of 170 KB per SM).
 """
 
 from __future__ import annotations

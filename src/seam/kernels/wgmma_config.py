@@ -67,33 +67,29 @@ A_DEQ_ONE_TOKEN_MAX_K = 2048
 #: 8.53). Alone it was faster at 99 of 100 points at K 256-1536 (``mxfp8_gemm_config.pick_mma_rows_tile``).
 MMA_ROWS_MIN_K = 512
 MMA_ROWS_MAX_K = 768
-#: #: Its long K range, K a multiple of 1024 (steps split over 4 or 8 warps), from two tokens: set by its chains after a
-#: #: norm + MXFP8 of hidden K where its programs fit one wave, the norm writing A_deq as "auto" does (from two tokens
-#: at #: these K: the decode kernel reads it, this kernel does not), and after a producer without PDL (the MoE router of
-#: #: ``seam bench step``). H100 (2026-12-06, ``docs/benchmarks-log.md``, us, this kernel / the decode kernel, M 2 / 4 /
-#: #: 8): #: after the norm (run 278, through ``mxfp8_linear``) gate_up N 1536 x K 6144 9.35 / 10.12, 10.15 / 10.24,
-#: 10.42 / #: 10.93; N 2048 x K 3072 0.81-0.83x; N 4096 x K 3072 0.95-0.96x; N 1024 x K 4096 0.94x; N 2048 x K 6144
-#: 0.99-1.03x; #: after the router (run 281, M 2 / 8) 0.98-1.02x at N 1024-4096 x K 3072-6144; the MiniMax step at 8
-#: tokens 70.22 #: against 70.99 us per rank (run 280). One token stays on the decode kernel (after the router
-#: 1.03-1.05x at K 4096 and #: 6144, the step 58.60 against 57.79, though after the norm 0.83-0.94x); at K 7168 from two
-#: tokens it lost after the #: norm (N 2048 1.11 / 1.18 / 1.00, N 1024 0.94 / 1.07 / 1.02); between the ranges it lost
-#: after a producer (K #: 1024-2048, above).
-MMA_ROWS_LONG_MIN_K = 3072
-MMA_ROWS_LONG_MAX_K = 6144
+#: Its long K, from two tokens, where its programs fit one wave (4 warps to K 4096, 8 at 6144): set by its chains
+#: after a norm + MXFP8 of hidden K, the norm writing A_deq as "auto" does (from two tokens at these K: the decode
+#: kernel reads it, this kernel does not), and after a producer without PDL (the MoE router of ``seam bench step``).
+#: H100 (2026-12-06, ``docs/benchmarks-log.md``, us, this kernel / the decode kernel, M 2 / 4 / 8): after the norm
+#: (run 278, through ``mxfp8_linear``) gate_up N 1536 x K 6144 9.35 / 10.12, 10.15 / 10.24, 10.42 / 10.93; N 2048 x K
+#: 3072 0.81-0.83x; N 4096 x K 3072 0.95-0.96x; N 1024 x K 4096 0.94x; N 2048 x K 6144 0.99-1.03x; after the router
+#: (run 281, M 2 / 8) 0.98-1.02x at N 1024-4096; the MiniMax step at 8 tokens 70.22 against 70.99 us per rank (run
+#: 280). One token stays on the decode kernel's pick: after the norm 0.83-1.03x, but after the router 1.03-1.05x at K
+#: 4096 and 6144 (0.96-0.99x at K 3072) and in the step 58.60 against 57.79. K 7168 from two tokens lost after the
+#: norm (N 2048 1.11 / 1.18 / 1.00, N 1024 0.94 / 1.07 / 1.02); K 5120 was not measured; between the ranges it lost
+#: after a producer (K 1024-2048, above).
+MMA_ROWS_LONG_KS = (3072, 4096, 6144)
 MMA_ROWS_LONG_MIN_M = 2
 
 
 def mma_rows_k(m: int, k: int) -> bool:
     """Whether the 16-row kernel may take M tokens at K: 1 <= M <= 8 and K in :data:`MMA_ROWS_MIN_K` ..
     :data:`MMA_ROWS_MAX_K`, a multiple of 256 (its 128-column steps split over 2 warps,
-    ``mxfp8_mma_rows.warps_for``), or, from :data:`MMA_ROWS_LONG_MIN_M` tokens, in :data:`MMA_ROWS_LONG_MIN_K` ..
-    :data:`MMA_ROWS_LONG_MAX_K`, a multiple of 1024 (4 or 8 warps). Where on N:
-    ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
-    if not 1 <= m <= mxfp8_mma_rows.BLOCK_M.value:
-        return False
-    if MMA_ROWS_MIN_K <= k <= MMA_ROWS_MAX_K:
-        return k % 256 == 0
-    return m >= MMA_ROWS_LONG_MIN_M and MMA_ROWS_LONG_MIN_K <= k <= MMA_ROWS_LONG_MAX_K and k % 1024 == 0
+    ``mxfp8_mma_rows.warps_for``), or, from :data:`MMA_ROWS_LONG_MIN_M` tokens, K in :data:`MMA_ROWS_LONG_KS` (4 or 8
+    warps). Where on N: ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
+    if MMA_ROWS_MIN_K <= k <= MMA_ROWS_MAX_K and k % 256 == 0:
+        return 1 <= m <= mxfp8_mma_rows.BLOCK_M.value
+    return k in MMA_ROWS_LONG_KS and MMA_ROWS_LONG_MIN_M <= m <= mxfp8_mma_rows.BLOCK_M.value
 
 
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
@@ -145,7 +141,7 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """
     if k % 128 or not wgmma_supported(device):  # first: elsewhere no comparison with M (a traced M's guards)
         return False
-    if mma_rows_k(m, k) and k <= MMA_ROWS_MAX_K:  # the 16-row kernel runs there (N >= 256), on the MXFP8 rows
+    if k <= MMA_ROWS_MAX_K and mma_rows_k(m, k):  # the 16-row kernel runs there (N >= 256), on the MXFP8 rows
         return False
     min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
     return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K)

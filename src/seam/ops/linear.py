@@ -264,11 +264,10 @@ def mxfp8_linear(
         out: optional BF16 [M, N] (x's leading dimensions, N) contiguous buffer, written in place.
         tile: launch tile override, for tests and tuning (below); None (default): the picker's.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation): ``"auto"`` (default),
-            ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile; where the 16-row
-            kernel takes MXFP8 rows (1-8 tokens at K 512 or 768, 2-8 at a multiple of 1024 in 3072-6144),
-            ``"auto"`` and ``"in_gemm"`` run the decode kernel instead (at K 768 faster than a quantize launch and that
-            kernel): the same products in another fp32 summation order than the same rows passed as MXFP8 or with
-            ``"separate"``.
+            ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile; where the 16-row kernel
+            takes MXFP8 rows (1-8 tokens at K 512 or 768, 2-8 at K 3072, 4096 or 6144), ``"auto"`` and ``"in_gemm"`` run
+            the decode kernel instead (at K 768 faster than a quantize launch and that kernel): the same products in
+            another fp32 summation order than the same rows passed as MXFP8 or with ``"separate"``.
 
     Returns:
         BF16 [M, N], or [..., N] for x [..., K] (``out`` when given).
@@ -341,10 +340,10 @@ def mxfp8_linear(
         BF16 multiplies: the same bytes, ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and multiplied on BF16
         tensor cores, by M:
 
-        - 1-8 where K is 512 or 768 (N >= 256), 2-8 where K is a multiple of 1024 in 3072-6144 (N >= 512), and N /
-          16 programs fit one wave (``pick_mma_rows_tile``), on MXFP8 rows (BF16 ones where ``quantize`` is
-          ``"separate"``; an A_deq is not read): the 16-row kernel (``seam.kernels.mxfp8_mma_rows``: the whole K per
-          program, ``mma.sync``, no split-K).
+        - 1-8 where K is 512 or 768 (N >= 256), 2-8 where K is 3072, 4096 or 6144 (N >= 1024), and N / 16 programs fit
+          one wave (``pick_mma_rows_tile``), on MXFP8 rows (BF16 ones where ``quantize`` is ``"separate"``; an A_deq is
+          not read): the 16-row kernel (``seam.kernels.mxfp8_mma_rows``: the whole K per program, ``mma.sync``, no
+          split-K).
         - 1: the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on
           fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``).
         - 2-64 (K a multiple of 128), and 65-128 where K >= 2048: the Gluon decode kernel
