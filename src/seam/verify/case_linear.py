@@ -88,8 +88,9 @@ def _run_a_deq(ctx: Context, m: int, n: int, k: int) -> Outcome:
 
 
 def _run_hand_off(ctx: Context, m: int, n: int, k: int) -> Outcome:
-    """MXFP8 rows handed off (a QuantizedActivation; on a Hopper GPU at K 512 / 768 and 1-8 tokens the 16-row kernel)
-    and the same rows as BF16 under quantize="separate" (the same kernel): within the GEMM's bound, the same bytes."""
+    """MXFP8 rows handed off (a QuantizedActivation; on a Hopper GPU at this case's K 768 and 1-8 tokens the 16-row
+    kernel) and the same rows as BF16 under quantize="separate" (the same kernel): within the GEMM's bound, the same
+    bytes."""
     x = ctx.randn(m, k, seed=m + 8)
     w_bf16 = ctx.randn(n, k, seed=m + 9, scale=k**-0.5)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
