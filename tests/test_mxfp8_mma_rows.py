@@ -1,10 +1,10 @@
 """The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens on K 512-768 and 2-8 on K 3072, 4096, 6144
 (``seam.kernels.mxfp8_mma_rows``).
 
-On CPU: its launch rule, the validation of a caller's tile and of the launcher's arguments, and that every kernel the
+On CPU: its launch rule (and where its activations go), the validation of a caller's tile and of the launcher's arguments, and that every kernel the
 rule can pick compiles for sm_90 without spills (the compile also proves that both register relabellings move no
 data). On the GPU: bytes equal to the exact product on operands whose sums are exact in any order, at every K the
-rule takes, with and without the BF16-multiply weight route, at N not a multiple of 16 and rows of other strides;
+rule takes, with and without the BF16-multiply weight route, activations staged and in registers, at N not a multiple of 16 and rows of other strides;
 through ``mxfp8_linear``, on MXFP8 rows, BF16 rows and rows that carry an A_deq (not read); and within fp32 reordering of the tl
 kernel on random and edge rows.
 """
@@ -21,13 +21,22 @@ from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import mxfp8_mma_rows
 from seam.kernels.mxfp8_gemm_config import (
     MMA_ROWS_LONG_MIN_N,
+    MMA_ROWS_LONG_PER_SM,
     MMA_ROWS_MIN_N,
     MMA_ROWS_TILE,
+    mma_rows_per_sm,
     pick_mma_rows_tile,
     pick_qkv_tile,
     pick_tile,
 )
-from seam.kernels.mxfp8_mma_rows import MAX_REGISTERS, launch_mxfp8_mma_rows, programs_per_sm, warps_for
+from seam.kernels.mxfp8_mma_rows import (
+    MAX_REGISTERS,
+    launch_mxfp8_mma_rows,
+    programs_per_sm,
+    shared_bytes,
+    stages_activations,
+    warps_for,
+)
 from seam.kernels.wgmma_config import MMA_ROWS_LONG_KS, MMA_ROWS_LONG_MIN_M, MMA_ROWS_MAX_K, MMA_ROWS_MIN_K
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
@@ -54,14 +63,35 @@ def test_rule_takes_1_8_tokens_at_k_512_768_and_2_8_at_3072_6144_in_one_wave():
     assert pick_mma_rows_tile(8, MMA_ROWS_MIN_N, 768, 132) and not pick_mma_rows_tile(8, MMA_ROWS_MIN_N - 1, 768, 132)
     assert pick_mma_rows_tile(8, MMA_ROWS_LONG_MIN_N, 6144, 132)
     assert not pick_mma_rows_tile(8, MMA_ROWS_LONG_MIN_N - 1, 6144, 132)
-    assert pick_mma_rows_tile(8, 2560, 6144, 132) is None  # the QKV projection: 160 programs of 170 KB, two waves
+    # the QKV projection: 160 programs, two fit an SM but its wave takes one (two lost at 8 tokens)
+    assert pick_mma_rows_tile(8, 2560, 6144, 132) is None
     for k in RULE_KS:  # one wave at most: N / 16 programs within the SMs' room
-        widest, m = 16 * 132 * programs_per_sm(k), 4
+        widest, m = 16 * 132 * mma_rows_per_sm(k), 4
         assert pick_mma_rows_tile(m, widest, k, 132) is not None and pick_mma_rows_tile(m, widest + 1, k, 132) is None
         assert pick_mma_rows_tile(m, widest // 2, k, 66) is not None and pick_mma_rows_tile(m, widest, k, 66) is None
         t = pick_mma_rows_tile(m, widest, k, 132)
         assert t.mma_rows and t.wgmma and t.num_warps == warps_for(k) and (k // 128) % t.num_warps == 0
-    assert [programs_per_sm(k) for k in (768, 1536, 3072, 4096, 6144)] == [8, 4, 2, 2, 1]  # registers, shared memory
+    # the room: registers at K <= 1536, then shared memory; the wave at the long K as measured
+    assert [programs_per_sm(k) for k in (768, 1536, 3072, 4096, 6144)] == [8, 4, 2, 3, 2]
+    assert [mma_rows_per_sm(k) for k in (768, 1536, 3072, 4096, 6144)] == [8, 4, 2, 2, 1]
+    assert sorted(MMA_ROWS_LONG_PER_SM) == sorted(MMA_ROWS_LONG_KS)
+
+
+def test_activations_in_registers_but_at_k_3072():
+    """Staged in shared memory only at K 3072 (slower after the norm in registers, run 286); the shared memory
+    counts them only where staged: the E4M3 strip, its scales and barriers, plus 8 tokens x (128 + 4) bytes a step
+    over the steps a warp takes rounded up to a power of two."""
+    assert [stages_activations(k) for k in RULE_KS] == [False, False, True, False, False]
+    # past 8 steps a warp (an override's K) they would not fit the registers: 1 warp at K 1152, 8 at K 9216
+    assert [stages_activations(k) for k in (1024, 1152, 7168, 8192, 9216)] == [False, True, False, False, True]
+    for k in (512, 768, 3072, 4096, 6144):
+        warps = warps_for(k)
+        spw = k // 128 // warps
+        padded = 1 << (spw - 1).bit_length()
+        bare = 16 * k + padded * warps * 16 * 4 + 8 * spw
+        assert shared_bytes(k, False) == bare
+        assert shared_bytes(k, True) == bare + padded * warps * 8 * 132
+        assert shared_bytes(k) == shared_bytes(k, stages_activations(k))
 
 
 def test_warps_split_the_steps_evenly():
@@ -125,17 +155,19 @@ def test_launcher_refuses_what_it_cannot_run():
 @pytest.mark.timeout(300)
 def test_every_kernel_the_rule_picks_compiles_for_sm90_without_spills():
     """Each K the rule takes (the code depends on K and its warps), with the weight through fp32 and by BF16
-    multiplies: no spills, at most MAX_REGISTERS a thread, the shared memory shared_bytes says (the one-wave rule
+    multiplies, the activations where the launch puts them and the other way at K 768, 3072 and 6144: no spills, at most MAX_REGISTERS a thread, the shared memory shared_bytes says (the one-wave rule
     and the override check read both); K 256, 640 and 1536 too (2, 1 and 4 warps), which an override may take."""
     results = with_tool(
         f"for k in {list(RULE_KS) + [256, 640, 1536]}:\n"
         f"    for bf16_mul in ((False, True) if k in {list(RULE_KS)} else (True,)):\n"
-        "        print(json.dumps([k, bf16_mul, tool.resources('rows', 8, k=k, bf16_mul=bf16_mul)]))\n"
+        "        print(json.dumps([k, bf16_mul, None, tool.resources('rows', 8, k=k, bf16_mul=bf16_mul)]))\n"
+        "for k, staged in ((768, True), (3072, False), (6144, True)):\n"
+        "    print(json.dumps([k, True, staged, tool.resources('rows', 8, k=k, bf16_mul=True, acts_staged=staged)]))\n"
     )
-    assert len(results) == 2 * len(RULE_KS) + 3
-    for k, bf16_mul, r in results:
+    assert len(results) == 2 * len(RULE_KS) + 6
+    for k, bf16_mul, staged, r in results:
         assert r["stack_bytes"] == 0, (k, bf16_mul, r)
-        assert r["shared_bytes"] == mxfp8_mma_rows.shared_bytes(k), (k, bf16_mul, r)  # what the override check reads
+        assert r["shared_bytes"] == mxfp8_mma_rows.shared_bytes(k, staged), (k, bf16_mul, staged, r)
         assert r["registers"] <= MAX_REGISTERS, (k, bf16_mul, r)
 
 
@@ -152,13 +184,15 @@ def _exact_operands(m, n, k, seed):
 @pytest.mark.parametrize("k", [128, 256, 384, 512, 640, 768, 1024, 1280, 1536, 2048, 3072, 4096, 6144, 7168])
 @pytest.mark.parametrize("m,n", [(1, 6144), (2, 6152), (5, 200), (8, 6144), (3, 8)])
 @pytest.mark.parametrize("bf16_mul", [False, True])
-def test_bit_exact_gpu(m, n, k, bf16_mul):
+@pytest.mark.parametrize("acts_staged", [True, False])
+def test_bit_exact_gpu(m, n, k, bf16_mul, acts_staged):
     """Every K the rule takes, others (one warp at odd step counts, 4 warps from 1536, 8 from 5120): N past a
     multiple of 16 (TMA fills the last program's rows with zeros) and below it (one program, half its rows past N),
     weights by either route."""
     _, xq, xs, w, want = _exact_operands(m, n, k, seed=m * k + n)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, out, warps_for(k), True, bf16_mul=bf16_mul)
+    launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, out, warps_for(k), True, bf16_mul=bf16_mul,
+                          acts_staged=acts_staged)
     assert torch.equal(out.view(torch.int16), want.view(torch.int16))
 
 

@@ -169,13 +169,24 @@ MMA_ROWS_MIN_N = 256
 #: Narrowest N it takes at its long K (``wgmma_config.MMA_ROWS_LONG_KS``): the narrowest measured after both producers
 #: (runs 278 and 281; run 277 from 512 at K 6144, after the norm only).
 MMA_ROWS_LONG_MIN_N = 1024
+#: Most of its programs one SM takes in its wave at the long K: as many as fitted while it staged its activations in
+#: shared memory (measured there, run 278). Held in registers, more fit (3 at K 4096, 2 at K 6144; 88 of the 128
+#: registers a thread); two an SM at K 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286).
+MMA_ROWS_LONG_PER_SM = {3072: 2, 4096: 2, 6144: 1}
+
+
+def mma_rows_per_sm(k: int) -> int:
+    """Programs of the 16-row kernel at K one SM takes in its one wave: as many as fit
+    (``mxfp8_mma_rows.programs_per_sm``), at the long K at most :data:`MMA_ROWS_LONG_PER_SM`."""
+    fit = mxfp8_mma_rows.programs_per_sm(k)
+    return min(fit, MMA_ROWS_LONG_PER_SM[k]) if k in MMA_ROWS_LONG_PER_SM else fit
 
 
 def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     """The 16-row kernel's tile (:data:`MMA_ROWS_TILE` at K's warps) where
     :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens at K 512 or 768, 2-8 at K 3072, 4096 or
     6144: set by its chains after a producer), N is at least :data:`MMA_ROWS_MIN_N` (:data:`MMA_ROWS_LONG_MIN_N` at the
-    long K) and its N / 16 programs fit one wave of the SMs (``mxfp8_mma_rows.programs_per_sm``), else None.
+    long K) and its N / 16 programs fit one wave of the SMs (:func:`mma_rows_per_sm`), else None.
 
     It sums K inside each program, so it has no split-K combine. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs
     268-269, MXFP8 rows, weights past L2, us, this tile / the decode kernel's): alone, 99 of 100 points at N 256-7168, K
@@ -192,7 +203,7 @@ def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     may."""
     programs = -(-n // mxfp8_mma_rows.BLOCK_N.value)
     min_n = MMA_ROWS_MIN_N if k <= wgmma_config.MMA_ROWS_MAX_K else MMA_ROWS_LONG_MIN_N
-    if not (wgmma_config.mma_rows_k(m, k) and n >= min_n and programs <= sms * mxfp8_mma_rows.programs_per_sm(k)):
+    if not (wgmma_config.mma_rows_k(m, k) and n >= min_n and programs <= sms * mma_rows_per_sm(k)):
         return None
     return dataclasses.replace(MMA_ROWS_TILE, num_warps=mxfp8_mma_rows.warps_for(k))
 

@@ -17,8 +17,11 @@ counter and a last program: 1.6-1.7 us of its time at 8 tokens, 3.2 at 64 (``doc
   weight rows and of one token's MXFP8 row per step (one block each, so one scale), dequantizes them to BF16 (the
   weight through fp32 or, where the weight's bytes allow, one BF16 multiply per pair; the activations through
   fp32), and relabels them as the MMA's A and B operands (:func:`k_permute`): the relabelling moves no data
-  (``convert_layout(..., assert_trivial=True)``) and keeps every product ``A_deq[m, k] * W_deq[n, k]``. The
-  activations (at most 8 x K bytes) arrive in one round trip after the wait, into shared memory.
+  (``convert_layout(..., assert_trivial=True)``) and keeps every product ``A_deq[m, k] * W_deq[n, k]``.
+* **The activations in one round trip after the wait** (at most 8 x K bytes): every step's loads go out at once,
+  into registers (:func:`stages_activations`: about 9 a step, 88-90 a thread at K 4096-6144), or at K 3072 into shared
+  memory, read back step by step. One load per step, each waited for in turn, made the chains 1-2 us slower (log runs
+  266 and 284).
 
 The products are those of the other Hopper paths (exact BF16 products, fp32 sums), so the output equals theirs up to
 fp32 summation order and is bit-identical where the sums are exact (``tests/test_mxfp8_mma_rows.py``).
@@ -32,7 +35,10 @@ at K 1024-1536), and again at K 3072, 4096 and 6144 from 2 tokens where its prog
 + MXFP8 of hidden K: N 1536 x K 6144 9.35 / 10.12 at 2 tokens, 10.42 / 10.93 at 8; there the decode kernel's split-K
 combine costs more than this kernel's long strip): :func:`seam.kernels.wgmma_config.mma_rows_k` and
 :func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it runs. Wherever its programs need a second wave of
-the SMs it loses (N 2560 x K 6144 at 8 warps 10.17 / 8.70 at one token, run 276: one program of 170 KB per SM).
+the SMs it loses (N 2560 x K 6144 at 8 warps 10.17 / 8.70 at one token, run 276: one program of 170 KB per SM, its
+activations then staged). With them in registers two programs of 102 KB share an SM at K 6144, and one wave of them
+there beat the decode kernel after the norm at 1-2 tokens but not at 8 (run 286, N 2560: 9.26 / 11.53, 9.62 / 10.39,
+11.92 / 10.65; N 3072 and 4096 lost at 8 tokens too, run 285), so its wave stays one program an SM at K 6144.
 """
 
 from __future__ import annotations
@@ -73,14 +79,37 @@ def warps_for(k: int) -> int:
     return 2 if steps % 2 == 0 else 1
 
 
-def shared_bytes(k: int) -> int:
-    """Shared memory of a program at K: the E4M3 strip (16 K), the activations and their scales and the strip's scale
-    bytes (each over SPW rounded up to a power of two steps) and the barriers."""
+#: K at which the activations are staged in shared memory (:func:`stages_activations`).
+STAGED_KS = (3072,)
+#: Most K steps a warp holds the activations of in registers: about 9 registers a step (32 E4M3 bytes and a scale
+#: byte a thread), 88-90 a thread at 6-8 steps (sm_90 compile, ``tests/test_mxfp8_mma_rows.py``).
+REGISTER_STEPS = 8
+
+
+def stages_activations(k: int) -> bool:
+    """Whether a program at K stages its activations in shared memory (K in :data:`STAGED_KS`, or its warps take more
+    than :data:`REGISTER_STEPS` steps each) rather than holding every step's in registers. H100 (2026-12-06, ``docs/benchmarks-log.md`` run 286, three alternations, medians, us,
+    staged / registers, after the producer: norm + MXFP8 of hidden K, or SwiGLU + MXFP8 at K <= 768): N 1536 x K 6144
+    9.93 / 9.35 at 2 tokens, 10.49 / 9.62 at 8; N 2048 x K 4096 9.71 / 9.58, 10.10 / 9.76; N 6144 x K 768 4.33 / 4.29
+    at one token, 4.41 / 4.33 at 8; N 3072 x K 512 within 0.03; but N 2048 x K 3072 8.09 / 8.73 and 8.38 / 9.29
+    (alone 4.02 / 4.07; 4 warps, 6 steps a warp as at K 6144 on 8; cause not found). The MiniMax decode step (gate_up
+    N 1536 x K 6144, down N 6144 x K 768) at 8 tokens 70.09 / 67.22 us per rank, at 2 63.66 / 62.59. Registers also
+    leave two programs an SM at K 6144, but one wave of them lost at 8 tokens after the norm (N 2560 11.92 against
+    the decode kernel's 10.65): ``seam.kernels.mxfp8_gemm_config.MMA_ROWS_LONG_PER_SM``."""
+    return k in STAGED_KS or k // STEP.value // warps_for(k) > REGISTER_STEPS
+
+
+def shared_bytes(k: int, acts_staged: bool | None = None) -> int:
+    """Shared memory of a program at K: the E4M3 strip (16 K), the strip's scale bytes and, where it stages them
+    (``acts_staged``; None: :func:`stages_activations`), the activations and their scales (each over SPW rounded up
+    to a power of two steps), and the barriers."""
+    if acts_staged is None:
+        acts_staged = stages_activations(k)
     warps = warps_for(k)
     spw = k // STEP.value // warps
     padded = 1 << (spw - 1).bit_length()
-    acts = padded * warps * BLOCK_M.value * (STEP.value + 4) + padded * warps * BLOCK_N.value * 4
-    return BLOCK_N.value * k + acts + 8 * spw
+    acts = padded * warps * BLOCK_M.value * (STEP.value + 4) if acts_staged else 0
+    return BLOCK_N.value * k + acts + padded * warps * BLOCK_N.value * 4 + 8 * spw
 
 
 #: An SM's shared memory (sm_90: 228 KiB, 1 KiB of it reserved per resident program) and registers.
@@ -90,11 +119,11 @@ SM_REGISTERS = 64 * 1024
 MAX_REGISTERS = 128
 
 
-def programs_per_sm(k: int) -> int:
-    """Programs at K that one SM holds at once: its shared memory, its registers at :data:`MAX_REGISTERS` a thread,
-    and Hopper's 32 resident blocks."""
+def programs_per_sm(k: int, acts_staged: bool | None = None) -> int:
+    """Programs at K (staging as :func:`shared_bytes` says) that one SM holds at once: its shared memory, its
+    registers at :data:`MAX_REGISTERS` a thread, and Hopper's 32 resident blocks."""
     threads = 32 * warps_for(k)
-    return min(SM_SHARED // (shared_bytes(k) + 1024), SM_REGISTERS // (MAX_REGISTERS * threads), 32)
+    return min(SM_SHARED // (shared_bytes(k, acts_staged) + 1024), SM_REGISTERS // (MAX_REGISTERS * threads), 32)
 
 
 def _linear_layout(w: int, reg_bases, lane_bases, shape) -> gl.DistributedLinearLayout:
@@ -155,6 +184,20 @@ def _weight_step(w_steps, s_smem, bars, i, WL: gl.constexpr, BF16_MUL: gl.conste
 
 
 @gluon.jit
+def _mma_step(acc, x, xs, w_steps, s_smem, bars, i, WL: gl.constexpr, BF16_MUL: gl.constexpr):
+    """``acc`` plus step i's products: the activations ``x`` [W, 128, 8] E4M3 with their scales ``xs`` and the weight
+    box dequantized to BF16, both relabelled in the K permutation as the MMA's operands."""
+    mma: gl.constexpr = acc.type.layout
+    x_deq = to_bf16_rne(e4m3_to_f32(gl.reshape(x, [x.shape[0], 4, 32, x.shape[2]])) * ue8m0_to_f32(xs)[:, :, None, :])
+    b = gl.convert_layout(k_permute(gl.reshape(x_deq, x.shape), 1),
+                          gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2), assert_trivial=True)
+    w_deq = _weight_step(w_steps, s_smem, bars, i, WL, BF16_MUL)
+    a = gl.convert_layout(k_permute(w_deq, 2), gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2),
+                          assert_trivial=True)
+    return mma_v2(a, b, acc)
+
+
+@gluon.jit
 def mxfp8_mma_rows_kernel(
     w_desc,  # E4M3 weights as a [SPW, W, N, 128] uint8 view (step i of warp w at [i, w]), block [1, W, 16, 128]
     wsc_ptr,  # swizzled weight scales
@@ -172,6 +215,7 @@ def mxfp8_mma_rows_kernel(
     XL: gl.constexpr,  # activation_layout(num_warps)
     BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
     USE_PDL: gl.constexpr,
+    ACTS_STAGED: gl.constexpr,  # every step's activations staged in shared memory, else held in registers
     num_warps: gl.constexpr,
 ):
     W: gl.constexpr = num_warps
@@ -202,38 +246,55 @@ def mxfp8_mma_rows_kernel(
         # The next kernel may start and stream its own weights; its own wait still waits for all of this one.
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
-    # Every step's activations and their scales in one round trip, into shared memory as [step, warp, token, 128
-    # bytes] and [step, warp, token, 4]: after a PDL producer the program waits for nothing else (one load per step,
-    # each waited for in turn, made the SwiGLU + MXFP8 -> down chain 1-2 us slower, log run 266).
-    x_smem = gl.allocate_shared_memory(gl.uint8, [SPWP, W, BLOCK_M, 128], flat3)
-    xs_smem = gl.allocate_shared_memory(gl.uint8, [SPWP, W, BLOCK_M, 4], flat3)
-    LX: gl.constexpr = gl.BlockedLayout([1, 1, 1, 16], [1, 1, 4, 8], [1, num_warps, 1, 1], [3, 2, 1, 0])
-    ix, wx, nx, kx = _grid4(SPWP, W, BLOCK_M, 128, LX)
-    x_all = gl.load(x_ptr + nx.to(gl.int64) * stride_xm + (wx * SPW + ix) * 128 + kx,
-                    mask=(nx < M) & (ix < SPW) & (wx >= 0) & (kx >= 0), other=0)
-    x_smem._reinterpret(gl.uint8, [SPWP * W, BLOCK_M, 128], flat3).store(gl.reshape(x_all, [SPWP * W, BLOCK_M, 128]))
-    ic, wc, nc, cx = _grid4(SPWP, W, BLOCK_M, 4, LS)
-    xsc = gl.load(xs_ptr + swizzled_scale_offset(nc, (wc * SPW + ic) * 4 + cx, KB),
-                  mask=(nc < M) & (ic < SPW) & (wc >= 0) & (cx >= 0), other=0)
-    xs_smem._reinterpret(gl.uint8, [SPWP * W, BLOCK_M, 4], flat3).store(gl.reshape(xsc, [SPWP * W, BLOCK_M, 4]))
-    gl.thread_barrier()  # the weight scales (before the wait) and the activations are in shared memory
-
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1, 1],
-                                                  instr_shape=[1, 16, 8])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    b_layout: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2)
     # the scales' registers beside the activations' (one per token and block)
     XS: gl.constexpr = gl.SliceLayout(2, gl.reshape(gl.zeros([W, 128, BLOCK_M], gl.uint8, XL),
                                                     [W, 4, 32, BLOCK_M]).type.layout)
+    if ACTS_STAGED:
+        # every step's activations and their scales in one round trip, into shared memory as [step, warp, token, 128
+        # bytes] and [step, warp, token, 4]
+        x_smem = gl.allocate_shared_memory(gl.uint8, [SPWP, W, BLOCK_M, 128], flat3)
+        xs_smem = gl.allocate_shared_memory(gl.uint8, [SPWP, W, BLOCK_M, 4], flat3)
+        LX: gl.constexpr = gl.BlockedLayout([1, 1, 1, 16], [1, 1, 4, 8], [1, num_warps, 1, 1], [3, 2, 1, 0])
+        ix, wx, nx, kx = _grid4(SPWP, W, BLOCK_M, 128, LX)
+        x_all = gl.load(x_ptr + nx.to(gl.int64) * stride_xm + (wx * SPW + ix) * 128 + kx,
+                        mask=(nx < M) & (ix < SPW) & (wx >= 0) & (kx >= 0), other=0)
+        x_smem._reinterpret(gl.uint8, [SPWP * W, BLOCK_M, 128], flat3).store(
+            gl.reshape(x_all, [SPWP * W, BLOCK_M, 128]))
+        ic, wc, nc, cx = _grid4(SPWP, W, BLOCK_M, 4, LS)
+        xsc = gl.load(xs_ptr + swizzled_scale_offset(nc, (wc * SPW + ic) * 4 + cx, KB),
+                      mask=(nc < M) & (ic < SPW) & (wc >= 0) & (cx >= 0), other=0)
+        xs_smem._reinterpret(gl.uint8, [SPWP * W, BLOCK_M, 4], flat3).store(gl.reshape(xsc, [SPWP * W, BLOCK_M, 4]))
+        gl.thread_barrier()  # the weight scales (before the wait) and the activations are in shared memory
+    else:
+        # every step's activations and scales straight into the MMA operand's registers, all requested at once
+        wa = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, XL)))[:, None, None]
+        ka = gl.arange(0, 128, layout=gl.SliceLayout(0, gl.SliceLayout(2, XL)))[None, :, None]
+        na = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, XL)))[None, None, :]
+        x_ptrs = x_ptr + na.to(gl.int64) * stride_xm + wa * (SPW * 128) + ka
+        x_mask = (na < M) & (wa >= 0) & (ka >= 0)
+        wb = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, XS)))[:, None, None]
+        cb = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, XS)))[None, :, None]
+        nb = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, XS)))[None, None, :]
+        xs_ptrs = xs_ptr + swizzled_scale_offset(nb, wb * (SPW * 4) + cb, KB)  # step i: + 512 i (its 4 blocks)
+        xs_mask = (nb < M) & (wb >= 0) & (cb >= 0)
+        x_regs = ()
+        xs_regs = ()
+        for i in gl.static_range(SPW):
+            x_regs = x_regs + (gl.load(x_ptrs + i * 128, mask=x_mask, other=0),)
+            xs_regs = xs_regs + (gl.load(xs_ptrs + i * 512, mask=xs_mask, other=0),)
+        gl.thread_barrier()  # the weight scales (before the wait) are in shared memory
+
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1, 1],
+                                                  instr_shape=[1, 16, 8])
     acc = gl.zeros([W, 16, BLOCK_M], gl.float32, mma)
-    for i in range(SPW):
-        x = x_smem.index(i).permute((0, 2, 1)).load(XL)
-        xs = xs_smem.index(i).permute((0, 2, 1)).load(XS)
-        x_deq = to_bf16_rne(e4m3_to_f32(gl.reshape(x, [W, 4, 32, BLOCK_M])) * ue8m0_to_f32(xs)[:, :, None, :])
-        b = gl.convert_layout(k_permute(gl.reshape(x_deq, [W, 128, BLOCK_M]), 1), b_layout, assert_trivial=True)
-        w_deq = _weight_step(w_steps, s_smem, bars, i, WL, BF16_MUL)
-        a = gl.convert_layout(k_permute(w_deq, 2), a_layout, assert_trivial=True)
-        acc = mma_v2(a, b, acc)
+    if ACTS_STAGED:
+        for i in range(SPW):
+            x = x_smem.index(i).permute((0, 2, 1)).load(XL)
+            xs = xs_smem.index(i).permute((0, 2, 1)).load(XS)
+            acc = _mma_step(acc, x, xs, w_steps, s_smem, bars, i, WL, BF16_MUL)
+    else:
+        for i in gl.static_range(SPW):  # unrolled: the tuples are indexed by constants
+            acc = _mma_step(acc, x_regs[i], xs_regs[i], w_steps, s_smem, bars, i, WL, BF16_MUL)
     total = gl.sum(acc, axis=0)  # [16, BLOCK_M]: the warps' K ranges in one fixed order
     L: gl.constexpr = gl.SliceLayout(0, mma)
     r = n0 + gl.arange(0, 16, layout=gl.SliceLayout(1, L))[:, None]
@@ -256,13 +317,14 @@ def weight_descriptor(wq: torch.Tensor, warps: int) -> TensorDescriptor:
 
 def launch_mxfp8_mma_rows(
     xq: torch.Tensor, xs: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, num_warps: int,
-    use_pdl: bool, *, bf16_mul: bool = False,
+    use_pdl: bool, *, bf16_mul: bool = False, acts_staged: bool | None = None,
 ) -> None:
     """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands: MXFP8 rows ``xq`` [M, K] (M <= 8, unit column
     stride) with swizzled scales ``xs``, a TMA-readable weight (``seam.kernels.mxfp8_wgmma.tma_ready``) with its
     swizzled scales ``ws``, K a multiple of 128 whose steps ``num_warps`` (:func:`warps_for`) splits evenly.
     ``bf16_mul``: dequantize the weight by BF16 multiplies, for a weight
-    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts.
+    :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts. ``acts_staged``: stage the activations in shared memory
+    (True) or hold them in registers (False); None: as :func:`stages_activations` says for K. The bytes are the same.
 
     Raises:
         ValueError: M above 8, K not a multiple of 128 split evenly by ``num_warps``."""
@@ -274,8 +336,10 @@ def launch_mxfp8_mma_rows(
     if k % step or (k // step) % num_warps:
         raise ValueError(f"K={k} must be a multiple of {step} whose steps {num_warps} warps split evenly")
     spw = k // step // num_warps
+    if acts_staged is None:
+        acts_staged = stages_activations(k)
     mxfp8_mma_rows_kernel[(triton.cdiv(n, BLOCK_N.value),)](
         weight_descriptor(wq, num_warps), ws, xq.view(torch.uint8), xs, out, m, n, xq.stride(0), out.stride(0),
         K=k, SPW=spw, SPWP=triton.next_power_of_2(spw), WL=weight_layout(num_warps), XL=activation_layout(num_warps),
-        BF16_MUL=bf16_mul, USE_PDL=use_pdl, num_warps=num_warps, launch_pdl=use_pdl,
+        BF16_MUL=bf16_mul, USE_PDL=use_pdl, ACTS_STAGED=acts_staged, num_warps=num_warps, launch_pdl=use_pdl,
     )
