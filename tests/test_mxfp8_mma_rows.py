@@ -1,12 +1,13 @@
 """The 16-row Gluon decode GEMM behind ``seam.mxfp8_linear`` at 1-8 tokens on K 512-768 and 2-8 on K 3072, 4096, 6144
 (``seam.kernels.mxfp8_mma_rows``).
 
-On CPU: its launch rule (and where its activations go), the validation of a caller's tile and of the launcher's arguments, and that every kernel the
-rule can pick compiles for sm_90 without spills (the compile also proves that both register relabellings move no
-data). On the GPU: bytes equal to the exact product on operands whose sums are exact in any order, at every K the
-rule takes, with and without the BF16-multiply weight route, activations staged and in registers, at N not a multiple of 16 and rows of other strides;
-through ``mxfp8_linear``, on MXFP8 rows, BF16 rows and rows that carry an A_deq (not read); and within fp32 reordering of the tl
-kernel on random and edge rows.
+On CPU: its launch rule (and where its activations go), the validation of a caller's tile and of the launcher's
+arguments, that every kernel the rule can pick compiles for sm_90 without spills (the compile also proves that both
+register relabellings move no data), and that the activations' loads all go out before the first MMA. On the GPU:
+bytes equal to the exact product on operands whose sums are exact in any order, at every K the rule takes, with and
+without the BF16-multiply weight route, activations staged and in registers, at N not a multiple of 16 and rows of
+other strides; through ``mxfp8_linear``, on MXFP8 rows, BF16 rows and rows that carry an A_deq (not read); and within
+fp32 reordering of the tl kernel on random and edge rows.
 """
 
 from __future__ import annotations
@@ -78,20 +79,31 @@ def test_rule_takes_1_8_tokens_at_k_512_768_and_2_8_at_3072_6144_in_one_wave():
 
 
 def test_activations_in_registers_but_at_k_3072():
-    """Staged in shared memory only at K 3072 (slower after the norm in registers, run 286); the shared memory
-    counts them only where staged: the E4M3 strip, its scales and barriers, plus 8 tokens x (128 + 4) bytes a step
-    over the steps a warp takes rounded up to a power of two."""
+    """Staged in shared memory only at K 3072 (slower after the norm in registers, run 286) and past 8 steps a warp,
+    which would not fit the registers; the launch counts the steps on the warps it is given."""
     assert [stages_activations(k) for k in RULE_KS] == [False, False, True, False, False]
-    # past 8 steps a warp (an override's K) they would not fit the registers: 1 warp at K 1152, 8 at K 9216
+    # an override's K: 1 warp at K 1152 (9 steps), 8 at K 9216 (9 steps)
     assert [stages_activations(k) for k in (1024, 1152, 7168, 8192, 9216)] == [False, True, False, False, True]
-    for k in (512, 768, 3072, 4096, 6144):
-        warps = warps_for(k)
-        spw = k // 128 // warps
-        padded = 1 << (spw - 1).bit_length()
-        bare = 16 * k + padded * warps * 16 * 4 + 8 * spw
-        assert shared_bytes(k, False) == bare
-        assert shared_bytes(k, True) == bare + padded * warps * 8 * 132
-        assert shared_bytes(k) == shared_bytes(k, stages_activations(k))
+    assert stages_activations(6144, 4) and not stages_activations(6144, 8) and stages_activations(2048, 1)
+    assert shared_bytes(6144) < shared_bytes(6144, True) and shared_bytes(3072) == shared_bytes(3072, True)
+
+
+@needs_tool
+@pytest.mark.timeout(300)
+def test_activation_loads_all_go_out_before_the_first_mma():
+    """In registers, every step's loads (two 16-byte E4M3 loads and a scale byte a thread) are issued between the PDL
+    wait and the first MMA, and none after it: one round trip (run 284: one step at a time lost 1-4 us)."""
+    ks = [k for k in RULE_KS if not stages_activations(k)]
+    results = with_tool(
+        f"for k in {ks}:\n"
+        "    lines = tool.resources('rows', 8, k=k, ptx=True)['ptx'].splitlines()\n"
+        "    at = lambda op: [i for i, l in enumerate(lines) if op in l]\n"
+        "    wait, mma, loads = at('griddepcontrol.wait')[0], at('mma.sync')[0], at('ld.global')\n"
+        "    print(json.dumps([k, sum(wait < i < mma for i in loads), sum(i > mma for i in loads)]))\n"
+    )
+    assert [r[0] for r in results] == ks
+    for k, between, after in results:
+        assert between == 3 * (k // 128 // warps_for(k)) and after == 0, (k, between, after)
 
 
 def test_warps_split_the_steps_evenly():
@@ -155,8 +167,9 @@ def test_launcher_refuses_what_it_cannot_run():
 @pytest.mark.timeout(300)
 def test_every_kernel_the_rule_picks_compiles_for_sm90_without_spills():
     """Each K the rule takes (the code depends on K and its warps), with the weight through fp32 and by BF16
-    multiplies, the activations where the launch puts them and the other way at K 768, 3072 and 6144: no spills, at most MAX_REGISTERS a thread, the shared memory shared_bytes says (the one-wave rule
-    and the override check read both); K 256, 640 and 1536 too (2, 1 and 4 warps), which an override may take."""
+    multiplies, the activations where the launch puts them (and the other way at K 768, 3072 and 6144, weights by
+    BF16 multiplies): no spills, at most MAX_REGISTERS a thread, the shared memory shared_bytes says (the one-wave
+    rule and the override check read both); K 256, 640 and 1536 too (2, 1 and 4 warps), which an override may take."""
     results = with_tool(
         f"for k in {list(RULE_KS) + [256, 640, 1536]}:\n"
         f"    for bf16_mul in ((False, True) if k in {list(RULE_KS)} else (True,)):\n"
@@ -197,7 +210,8 @@ def test_bit_exact_gpu(m, n, k, bf16_mul, acts_staged):
 
 
 @pytest.mark.gpu
-def test_strided_rows_gpu():
+@pytest.mark.parametrize("acts_staged", [True, False])
+def test_strided_rows_gpu(acts_staged):
     """Activation rows at an odd offset and stride, weight rows with a stride past K, output rows with one past N in
     a buffer of 8 rows: read and written in place, nothing else touched (not the rows past M either)."""
     m, n, k = 6, 6144, 768
@@ -207,7 +221,8 @@ def test_strided_rows_gpu():
     w_wide = torch.zeros(n, k + 128, dtype=torch.float8_e4m3fn, device="cuda")
     w_wide[:, :k] = w.values
     out = torch.full((8, n + 64), float("nan"), dtype=torch.bfloat16, device="cuda")
-    launch_mxfp8_mma_rows(wide[:, 65:65 + k], xs, w_wide[:, :k], w.scales, out[:m, :n], warps_for(k), True)
+    launch_mxfp8_mma_rows(wide[:, 65:65 + k], xs, w_wide[:, :k], w.scales, out[:m, :n], warps_for(k), True,
+                          acts_staged=acts_staged)
     assert torch.equal(out[:m, :n].view(torch.int16), want.view(torch.int16))
     assert out[:m, n:].isnan().all() and out[m:].isnan().all()
 
@@ -239,7 +254,8 @@ def test_mxfp8_linear_picks_it_and_writes_the_exact_bytes_gpu(monkeypatch, m, n,
 
 
 @pytest.mark.gpu
-def test_within_fp32_reordering_of_the_tl_kernel_gpu():
+@pytest.mark.parametrize("acts_staged", [True, False])
+def test_within_fp32_reordering_of_the_tl_kernel_gpu(acts_staged):
     """Random and edge rows (zeros, a scale byte 0, one dominating element, inf / NaN, huge, -0.0): the tl
     kernel's outputs up to fp32 summation order, non-finite outputs in the same places."""
     n, k = DOWN
@@ -248,7 +264,7 @@ def test_within_fp32_reordering_of_the_tl_kernel_gpu():
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (8, k))
     got = torch.empty(8, n, dtype=torch.bfloat16, device="cuda")
-    launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, got, warps_for(k), True)
+    launch_mxfp8_mma_rows(xq, xs, w.values, w.scales, got, warps_for(k), True, acts_staged=acts_staged)
     tl_tile = pick_tile(8, n, k, x.device, tl_only=True)
     want = seam.mxfp8_linear(act, w, tile=tl_tile)
     finite = want.isfinite()

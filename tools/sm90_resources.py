@@ -8,11 +8,11 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
 ``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``block_m`` 8; ``--k`` and ``--bf16-mul``
-apply, by default on as quantized weights launch it; the warps, and where the activations go, follow from K). ``wgmma`` is the Gluon decode kernel
-(``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it streams A_deq, so ``--a-deq --a-stream`` are
-implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token tiles, and 256 with ``--warp-specialized
-on`` its 128 + 128-token one) or, with ``block_m`` 256 otherwise, the Gluon ring kernel
-(``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
+apply, by default on as quantized weights launch it; the warps, and where the activations go, follow from K).
+``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it streams
+A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token tiles,
+and 256 with ``--warp-specialized on`` its 128 + 128-token one) or, with ``block_m`` 256 otherwise, the Gluon ring
+kernel (``--a-bf16`` does not apply: it reads BF16 activations); ``--block-k`` and ``--num-warps`` do not apply, the
 ring depth must fit its shared memory. Their compile also
 checks that the register relabellings move no data (``convert_layout(assert_trivial=True)``).
 
@@ -54,7 +54,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     by BF16 multiplies / through fp32, None: as its launch rule says for a weight that allows both) for one
     tile, compiled for sm_90 (``warp_specialized``: the warp-specialized decode kernel, True / False, or None: where
     the picker takes it at 65-128 tokens, ``seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized``); with ``ptx``
-    (wgmma only) also "ptx", the kernel's PTX, for tests of its structure. "rows": the 16-row kernel, with
+    (wgmma and rows) also "ptx", the kernel's PTX, for tests of its structure. "rows": the 16-row kernel, with
     ``acts_staged`` True / False its activations staged in shared memory / held in registers, None: as launched.
 
     Raises:
@@ -67,7 +67,8 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     if kind == "rows":
         if block_m != 8:
             raise ValueError(f"rows: the 16-row kernel runs 8 tokens a program, got block_m={block_m}")
-        return _rows_resources(k=k, bf16_mul=bf16_mul is not False, acts_staged=acts_staged)  # None: as weights launch
+        return _rows_resources(k=k, bf16_mul=bf16_mul is not False, acts_staged=acts_staged,  # None: as weights launch
+                               ptx=ptx)
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,
@@ -237,7 +238,7 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
     return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
-def _rows_resources(*, k: int, bf16_mul: bool, acts_staged: bool | None) -> dict:
+def _rows_resources(*, k: int, bf16_mul: bool, acts_staged: bool | None, ptx: bool = False) -> dict:
     """Resources of the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``) at K, as launched (warps from K;
     ``acts_staged`` None: its activations staged where ``stages_activations`` says)."""
     import triton
@@ -253,7 +254,7 @@ def _rows_resources(*, k: int, bf16_mul: bool, acts_staged: bool | None) -> dict
                   XL=rows.activation_layout(warps), BF16_MUL=bf16_mul, USE_PDL=True,
                   ACTS_STAGED=rows.stages_activations(k) if acts_staged is None else acts_staged,
                   num_warps=warps)
-    return _compile(rows.mxfp8_mma_rows_kernel, types, consts, {"M"}, dict(num_warps=warps), GluonASTSource)
+    return _compile(rows.mxfp8_mma_rows_kernel, types, consts, {"M"}, dict(num_warps=warps), GluonASTSource, ptx)
 
 
 def _ring_resources(block_m: int, *, split_k: int, num_stages: int, k: int, partials: bool,

@@ -170,8 +170,8 @@ MMA_ROWS_MIN_N = 256
 #: (runs 278 and 281; run 277 from 512 at K 6144, after the norm only).
 MMA_ROWS_LONG_MIN_N = 1024
 #: Most of its programs one SM takes in its wave at the long K: as many as fitted while it staged its activations in
-#: shared memory (measured there, run 278). Held in registers, more fit (3 at K 4096, 2 at K 6144; 88 of the 128
-#: registers a thread); two an SM at K 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286).
+#: shared memory (measured there, run 278). Held in registers, more fit (3 at K 4096, 2 at K 6144); two an SM at K
+#: 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286); three at K 4096 were not measured.
 MMA_ROWS_LONG_PER_SM = {3072: 2, 4096: 2, 6144: 1}
 
 

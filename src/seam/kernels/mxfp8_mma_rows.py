@@ -19,9 +19,9 @@ counter and a last program: 1.6-1.7 us of its time at 8 tokens, 3.2 at 64 (``doc
   fp32), and relabels them as the MMA's A and B operands (:func:`k_permute`): the relabelling moves no data
   (``convert_layout(..., assert_trivial=True)``) and keeps every product ``A_deq[m, k] * W_deq[n, k]``.
 * **The activations in one round trip after the wait** (at most 8 x K bytes): every step's loads go out at once,
-  into registers (:func:`stages_activations`: about 9 a step, 88-90 a thread at K 4096-6144), or at K 3072 into shared
-  memory, read back step by step. One load per step, each waited for in turn, made the chains 1-2 us slower (log runs
-  266 and 284).
+  into registers (:func:`stages_activations`: 63-108 a thread, 88 at K 6144, 108 at K 4096), or at K 3072 into
+  shared memory, read back step by step. One load per step, each waited for in turn, made the chains 1-2 us slower
+  (log runs 266 and 284).
 
 The products are those of the other Hopper paths (exact BF16 products, fp32 sums), so the output equals theirs up to
 fp32 summation order and is bit-identical where the sums are exact (``tests/test_mxfp8_mma_rows.py``).
@@ -31,8 +31,9 @@ kernel's tile): N 6144 x K 768 alone M 1 3.04 / 4.56, M 8 3.42 / 4.26; after its
 / the decode kernel reading the producer's A_deq) 4.38 / 4.68 and 4.32 / 4.78 (loading each step's activations in turn
 after the wait had made that chain 1.0-1.41x slower, run 266). Alone it was faster at 99 of 100 points at K 256-1536, N
 256-7168, M 1-8; after a producer at K 512-768 but not at K 1024-2048 (after a norm 1.07-1.17x slower at 12 of 15 points
-at K 1024-1536), and again at K 3072, 4096 and 6144 from 2 tokens where its programs fit one wave (run 278, after a norm
-+ MXFP8 of hidden K: N 1536 x K 6144 9.35 / 10.12 at 2 tokens, 10.42 / 10.93 at 8; there the decode kernel's split-K
+at K 1024-1536), and again at K 3072, 4096 and 6144 from 2 tokens where its programs fit one wave (run 278, its
+activations then staged, after a norm + MXFP8 of hidden K: N 1536 x K 6144 9.35 / 10.12 at 2 tokens, 10.42 / 10.93 at 8;
+in registers, run 286: 9.35 / 10.05 and 9.62 / 10.94; there the decode kernel's split-K
 combine costs more than this kernel's long strip): :func:`seam.kernels.wgmma_config.mma_rows_k` and
 :func:`seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile` say where it runs. Wherever its programs need a second wave of
 the SMs it loses (N 2560 x K 6144 at 8 warps 10.17 / 8.70 at one token, run 276: one program of 170 KB per SM, its
@@ -79,24 +80,30 @@ def warps_for(k: int) -> int:
     return 2 if steps % 2 == 0 else 1
 
 
-#: K at which the activations are staged in shared memory (:func:`stages_activations`).
+#: K at which the activations are staged in shared memory (:func:`stages_activations`): measured slower in registers
+#: after the norm there, for a reason not found (K 4096 on the same 4 warps, and K 6144's 6 steps a warp on 8, won).
 STAGED_KS = (3072,)
-#: Most K steps a warp holds the activations of in registers: about 9 registers a step (32 E4M3 bytes and a scale
-#: byte a thread), 88-90 a thread at 6-8 steps (sm_90 compile, ``tests/test_mxfp8_mma_rows.py``).
+#: Most K steps a warp holds the activations of in registers (32 E4M3 bytes and a scale byte a thread a step): 88
+#: registers a thread at 6 steps (K 6144), 102-111 at 7-8 (K 4096, 7168, 8192), none spilled (sm_90 compile,
+#: ``tests/test_mxfp8_mma_rows.py``); 12 steps took 144.
 REGISTER_STEPS = 8
 
 
-def stages_activations(k: int) -> bool:
-    """Whether a program at K stages its activations in shared memory (K in :data:`STAGED_KS`, or its warps take more
-    than :data:`REGISTER_STEPS` steps each) rather than holding every step's in registers. H100 (2026-12-06, ``docs/benchmarks-log.md`` run 286, three alternations, medians, us,
+def stages_activations(k: int, warps: int | None = None) -> bool:
+    """Whether a program at K on ``warps`` warps (None: :func:`warps_for`) stages its activations in shared memory (K
+    in :data:`STAGED_KS`, or more than :data:`REGISTER_STEPS` steps a warp) rather than holding every step's in
+    registers. H100 (2026-12-06, ``docs/benchmarks-log.md`` run 286, three alternations, medians, us,
     staged / registers, after the producer: norm + MXFP8 of hidden K, or SwiGLU + MXFP8 at K <= 768): N 1536 x K 6144
     9.93 / 9.35 at 2 tokens, 10.49 / 9.62 at 8; N 2048 x K 4096 9.71 / 9.58, 10.10 / 9.76; N 6144 x K 768 4.33 / 4.29
     at one token, 4.41 / 4.33 at 8; N 3072 x K 512 within 0.03; but N 2048 x K 3072 8.09 / 8.73 and 8.38 / 9.29
-    (alone 4.02 / 4.07; 4 warps, 6 steps a warp as at K 6144 on 8; cause not found). The MiniMax decode step (gate_up
-    N 1536 x K 6144, down N 6144 x K 768) at 8 tokens 70.09 / 67.22 us per rank, at 2 63.66 / 62.59. Registers also
+    (alone 4.02 / 4.07; 4 warps, 6 steps a warp as at K 6144 on 8; cause not found; run 287 on the kernel as landed:
+    8.08 / 8.80 and 8.26 / 9.20, on 8 warps in registers 9.96 / 10.29). In run 286 the staged variant ran its step
+    loop unrolled, as the registers do; the landed one keeps a loop. The MiniMax decode step (gate_up N 1536 x K 6144,
+    down N 6144 x K 768; run 287, 4 alternations, staged / as launched) at 8 tokens 70.06 / 67.36 us per rank, at 2
+    63.75 / 62.91, at one token 57.59 / 57.49 (where only the down projection runs here). Registers also
     leave two programs an SM at K 6144, but one wave of them lost at 8 tokens after the norm (N 2560 11.92 against
     the decode kernel's 10.65): ``seam.kernels.mxfp8_gemm_config.MMA_ROWS_LONG_PER_SM``."""
-    return k in STAGED_KS or k // STEP.value // warps_for(k) > REGISTER_STEPS
+    return k in STAGED_KS or k // STEP.value // (warps or warps_for(k)) > REGISTER_STEPS
 
 
 def shared_bytes(k: int, acts_staged: bool | None = None) -> int:
@@ -119,11 +126,11 @@ SM_REGISTERS = 64 * 1024
 MAX_REGISTERS = 128
 
 
-def programs_per_sm(k: int, acts_staged: bool | None = None) -> int:
-    """Programs at K (staging as :func:`shared_bytes` says) that one SM holds at once: its shared memory, its
+def programs_per_sm(k: int) -> int:
+    """Programs at K, as launched, that one SM holds at once: its shared memory (:func:`shared_bytes`), its
     registers at :data:`MAX_REGISTERS` a thread, and Hopper's 32 resident blocks."""
     threads = 32 * warps_for(k)
-    return min(SM_SHARED // (shared_bytes(k, acts_staged) + 1024), SM_REGISTERS // (MAX_REGISTERS * threads), 32)
+    return min(SM_SHARED // (shared_bytes(k) + 1024), SM_REGISTERS // (MAX_REGISTERS * threads), 32)
 
 
 def _linear_layout(w: int, reg_bases, lane_bases, shape) -> gl.DistributedLinearLayout:
@@ -324,7 +331,8 @@ def launch_mxfp8_mma_rows(
     swizzled scales ``ws``, K a multiple of 128 whose steps ``num_warps`` (:func:`warps_for`) splits evenly.
     ``bf16_mul``: dequantize the weight by BF16 multiplies, for a weight
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts. ``acts_staged``: stage the activations in shared memory
-    (True) or hold them in registers (False); None: as :func:`stages_activations` says for K. The bytes are the same.
+    (True) or hold them in registers (False): a hook for tests and A/B measurements, the bytes are the same; None: as
+    :func:`stages_activations` says for K and ``num_warps``.
 
     Raises:
         ValueError: M above 8, K not a multiple of 128 split evenly by ``num_warps``."""
@@ -337,7 +345,7 @@ def launch_mxfp8_mma_rows(
         raise ValueError(f"K={k} must be a multiple of {step} whose steps {num_warps} warps split evenly")
     spw = k // step // num_warps
     if acts_staged is None:
-        acts_staged = stages_activations(k)
+        acts_staged = stages_activations(k, num_warps)
     mxfp8_mma_rows_kernel[(triton.cdiv(n, BLOCK_N.value),)](
         weight_descriptor(wq, num_warps), ws, xq.view(torch.uint8), xs, out, m, n, xq.stride(0), out.stride(0),
         K=k, SPW=spw, SPWP=triton.next_power_of_2(spw), WL=weight_layout(num_warps), XL=activation_layout(num_warps),
