@@ -20,7 +20,7 @@ from seam.compare import bytes_equal
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import E4M3_DTYPES, UE8M0_DTYPES, mxfp8_scale_numel, swizzle_scales
 from seam.formats.mxfp8_weight import MXFP8Weight
-from seam.ops.linear import LinearQuantize, check_quantized_rows, mxfp8_linear
+from seam.ops.linear import LinearQuantize, check_quantized_rows, mxfp8_linear, wants_a_deq
 from seam.ops.mxfp8 import mxfp8_quantize
 
 
@@ -176,6 +176,20 @@ class MXFP8Linear(torch.nn.Module):
     def out_features(self) -> int:
         """N."""
         return self.weight_values.shape[0]
+
+    def wants_a_deq(self, m: int) -> bool:
+        """Whether the producer of this layer's next input, M tokens on the weight's device, should write its A_deq:
+        pass it as the producer's ``a_deq`` (``seam.allreduce_gemma_rms_norm_mxfp8(..., a_deq=layer.wants_a_deq(m))``,
+        ``seam.swiglu_oai_mxfp8``, the Lamport consumers). True where the producers' "auto" would write it and the
+        GEMM this layer runs at M reads it; False where the 16-row kernel takes the layer (it reads the MXFP8 rows:
+        at K 3072-6144 from two tokens "auto" writes an A_deq it never reads, 1.0-1.5 us of the norm -> gate_up
+        chain, H100, ``docs/benchmarks-log.md`` runs 278 and 284), and off Hopper. The bytes of the forward are the
+        same either way. Spec: ``docs/spec/integration.md`` (A_deq).
+
+        Raises:
+            TypeError: ``m`` not an int. ValueError: ``m`` not positive.
+        """
+        return wants_a_deq(m, self.weight, self.weight_values.device)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}"

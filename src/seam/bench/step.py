@@ -229,8 +229,9 @@ class MiniMaxBoundary:
             self.allreduce.publish(self.partials[r], rank=r)
         mid = []
         for r in range(s.tp):
+            # the normed rows feed the router (BF16) and gate_up: A_deq only where gate_up's GEMM reads it
             qa, residual, normed = self.allreduce.collect_gemma_rms_norm_mxfp8(
-                self.residual, self.w_post, eps, also_bf16=True, rank=r
+                self.residual, self.w_post, eps, also_bf16=True, rank=r, a_deq=self.gate_up[r].wants_a_deq(self.m)
             )
             weights = self._route(normed)
             self.gate_up[r].set_prequant(normed, qa)
