@@ -22,7 +22,6 @@ from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import mxfp8_mma_rows
 from seam.kernels.mxfp8_gemm_config import (
     MMA_ROWS_LONG_MIN_N,
-    MMA_ROWS_LONG_PER_SM,
     MMA_ROWS_MIN_N,
     MMA_ROWS_TILE,
     mma_rows_per_sm,
@@ -38,7 +37,13 @@ from seam.kernels.mxfp8_mma_rows import (
     stages_activations,
     warps_for,
 )
-from seam.kernels.wgmma_config import MMA_ROWS_LONG_KS, MMA_ROWS_LONG_MIN_M, MMA_ROWS_MAX_K, MMA_ROWS_MIN_K
+from seam.kernels.wgmma_config import (
+    MMA_ROWS_LONG_KS,
+    MMA_ROWS_LONG_MIN_M,
+    MMA_ROWS_LONG_PER_SM,
+    MMA_ROWS_MAX_K,
+    MMA_ROWS_MIN_K,
+)
 from seam.ops.linear import check_tile
 from mxfp8_rows import edge_and_random_rows, exact_block_inputs  # tests/mxfp8_rows.py
 from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py

@@ -67,7 +67,7 @@ def launch_gluon(
             return None
         launch_mxfp8_mma_rows(xq, xs, wq, ws, out, tile.num_warps, use_pdl, bf16_mul=weight_bf16_mul)
         return out
-    if not a_deq_readable(a_deq) or tile.ring:
+    if not a_deq_readable(a_deq) or not tile.reads_a_deq:
         a_deq = None
     else:
         xq, xs = a_deq, None

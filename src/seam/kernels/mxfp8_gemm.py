@@ -490,13 +490,6 @@ def mxfp8_linear_kernel(
     tl.store(out_ptr + rows[:, None] * stride_om + cols[None, :], to_bf16_rne(acc), mask=mask)
 
 
-def reads_a_deq(tile: Tile) -> bool:
-    """Whether :func:`launch_mxfp8_linear` on ``tile`` reads a given (TMA-readable) A_deq in place of the MXFP8 rows:
-    the prefill path, the Gluon decode kernel and its warp-specialized form do; the 16-row kernel, the ring kernel and
-    the tl kernel ignore it."""
-    return tile.bf16_mm or (tile.wgmma and not (tile.ring or tile.mma_rows))
-
-
 def launch_mxfp8_linear(
     xq: torch.Tensor, xs: torch.Tensor | None, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, tile: Tile,
     a_deq: torch.Tensor | None = None, weight_bf16_mul: bool = False,

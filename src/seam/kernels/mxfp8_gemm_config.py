@@ -80,6 +80,13 @@ class Tile:
         """A ``wgmma`` tile of the 16-row kernel (``block_n`` 16, :mod:`seam.kernels.mxfp8_mma_rows`)."""
         return self.wgmma and self.block_n == mxfp8_mma_rows.BLOCK_N.value
 
+    @property
+    def reads_a_deq(self) -> bool:
+        """Whether this tile's path reads a given (TMA-readable) A_deq in place of the MXFP8 rows: the prefill path,
+        the Gluon decode kernel and its warp-specialized form do; the 16-row kernel, the ring kernel and the tl kernel
+        ignore it (``seam.kernels.gluon_launch.launch_gluon``, ``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``)."""
+        return self.bf16_mm or (self.wgmma and not (self.ring or self.mma_rows))
+
     def to_args(self) -> tuple:
         """The fields in order, as the flat arguments of a custom op (which cannot take a Tile)."""
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
@@ -169,17 +176,13 @@ MMA_ROWS_MIN_N = 256
 #: Narrowest N it takes at its long K (``wgmma_config.MMA_ROWS_LONG_KS``): the narrowest measured after both producers
 #: (runs 278 and 281; run 277 from 512 at K 6144, after the norm only).
 MMA_ROWS_LONG_MIN_N = 1024
-#: Most of its programs one SM takes in its wave at the long K: as many as fitted while it staged its activations in
-#: shared memory (measured there, run 278). Held in registers, more fit (3 at K 4096, 2 at K 6144); two an SM at K
-#: 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286); three at K 4096 were not measured.
-MMA_ROWS_LONG_PER_SM = {3072: 2, 4096: 2, 6144: 1}
 
 
 def mma_rows_per_sm(k: int) -> int:
     """Programs of the 16-row kernel at K one SM takes in its one wave: as many as fit
-    (``mxfp8_mma_rows.programs_per_sm``), at the long K at most :data:`MMA_ROWS_LONG_PER_SM`."""
+    (``mxfp8_mma_rows.programs_per_sm``), at the long K at most ``wgmma_config.MMA_ROWS_LONG_PER_SM``."""
     fit = mxfp8_mma_rows.programs_per_sm(k)
-    return min(fit, MMA_ROWS_LONG_PER_SM[k]) if k in MMA_ROWS_LONG_PER_SM else fit
+    return min(fit, wgmma_config.MMA_ROWS_LONG_PER_SM.get(k, fit))
 
 
 def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:

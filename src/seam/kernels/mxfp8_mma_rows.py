@@ -102,7 +102,7 @@ def stages_activations(k: int, warps: int | None = None) -> bool:
     down N 6144 x K 768; run 287, 4 alternations, staged / as launched) at 8 tokens 70.06 / 67.36 us per rank, at 2
     63.75 / 62.91, at one token 57.59 / 57.49 (where only the down projection runs here). Registers also
     leave two programs an SM at K 6144, but one wave of them lost at 8 tokens after the norm (N 2560 11.92 against
-    the decode kernel's 10.65): ``seam.kernels.mxfp8_gemm_config.MMA_ROWS_LONG_PER_SM``."""
+    the decode kernel's 10.65): ``seam.kernels.wgmma_config.MMA_ROWS_LONG_PER_SM``."""
     return k in STAGED_KS or k // STEP.value // (warps or warps_for(k)) > REGISTER_STEPS
 
 

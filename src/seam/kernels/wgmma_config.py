@@ -76,9 +76,13 @@ MMA_ROWS_MAX_K = 768
 #: (run 281, M 2 / 8) 0.98-1.02x at N 1024-4096; the MiniMax step at 8 tokens 70.22 against 70.99 us per rank (run
 #: 280). One token stays on the decode kernel's pick: after the norm 0.83-1.03x, but after the router 1.03-1.05x at K
 #: 4096 and 6144 (0.96-0.99x at K 3072) and in the step 58.60 against 57.79. K 7168 from two tokens lost after the
-#: norm (N 2048 1.11 / 1.18 / 1.00, N 1024 0.94 / 1.07 / 1.02); K 5120 was not measured; between the ranges it lost
-#: after a producer (K 1024-2048, above).
-MMA_ROWS_LONG_KS = (3072, 4096, 6144)
+#: norm (N 2048 1.11 / 1.18 / 1.00, N 1024 0.94 / 1.07 / 1.02); K 5120 was mixed (run 284: 0.90-0.97x at N 1024 and
+#: 2048, 1.01-1.04x at N 1536); between the ranges it lost after a producer (K 1024-2048, above).
+#: Each long K maps to the most of its programs one SM takes in that wave: as many as fitted while it staged its
+#: activations in shared memory (measured there, run 278). Held in registers, more fit (3 at K 4096, 2 at K 6144);
+#: two an SM at K 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286); three at K 4096 were not measured.
+MMA_ROWS_LONG_PER_SM = {3072: 2, 4096: 2, 6144: 1}
+MMA_ROWS_LONG_KS = tuple(MMA_ROWS_LONG_PER_SM)
 MMA_ROWS_LONG_MIN_M = 2
 
 
