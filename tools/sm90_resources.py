@@ -181,12 +181,13 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
             room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
             raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
-    types = {**_decode_types(block_m, bf16_x=a_bf16 or a_deq), "out_ptr": "*fp32" if partials else "*bf16"}
-    tail = mxfp8_wgmma.tail_tokens(block_m)
     rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
+    stores_partials = partials or rules.combine_apart  # then into the split-K workspace (fp32)
+    types = {**_decode_types(block_m, bf16_x=a_bf16 or a_deq), "out_ptr": "*fp32" if stores_partials else "*bf16"}
+    tail = mxfp8_wgmma.tail_tokens(block_m)
     consts = dict(K=k, MP=block_m, SPLIT_K=split_k, STAGES=num_stages, A_BF16=a_bf16 and not a_deq, A_DEQ=a_deq,
                   USE_PDL=True,
-                  COMBINE=rules.combine, PARTIALS=partials, COMBINERS=rules.combiners,
+                  COMBINE=rules.combine, PARTIALS=stores_partials, COMBINERS=rules.combiners,
                   EARLY_STEPS=rules.early_steps, SMEM_STEPS=0 if a_stream else rules.smem_steps,
                   BF16_MUL=_as_launched(rules, partials, bf16_mul), A_STREAM=a_stream, TAIL=tail,
                   num_warps=mxfp8_wgmma.NUM_WARPS)

@@ -1,9 +1,11 @@
 """Launch of the Gluon MXFP8 GEMM kernels for a picked ``wgmma`` tile (Hopper): the 16-row kernel
 (``seam.kernels.mxfp8_mma_rows``), the decode kernel (``seam.kernels.mxfp8_wgmma``), its warp-specialized form
 (``seam.kernels.mxfp8_wgmma_ws``) or the ring kernel (``seam.kernels.mxfp8_wgmma_ring``), with the dequantization
-launch before it where the launch rules say (``seam.kernels.wgmma_config``), into the output or the split-K partials.
-``seam.kernels.mxfp8_gemm.launch_mxfp8_linear`` and the fused QKV op (``seam.kernels.qkv_epilogue``) call it; where
-TMA cannot read an operand it launches nothing and they run the tl kernel."""
+launch before it where the launch rules say (``seam.kernels.wgmma_config``), into the output or the split-K partials,
+and where its rule combines a decode tile's partials apart (``WgmmaLaunch.combine_apart``) the launch that sums them
+(``seam.kernels.split_k_sum``). ``seam.kernels.mxfp8_gemm.launch_mxfp8_linear`` and the fused QKV op
+(``seam.kernels.qkv_epilogue``) call it; where TMA cannot read an operand it launches nothing and they run the tl
+kernel."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from seam.kernels.mxfp8_mma_rows import launch_mxfp8_mma_rows
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_dequant import dequantized_activations
 from seam.kernels.mxfp8_gemm_config import Tile
+from seam.kernels.split_k_sum import launch_split_k_sum
 from seam.kernels.wgmma_config import RESIDENT_MAX_M, wgmma_dequantize_first, wgmma_launch
 
 
@@ -58,8 +61,9 @@ def launch_gluon(
     any stride). An ``mma_rows`` tile runs :mod:`seam.kernels.mxfp8_mma_rows` on the MXFP8 rows, ignoring an A_deq
     (it beat the decode kernel reading one, ``pick_mma_rows_tile``); None for BF16 rows and ``partials``. A
     ``warp_specialized`` tile runs :mod:`seam.kernels.mxfp8_wgmma_ws` on A_deq (always: written first where none
-    comes). Returns None, launching nothing, where TMA cannot read an operand the kernel reads as is (the
-    caller runs the tl kernel)."""
+    comes). A decode tile whose rule says ``combine_apart`` stores its partials and :mod:`seam.kernels.split_k_sum`
+    sums them into ``out`` (two launches, PDL-chained; the bytes of the kernel's own combine). Returns None,
+    launching nothing, where TMA cannot read an operand the kernel reads as is (the caller runs the tl kernel)."""
     m, n = xq.shape[0], wq.shape[0]
     if tile.mma_rows:  # MXFP8 rows in, BF16 out; it reads the activations with plain loads
         if (xs is None or partials or xq.stride(1) != 1
@@ -90,8 +94,9 @@ def launch_gluon(
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    args = (xq, xs, wq, ws, work if partials else out, tile.block_m, tile.split_k, tile.num_stages, work, counters,
-            use_pdl, rules.combine)
+    stores_partials = partials or rules.combine_apart  # the decode kernel's, summed after it where combined apart
+    args = (xq, xs, wq, ws, work if stores_partials else out, tile.block_m, tile.split_k, tile.num_stages, work,
+            counters, use_pdl, rules.combine)
     if tile.ring:
         mxfp8_wgmma_ring.launch_mxfp8_linear_wgmma_ring(*args, partials=partials, combiners=rules.combiners,
                                                         bf16_mul=rules.bf16_mul and weight_bf16_mul)
@@ -100,12 +105,16 @@ def launch_gluon(
         mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(xq, wq, ws, args[4], *args[5:], combiners=rules.combiners,
                                                     bf16_mul=weight_bf16_mul, partials=partials)
     else:
-        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=partials, combiners=rules.combiners,
+        mxfp8_wgmma.launch_mxfp8_linear_wgmma(*args, partials=stores_partials, combiners=rules.combiners,
                                               smem_steps=rules.smem_steps, early_steps=rules.early_steps,
                                               a_deq=a_deq is not None, bf16_mul=rules.bf16_mul and weight_bf16_mul,
                                               a_stream=rules.a_stream)
-    if partials:  # [N tiles, split, token tiles x block_m, 128] (the warp-specialized kernel's; one token tile else)
-        n_tiles, token_tiles = triton.cdiv(n, tile.block_n), triton.cdiv(m, tile.block_m)
-        return work[: tiles * tile.split_k * tile.block_m * 128].view(n_tiles, tile.split_k,
-                                                                        token_tiles * tile.block_m, 128)
+    if not stores_partials:
+        return out
+    # [N tiles, split, token tiles x block_m, 128] (the warp-specialized kernel's; one token tile else)
+    n_tiles, token_tiles = triton.cdiv(n, tile.block_n), triton.cdiv(m, tile.block_m)
+    acc = work[: tiles * tile.split_k * tile.block_m * 128].view(n_tiles, tile.split_k, token_tiles * tile.block_m, 128)
+    if partials:
+        return acc
+    launch_split_k_sum(acc, out, use_pdl)
     return out

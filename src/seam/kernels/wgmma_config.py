@@ -341,6 +341,31 @@ def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> in
     return 1 << (min(split_k, 16).bit_length() - 1)
 
 
+#: The decode kernel's splits from which a launch of its own sums its partials (:func:`wgmma_combines_apart`), on
+#: tiles of at most :data:`COMBINE_APART_MAX_M` rows (the ones measured).
+COMBINE_APART_MIN_SPLIT = 16
+COMBINE_APART_MAX_M = 32
+
+
+def wgmma_combines_apart(block_m: int, split_k: int, *, partials: bool = False) -> bool:
+    """Whether the decode kernel's tile stores its split-K partials and a launch of its own sums them
+    (``seam.kernels.split_k_sum``, PDL-chained; same bytes), where its own combine (the tile's last program to
+    arrive loading every partial back) is not run: from :data:`COMBINE_APART_MIN_SPLIT` splits on tiles of 8-32
+    rows, never for ``partials`` (the fused QKV op sums them in its epilogue).
+
+    H100 (2026-12-06, ``docs/benchmarks-log.md`` run 297, ``mxfp8_linear`` as picked, weights past L2, us, a launch of
+    its own / the kernel's own combine, alone | after the norm + MXFP8 | after the MoE router, no PDL): gate_up N 1536
+    x K 6144 (split 22) at 16 tokens 6.91 / 7.99 | 10.02 / 11.28 | 34.83 / 36.86; N 2048 x K 4096 (split 16) at 16
+    6.62 / 7.43 | 9.72 / 11.14 | 34.08 / 35.66; N 512 x K 6144 (split 24) at 2 tokens 4.09 / 5.12 | 6.13 / 7.50 |
+    27.22 / 28.48: faster at all 36 points of four shapes at 2-32 tokens, by 0.38-2.03 us; the MiniMax decode step
+    (gate_up after the router) 71.57 / 72.11 and 76.66 / 77.33 us per rank at 16 and 32 tokens. Run 294 (the same
+    launches by a probe): split 12 (N 2560 x K 6144) was a tie (alone 7.68 / 8.02 and 8.16 / 8.17 at 1 / 8 tokens,
+    after the norm 10.47 / 10.85 and 11.17 / 10.85, after the router 1.0 us faster); splits 4 and 6 lost alone (N 6144
+    x K 2048: 7.44 / 6.13, 7.69 / 6.28; N 4992 x K 6144: 13.50 / 12.99), where the extra launch costs more than the
+    combine saves. Tiles of 64 rows and more were not measured."""
+    return not partials and block_m <= COMBINE_APART_MAX_M and split_k >= COMBINE_APART_MIN_SPLIT
+
+
 @dataclasses.dataclass(frozen=True)
 class WgmmaLaunch:
     """What a Gluon kernel's launch derives from its tile by the rules above: one place for the launcher
@@ -353,6 +378,7 @@ class WgmmaLaunch:
     early_steps: int = 0  #: :func:`wgmma_early_steps` (the decode kernel; 0 for the ring kernel)
     bf16_mul: bool = False  #: :func:`wgmma_bf16_mul`
     a_stream: bool = False  #: :func:`wgmma_a_stream` (the decode kernel given A_deq)
+    combine_apart: bool = False  #: :func:`wgmma_combines_apart` (the decode kernel)
 
 
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
@@ -362,10 +388,11 @@ def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: b
     kernel above (the warp-specialized wide tiles, 136-256, read only their split-K combine's rules here).
     ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
     (:func:`wgmma_a_stream`)."""
-    combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials)
+    apart = wgmma_combines_apart(block_m, split_k, partials=partials)  # the kernel then stores partials only
+    combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials or apart)
     if block_m > WGMMA_MAX_M:
         return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
     smem_steps = wgmma_smem_steps(block_m, k, split_k, stages)
     a_stream = a_deq_programs > 0 and wgmma_a_stream(block_m, k, split_k, stages, a_deq_programs, sms)
     return WgmmaLaunch(combine, combiners, smem_steps, wgmma_early_steps(block_m, k, split_k, smem_steps),
-                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream)
+                       wgmma_bf16_mul(block_m, k, split_k, stages, smem_steps), a_stream, apart)
