@@ -1137,13 +1137,16 @@ def test_bit_exact_streamed_tile_gpu(m, n, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(13, 200, 6144), (40, 2560, 6144), (65, 200, 2048), (90, 2560, 6144),
                                    (100, 2560, 6144)])
-def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(m, n, k):
-    """The split-K combine reads partials only of the columns it stored (up to 64 tokens per program) or sums
-    the stale ones and drops them at the output mask (the 64 + tail and 128-token tiles): with the workspace filled with NaN
-    before the call, the exact bytes still come out, and the counters end at zero."""
+def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(monkeypatch, m, n, k):
+    """The kernel's own split-K combine reads partials only of the columns it stored (up to 64 tokens per program)
+    or sums the stale ones and drops them at the output mask (the 64 + tail and 128-token tiles): with the workspace
+    filled with NaN before the call, the exact bytes still come out, and the counters end at zero. (The 16-row tile
+    of 13 tokens at N 200 is split 24: its own combine, not the sum apart, which test_split_k_sum.py poisons.)"""
+    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)  # read by wgmma_launch
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma and tile.split_k > 1
+    assert not wgmma_launch(tile.block_m, k, tile.split_k, tile.num_stages).combine_apart
     seam.mxfp8_linear(x, w, tile=tile)  # the workspace now exists at this size
     work, counters = split_k_scratch(x.device, -(-n // 128), tile)
     work.fill_(float("nan"))
@@ -1192,9 +1195,15 @@ def test_operands_tma_cannot_read_fall_back_to_the_tl_kernel_gpu():
 @pytest.mark.gpu
 @pytest.mark.parametrize("split,k", [(None, 6144), (4, 6144), (1, 768)],
                          ids=["picked split-K (spread combine)", "one combiner", "direct store"])
-def test_deterministic_and_in_bounds_gpu(split, k):
+@pytest.mark.parametrize("apart", [False, True], ids=["own combine", "summed apart"])
+def test_deterministic_and_in_bounds_gpu(monkeypatch, split, k, apart):
     """Random sums (not exact in fp32): two calls give the same bytes (the split-K combine sums in split
-    order, not arrival order), and the output, inside a poisoned buffer, is written nowhere else."""
+    order, not arrival order), and the output, inside a poisoned buffer, is written nowhere else; at the picked
+    split (24) by the kernel's own spread combine and by the sum apart (the rule's choice)."""
+    if apart and split is not None:
+        pytest.skip("splits 1 and 4 are never summed apart")
+    if not apart:
+        monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)  # read by wgmma_launch
     m, n = 13, 200  # M below its 16-row padding, N below two 128-row tiles
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).cuda()
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(6)).cuda())
@@ -1211,6 +1220,7 @@ def test_deterministic_and_in_bounds_gpu(split, k):
     assert not out.isnan().any() and buf[:pad].isnan().all() and buf[pad + m * n:].isnan().all()
     # the arrival counters are back at zero for the next launch
     assert wgmma_combiners(tile.block_m, tile.split_k) == {None: 16, 4: 1, 1: 1}[split]
+    assert wgmma_launch(tile.block_m, k, tile.split_k, tile.num_stages).combine_apart == apart
     assert not split_k_scratch(x.device, 2, tile)[1].any()
 
 
@@ -1219,7 +1229,9 @@ def test_deterministic_and_in_bounds_gpu(split, k):
                          ids=["M below padding, N 200", "split 22 (combine group 8: a tail)", "64 tokens"])
 def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     """Random sums: the picked spread combine (2^j programs, a row slice each) and one combiner sum the same
-    partials in the same order, so the bytes are equal; the counters end at zero either way."""
+    partials in the same order, so the bytes are equal; the counters end at zero either way. (The first two shapes'
+    splits, 24 and 22, are summed apart as picked: the kernel's own combine is forced here.)"""
+    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)  # read by wgmma_launch
     g = torch.Generator().manual_seed(m + n)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())

@@ -12,6 +12,7 @@ import seam
 from seam import runtime
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import gluon_launch, split_k_sum, wgmma_config
+from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import pick_tile, pick_wgmma_tile
 from seam.kernels.wgmma_config import COMBINE_APART_MAX_M, COMBINE_APART_MIN_SPLIT, wgmma_combines_apart, wgmma_launch
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
@@ -67,8 +68,9 @@ def test_refuses_partials_that_do_not_cover_out(device):
                     torch.empty(256, 4, dtype=torch.bfloat16, device=device).t()):  # column stride
         with pytest.raises(ValueError, match="do not cover"):
             split_k_sum.launch_split_k_sum(p, bad_out, use_pdl=False)
+    strided = torch.zeros(2, 4, 128, 8, device=device).transpose(2, 3)  # the right shape, not contiguous
     with pytest.raises(ValueError, match="do not cover"):
-        split_k_sum.launch_split_k_sum(p.transpose(2, 3), torch.empty(4, 256, dtype=torch.bfloat16, device=device),
+        split_k_sum.launch_split_k_sum(strided, torch.empty(4, 256, dtype=torch.bfloat16, device=device),
                                        use_pdl=False)
 
 
@@ -115,7 +117,10 @@ def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
                         lambda *a, **kw: (sums.append(1), split_k_sum.launch_split_k_sum(*a, **kw)))
     for got in linear_both_paths(x, w, tile):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
-    assert len(sums) == 2
+    split_k_scratch(x.device, -(-n // 128), tile)[0].fill_(float("nan"))  # stale partials must never reach out
+    got = seam.mxfp8_linear(x, w, tile=tile)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+    assert len(sums) == 3
     g = torch.Generator().manual_seed(m * n)
     xr = torch.randn(m, k, generator=g).to(torch.bfloat16).to(x.device)
     wr = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * k**-0.5).to(torch.bfloat16).to(x.device))
@@ -125,7 +130,7 @@ def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
     apart = [seam.mxfp8_linear(a, wr, tile=tile).clone() for a in (act, act_deq)]
     monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)
     own = [seam.mxfp8_linear(a, wr, tile=tile) for a in (act, act_deq)]
-    assert len(sums) == 4
+    assert len(sums) == 5
     for got, ref in zip(apart, own):
         assert torch.equal(got.view(torch.int16), ref.view(torch.int16)), tile
 

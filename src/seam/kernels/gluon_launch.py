@@ -94,7 +94,8 @@ def launch_gluon(
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    stores_partials = partials or rules.combine_apart  # the decode kernel's, summed after it where combined apart
+    # the decode kernel's partials, summed after it where its rule combines them apart (never the other kernels')
+    stores_partials = partials or (rules.combine_apart and not (tile.ring or tile.warp_specialized))
     args = (xq, xs, wq, ws, work if stores_partials else out, tile.block_m, tile.split_k, tile.num_stages, work,
             counters, use_pdl, rules.combine)
     if tile.ring:

@@ -25,9 +25,9 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; seam's PDL kernels write, and read what others produce, only after
-  their own wait. With ``PARTIALS`` (the fused QKV op's GEMM) the trigger comes just after the
-  wait instead: the QKV epilogue kernel launched next reads its inputs before its own wait,
-  ``seam.kernels.qkv_epilogue``'s ``INPUTS_BEFORE_WAIT``), the program copies its K range of A
+  their own wait. With ``PARTIALS`` (the fused QKV op's GEMM, and ``mxfp8_linear``'s where its partials are
+  summed apart) the trigger comes just after the wait instead: the QKV epilogue kernel launched next reads its
+  inputs before its own wait, ``seam.kernels.qkv_epilogue``'s ``INPUTS_BEFORE_WAIT``), the program copies its K range of A
   (``MP`` rows; E4M3 + scales, or BF16 quantized here by the MXFP8 rule: in-GEMM
   quantization) with TMA, every step at once, and dequantizes it to BF16 in place, as
   ``wgmma``'s B operand for the whole loop. With ``A_DEQ`` the activations arrive already
@@ -624,9 +624,10 @@ def launch_mxfp8_linear_wgmma(
     memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
     :func:`~seam.kernels.wgmma_config.wgmma_smem_steps`); ``combiners``: programs per tile that combine its
     partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.wgmma_config.wgmma_combiners`).
-    With ``partials`` (the fused QKV op) ``out`` and ``counters`` are unused: each program stores its fp32
-    partial in ``work`` (as [tiles, split_k, block_m, 128], split 1 too) and none combines them: the QKV
-    epilogue kernel sums them in split order, as the combine would (``seam.kernels.qkv_epilogue``).
+    With ``partials`` ``out`` and ``counters`` are unused: each program stores its fp32 partial in ``work`` (as
+    [tiles, split_k, block_m, 128], split 1 too) and none combines them: the fused QKV op's epilogue kernel
+    (``seam.kernels.qkv_epilogue``) or, where ``mxfp8_linear``'s rule sums them apart, ``seam.kernels.split_k_sum``
+    sums them in split order, as the combine would.
     ``bf16_mul``: dequantize the weight tiles by BF16 multiplies
     (:func:`~seam.kernels.wgmma_config.wgmma_bf16_mul`), for a weight :func:`bf16_mul_exact` accepts.
     ``a_stream`` (with ``a_deq``, ``smem_steps`` 0): the A_deq steps stream through ``stages`` slots beside the

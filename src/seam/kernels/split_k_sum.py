@@ -22,11 +22,11 @@ def split_k_sum_kernel(part_ptr, out_ptr, N, stride_om, SPLIT_K: tl.constexpr, M
     tile = tl.program_id(0)
     m = tl.program_id(1)
     cols = tl.arange(0, BN)
+    n = tile * BN + cols
     src = part_ptr + (tile.to(tl.int64) * (SPLIT_K * MP) + m) * BN + cols
     total = tl.zeros((BN,), tl.float32)  # +0.0, as the kernel's own combine starts
-    for s in tl.static_range(SPLIT_K):
-        total += tl.load(src + s * (MP * BN), cache_modifier=".cg")  # at L2, where the partials landed
-    n = tile * BN + cols
+    for s in tl.static_range(SPLIT_K):  # loads at L2, where the partials landed
+        total += tl.load(src + s * (MP * BN), mask=n < N, other=0.0, cache_modifier=".cg")
     tl.store(out_ptr + m.to(tl.int64) * stride_om + n, to_bf16_rne(total), mask=n < N)
 
 
