@@ -520,7 +520,7 @@ def test_bf16_mul_only_for_weights_whose_bytes_allow_it():
 def test_one_launch_rule_set_per_tile():
     """wgmma_launch (what launch_gluon and tools/sm90_resources.py read) is the separate rules' values; the ring
     kernel (256 tokens) takes no weight steps before the PDL wait."""
-    for bm, k, sk, st in [(8, 2048, 4, 2), (32, 6144, 12, 2), (64, 768, 2, 2)]:
+    for bm, k, sk, st in [(8, 2048, 4, 2), (8, 6144, 12, 2), (32, 6144, 9, 2), (64, 768, 2, 2)]:
         smem = wgmma_smem_steps(bm, k, sk, st)
         assert wgmma_launch(bm, k, sk, st) == WgmmaLaunch(combine_group(bm, sk), wgmma_combiners(bm, sk), smem,
                                                           wgmma_early_steps(bm, k, sk, smem),
@@ -1142,7 +1142,7 @@ def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(monkeypatch, m,
     or sums the stale ones and drops them at the output mask (the 64 + tail and 128-token tiles): with the workspace
     filled with NaN before the call, the exact bytes still come out, and the counters end at zero. (The 16-row tile
     of 13 tokens at N 200 is split 24: its own combine, not the sum apart, which test_split_k_sum.py poisons.)"""
-    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)  # read by wgmma_launch
+    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", {})  # read by wgmma_launch
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device)
     assert tile.wgmma and tile.split_k > 1
@@ -1203,7 +1203,7 @@ def test_deterministic_and_in_bounds_gpu(monkeypatch, split, k, apart):
     if apart and split is not None:
         pytest.skip("splits 1 and 4 are never summed apart")
     if not apart:
-        monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)  # read by wgmma_launch
+        monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", {})  # read by wgmma_launch
     m, n = 13, 200  # M below its 16-row padding, N below two 128-row tiles
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).cuda()
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=torch.Generator().manual_seed(6)).cuda())
@@ -1231,7 +1231,7 @@ def test_spread_combine_writes_the_one_combiner_bytes_gpu(monkeypatch, m, n, k):
     """Random sums: the picked spread combine (2^j programs, a row slice each) and one combiner sum the same
     partials in the same order, so the bytes are equal; the counters end at zero either way. (The first two shapes'
     splits, 24 and 22, are summed apart as picked: the kernel's own combine is forced here.)"""
-    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)  # read by wgmma_launch
+    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", {})  # read by wgmma_launch
     g = torch.Generator().manual_seed(m + n)
     x = torch.randn(m, k, generator=g).to(torch.bfloat16).cuda()
     w = seam.MXFP8Weight.from_bf16(torch.randn(n, k, generator=g).cuda())

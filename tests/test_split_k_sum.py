@@ -14,7 +14,7 @@ from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import gluon_launch, split_k_sum, wgmma_config
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import pick_tile, pick_wgmma_tile
-from seam.kernels.wgmma_config import COMBINE_APART_MAX_M, COMBINE_APART_MIN_SPLIT, wgmma_combines_apart, wgmma_launch
+from seam.kernels.wgmma_config import COMBINE_APART_MIN_SPLIT, wgmma_combines_apart, wgmma_launch
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 
@@ -74,29 +74,31 @@ def test_refuses_partials_that_do_not_cover_out(device):
                                        use_pdl=False)
 
 
-def test_combines_apart_from_split_16_on_tiles_to_32_rows():
-    """The rule (runs 294-296): from COMBINE_APART_MIN_SPLIT splits on 8-32-row tiles, never for the QKV op's
-    partials; the kernel then compiles as the partials-only launch (one combiner)."""
-    assert (COMBINE_APART_MIN_SPLIT, COMBINE_APART_MAX_M) == (16, 32)
-    assert wgmma_combines_apart(8, 22) and wgmma_combines_apart(32, 16)
-    assert not wgmma_combines_apart(8, 12) and not wgmma_combines_apart(64, 24)
+def test_combines_apart_rule():
+    """The rule (runs 297, 299, 300): 8-row tiles from split 16, 16-64-row tiles from split 10, never for the QKV op's
+    partials nor other tiles; the kernel then compiles as the partials-only launch (one combiner)."""
+    assert COMBINE_APART_MIN_SPLIT == {8: 16, 16: 10, 32: 10, 64: 10}
+    assert wgmma_combines_apart(8, 16) and wgmma_combines_apart(16, 10) and wgmma_combines_apart(64, 24)
+    assert not wgmma_combines_apart(8, 12) and not wgmma_combines_apart(32, 9) and not wgmma_combines_apart(128, 24)
     assert not wgmma_combines_apart(16, 22, partials=True)
     rules = wgmma_launch(32, 6144, 22, 2)
     assert rules.combine_apart and rules.combiners == 1  # its own combine would spread over 16 programs
-    assert wgmma_launch(32, 6144, 12, 2).combiners == 8 and not wgmma_launch(32, 6144, 12, 2).combine_apart
+    assert wgmma_launch(32, 6144, 9, 2).combiners == 8 and not wgmma_launch(32, 6144, 9, 2).combine_apart
     assert not wgmma_launch(256, 6144, 24, 2).combine_apart  # the ring kernel's own combine
 
 
 def test_which_picked_layers_combine_apart():
     """At 132 SMs: gate_up (N 1536 x K 6144, split 22) and N 512-2048 at K 4096-6144 from 2 to 32 tokens on the decode
-    kernel; the QKV projections, o_proj and down keep the kernel's own combine (splits 2-12)."""
+    kernel, the QKV projection N 2560 (split 12) from 9 tokens; the 8-row tiles of the QKV projections, o_proj and
+    down (splits 2-12) keep the kernel's own combine, and so do splits below 10."""
     def apart(m, n, k):
         t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
         return t is not None and wgmma_launch(t.block_m, k, t.split_k, t.num_stages).combine_apart
     for m in (2, 8, 16, 32):
         assert apart(m, 1536, 6144) and apart(m, 2048, 4096) and apart(m, 512, 6144)
-        assert not any(apart(m, n, k) for n, k in ((2560, 6144), (4992, 6144), (6144, 2048), (6144, 768)))
-    assert not apart(33, 1536, 6144) and not apart(64, 1024, 4096)  # 64-row tiles
+        assert not any(apart(m, n, k) for n, k in ((4992, 6144), (6144, 2048), (6144, 768)))
+        assert apart(m, 2560, 6144) == (m > 8)
+    assert apart(64, 1024, 4096)  # a 64-row tile split 16
 
 
 # GPU: mxfp8_linear's bytes where it combines apart.
@@ -104,7 +106,7 @@ def test_which_picked_layers_combine_apart():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(2, 1536, 6144), (16, 1536, 6144), (32, 1536, 6144), (5, 512, 6144),
-                                   (9, 2048, 4096), (24, 200, 4096)])
+                                   (9, 2048, 4096), (24, 200, 4096), (12, 2560, 6144), (40, 1024, 4096)])
 def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
     """The decode kernel's tile at these shapes (not the 16-row kernel's) combines apart: mxfp8_linear on MXFP8 and
     BF16 rows gives the exact sums' bytes (N 200: rows past N), two launches; the same bytes as the kernel's own
@@ -128,7 +130,7 @@ def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
     act_deq = seam.QuantizedActivation(act.values, act.scales, torch.bfloat16, (m, k),
                                        a_deq=a_deq_from_mxfp8(act.values, act.scales))
     apart = [seam.mxfp8_linear(a, wr, tile=tile).clone() for a in (act, act_deq)]
-    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", 10**6)
+    monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", {})
     own = [seam.mxfp8_linear(a, wr, tile=tile) for a in (act, act_deq)]
     assert len(sums) == 5
     for got, ref in zip(apart, own):

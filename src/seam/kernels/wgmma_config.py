@@ -341,29 +341,31 @@ def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> in
     return 1 << (min(split_k, 16).bit_length() - 1)
 
 
-#: The decode kernel's splits from which a launch of its own sums its partials (:func:`wgmma_combines_apart`), on
-#: tiles of at most :data:`COMBINE_APART_MAX_M` rows (the ones measured).
-COMBINE_APART_MIN_SPLIT = 16
-COMBINE_APART_MAX_M = 32
+#: The fewest K splits at which the decode kernel's tile of this many rows has a launch of its own sum its partials
+#: (:func:`wgmma_combines_apart`); tiles of other row counts never do.
+COMBINE_APART_MIN_SPLIT = {8: 16, 16: 10, 32: 10, 64: 10}
 
 
 def wgmma_combines_apart(block_m: int, split_k: int, *, partials: bool = False) -> bool:
     """Whether the decode kernel's tile stores its split-K partials and a launch of its own sums them
     (``seam.kernels.split_k_sum``, PDL-chained; same bytes), where its own combine (the tile's last program to
-    arrive loading every partial back) is not run: from :data:`COMBINE_APART_MIN_SPLIT` splits on tiles of 8-32
-    rows, never for ``partials`` (the fused QKV op sums them in its epilogue).
+    arrive loading every partial back) is not run: from :data:`COMBINE_APART_MIN_SPLIT` splits (8-row tiles from
+    16, 16-64-row tiles from 10), never for ``partials`` (the fused QKV op sums them in its epilogue).
 
-    H100 (2026-12-06, ``docs/benchmarks-log.md`` run 297, ``mxfp8_linear`` as picked, weights past L2, us, a launch of
-    its own / the kernel's own combine, alone | after the norm + MXFP8 | after the MoE router, no PDL): gate_up N 1536
-    x K 6144 (split 22) at 16 tokens 6.91 / 7.99 | 10.02 / 11.28 | 34.83 / 36.86; N 2048 x K 4096 (split 16) at 16
-    6.62 / 7.43 | 9.72 / 11.14 | 34.08 / 35.66; N 512 x K 6144 (split 24) at 2 tokens 4.09 / 5.12 | 6.13 / 7.50 |
-    27.22 / 28.48: faster at all 36 points of four shapes at 2-32 tokens, by 0.38-2.03 us; the MiniMax decode step
-    (gate_up after the router) 71.57 / 72.11 and 76.66 / 77.33 us per rank at 16 and 32 tokens. Run 294 (the same
-    launches by a probe): split 12 (N 2560 x K 6144) was a tie (alone 7.68 / 8.02 and 8.16 / 8.17 at 1 / 8 tokens,
-    after the norm 10.47 / 10.85 and 11.17 / 10.85, after the router 1.0 us faster); splits 4 and 6 lost alone (N 6144
-    x K 2048: 7.44 / 6.13, 7.69 / 6.28; N 4992 x K 6144: 13.50 / 12.99), where the extra launch costs more than the
-    combine saves. Tiles of 64 rows and more were not measured."""
-    return not partials and block_m <= COMBINE_APART_MAX_M and split_k >= COMBINE_APART_MIN_SPLIT
+    H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 297, 299 and 300, ``mxfp8_linear`` as picked, weights past L2,
+    us, a launch of its own / the kernel's own combine, alone | after the norm + MXFP8 | after the MoE router, no
+    PDL). Run 297: gate_up N 1536 x K 6144 (split 22) at 16 tokens 6.91 / 7.99 | 10.02 / 11.28 | 34.83 / 36.86; N
+    512 x K 6144 (split 24) at 2 tokens 4.09 / 5.12 | 6.13 / 7.50 | 27.22 / 28.48: faster at all 36 points of four
+    shapes at 2-32 tokens (0.38-2.03 us). Run 299, beyond that rule: after the router faster at all 11 points
+    measured; after the norm the 8-row tile at splits 10-12 lost at 2-8 tokens (N 2560 x K 6144 at 8 tokens 11.14 /
+    10.66; run 294: 11.17 / 10.85), while 16-64-row tiles won (N 2560 at 32 tokens, split 12: 13.14 / 15.08; N 1024 x
+    K 4096 at 64 tokens, split 16: 10.13 / 11.66). Run 300, this rule against run 297's at the 10 points where they
+    differ (16-64-row tiles at splits 10-16): after the router faster at all 10 (0.39-1.43 us), after the norm at 9
+    (N 2560 at 9 tokens 11.14 / 11.10; at 32 tokens 13.10 / 15.05), alone at 7 (the 32-row tile at split 12 and the
+    64-row one at 33 tokens lost 0.08-0.53 us); the MiniMax step at 64 tokens 84.87 / 85.65 us per rank. Splits 4-6
+    lost alone (run 294, N 6144 x K 2048: 7.44 / 6.13, 7.69 / 6.28): there the extra launch costs more than the
+    combine saves."""
+    return not partials and split_k >= COMBINE_APART_MIN_SPLIT.get(block_m, split_k + 1)
 
 
 @dataclasses.dataclass(frozen=True)
