@@ -309,6 +309,50 @@ def test_bench_m_repeated_adds_token_counts(monkeypatch):
     assert runs == [("qkv", [1, 2, 3])]
 
 
+def test_bench_m_runs_each_token_count_once(monkeypatch):
+    """``--m 8 1 8`` runs 8 then 1: a repeated count would only repeat its rows."""
+    runs = []
+    monkeypatch.setattr("seam.cli._bench", lambda name, ms: runs.append((name, ms)) or 0)
+    assert main(["bench", "step", "--m", "8", "1", "--m", "8"]) == 0
+    assert runs == [("step", [8, 1])]
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file"])
+def test_bench_step_seam_out_that_cannot_be_written_fails_before_it_runs(tmp_path, monkeypatch, capsys, where):
+    """$SEAM_OUT is checked before the boundaries run, not once their timings are in: one line, status 2."""
+    import seam.bench.step as step
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("kept")
+    monkeypatch.setenv("SEAM_OUT", str(blocker if where == "a file" else blocker / "out"))
+    monkeypatch.setattr(step, "run", lambda *args, **kwargs: pytest.fail("the benchmark ran"))
+    assert main(["bench", "step", "--m", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("seam bench step: $SEAM_OUT: cannot make the folder") and str(blocker) in err
+    assert blocker.read_text() == "kept"
+
+
+def test_bench_step_makes_a_missing_seam_out_folder_first(tmp_path, monkeypatch):
+    import seam.bench.step as step
+
+    folder = tmp_path / "new" / "out"
+    monkeypatch.setenv("SEAM_OUT", str(folder))
+    monkeypatch.setattr(step, "run", lambda *args, **kwargs: None)
+    assert main(["bench", "step", "--m", "1"]) == 0
+    assert folder.is_dir()
+
+
+def test_bench_where_kernels_cannot_run_says_so_in_one_line(monkeypatch, capsys):
+    """As ``seam verify``: the reason, status 2, no traceback; no benchmark is imported or run."""
+    from seam import runtime
+
+    monkeypatch.setattr(runtime, "KERNELS_UNAVAILABLE", "TRITON_INTERPRET='0' asks for native Triton kernels")
+    assert main(["bench", "step", "--m", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == "seam bench: the kernels cannot run in this process: TRITON_INTERPRET='0' asks for native " \
+        "Triton kernels\n"
+
+
 def test_help_is_plain_text(capsys):
     """The top-level help is read in a terminal: no reStructuredText markup from the module's docstring."""
     assert main([]) == 0

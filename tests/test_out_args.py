@@ -304,3 +304,19 @@ def test_numpy_bool_flags_accepted(device):
         seam.fused_add_rms_norm(x, r, w, 1e-6, gemma=1)
     with pytest.raises(TypeError, match="also_bf16 must be a bool, got numpy.int64"):
         seam.fused_add_rms_norm_mxfp8(x, r, w, 1e-6, also_bf16=np.int64(1))
+
+
+@pytest.mark.parametrize("op", ["swiglu_oai_mxfp8", "mxfp8_quantize", "gemma_fused_add_rms_norm_mxfp8"])
+def test_uint8_values_out_says_how_to_pass_it(device, op):
+    """E4M3 values go out through a float8_e4m3fn buffer; a uint8 one is refused, unchanged, with the view that
+    passes it (which then works)."""
+    call, make_out, _, _ = _cases(device)[op]
+    good = make_out()
+    as_bytes = (good[0].view(torch.uint8), *good[1:])
+    before = _snapshot(as_bytes)
+    with pytest.raises(TypeError, match=r"got torch.uint8 \(bytes in a uint8 buffer: pass out\[0\]\."
+                                        r"view\(torch.float8_e4m3fn\)\)$"):
+        call(as_bytes)
+    assert _unchanged(as_bytes, before)
+    got = call((as_bytes[0].view(torch.float8_e4m3fn), *as_bytes[1:]))
+    assert got[0].data_ptr() == as_bytes[0].data_ptr()

@@ -56,7 +56,10 @@ def tensor(
         allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
         if t.dtype not in allowed:
             want = " or ".join(str(d) for d in allowed)
-            raise TypeError(f"{name} must have dtype {want}, got {t.dtype}")
+            # a uint8 buffer holds E4M3 bytes as well: the view costs nothing and keeps the format in the type
+            hint = (f" (bytes in a uint8 buffer: pass {name.split(' ')[0]}.view(torch.float8_e4m3fn))"
+                    if allowed == (torch.float8_e4m3fn,) and t.dtype == torch.uint8 else "")
+            raise TypeError(f"{name} must have dtype {want}, got {t.dtype}{hint}")
     if shape is not None:
         if t.dim() != len(shape) or any(w != -1 and s != w for s, w in zip(t.shape, shape)):
             want = _sizes(["*" if w == -1 else w for w in shape], "[]")

@@ -51,6 +51,9 @@ def _bench(name: str, ms: list[int] | None) -> int:
     if name in _MULTI_PROCESS:
         print(f"seam bench {name} runs one process per GPU: {_MULTI_PROCESS[name]}", file=sys.stderr)
         return 2
+    if runtime.KERNELS_UNAVAILABLE:  # every benchmark launches kernels
+        print(f"seam bench: the kernels cannot run in this process: {runtime.KERNELS_UNAVAILABLE}", file=sys.stderr)
+        return 2
     module = importlib.import_module(f"seam.bench.{name}")
     import torch
 
@@ -60,6 +63,9 @@ def _bench(name: str, ms: list[int] | None) -> int:
         print(f"seam bench {name} needs a CUDA GPU (this machine has none); `seam verify` checks every op on CPU, "
               f"and {' and '.join(f'`seam bench {n}`' for n in on_cpu)} also runs here", file=sys.stderr)
         return 2
+    if getattr(module, "WRITES_SEAM_OUT", False) and (problem := _unwritable_folder(os.environ.get("SEAM_OUT", "out"))):
+        print(f"seam bench {name}: $SEAM_OUT: {problem}", file=sys.stderr)
+        return 2
     # Benchmark tables are wide; keep every column when the output is a file or a pipe.
     console = Console(width=None if sys.stdout.isatty() else 220)
     if ms is None:
@@ -67,6 +73,18 @@ def _bench(name: str, ms: list[int] | None) -> int:
     else:
         module.run(console, ms=tuple(ms))
     return 0
+
+
+def _unwritable_folder(path: str) -> str | None:
+    """Why the folder ``path`` cannot take a benchmark's files (checked before it runs, not once its results are
+    in), or None; a missing folder is made here, as the benchmark would make it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        return f"cannot make the folder {path!r}: {exc.strerror}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"cannot write in the folder {path!r}"
+    return None
 
 
 def _token_count(text: str) -> int:
@@ -168,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.error(f"unknown benchmark {args.name!r}; choose from {', '.join(_bench_names())}")
     if args.m is not None and any(m < 1 for m in args.m):
         bench.error(f"--m takes token counts >= 1, got {args.m}")
-    return _bench(args.name, args.m)
+    return _bench(args.name, None if args.m is None else list(dict.fromkeys(args.m)))  # each M once, in order
 
 
 if __name__ == "__main__":

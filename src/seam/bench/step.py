@@ -447,6 +447,8 @@ def _plot(results: dict[str, list[dict]], path: pathlib.Path) -> None:
 
 #: ``seam bench step`` also runs without a GPU: reduced shapes under the interpreter, agreement only (no timings).
 RUNS_ON_CPU = True
+#: It writes its files to ``$SEAM_OUT``, which ``seam bench`` checks before it runs.
+WRITES_SEAM_OUT = True
 
 
 def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:

@@ -86,7 +86,11 @@ class MXFP8Weight:
 
     @classmethod
     def from_bf16(cls, w: torch.Tensor) -> "MXFP8Weight":
-        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``docs/spec/mxfp8.md``.
+        """Quantize a BF16/FP16/FP32 weight [N, K] (K a multiple of 32) per ``docs/spec/mxfp8.md``: E4M3 values,
+        one UE8M0 scale per 32 along K (128x4-swizzled). As that spec (FlashInfer's rule) says, nothing here is
+        refused for not being finite: a NaN element becomes +448 times its block's scale, and a block holding
+        +-inf gets the largest scale, its infinities both +448 and its finite elements 0. Check a weight
+        (``torch.isfinite(w).all()``) before quantizing it where that matters.
 
         Raises:
             TypeError: w not a BF16/FP16/FP32 tensor.
