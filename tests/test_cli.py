@@ -342,11 +342,24 @@ def test_bench_step_makes_a_missing_seam_out_folder_first(tmp_path, monkeypatch)
     assert folder.is_dir()
 
 
+def test_bench_step_empty_seam_out_is_the_current_folder(tmp_path, monkeypatch):
+    """The benchmark writes an empty SEAM_OUT's files here (pathlib reads "" as "."): the check agrees."""
+    import seam.bench.step as step
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SEAM_OUT", "")
+    ran = []
+    monkeypatch.setattr(step, "run", lambda *args, **kwargs: ran.append(1))
+    assert main(["bench", "step", "--m", "1"]) == 0 and ran == [1]
+
+
 def test_bench_where_kernels_cannot_run_says_so_in_one_line(monkeypatch, capsys):
-    """As ``seam verify``: the reason, status 2, no traceback; no benchmark is imported or run."""
+    """As ``seam verify``: the reason, status 2, no traceback; the benchmark does not run."""
+    import seam.bench.step as step
     from seam import runtime
 
     monkeypatch.setattr(runtime, "KERNELS_UNAVAILABLE", "TRITON_INTERPRET='0' asks for native Triton kernels")
+    monkeypatch.setattr(step, "run", lambda *args, **kwargs: pytest.fail("the benchmark ran"))
     assert main(["bench", "step", "--m", "1"]) == 2
     err = capsys.readouterr().err
     assert err == "seam bench: the kernels cannot run in this process: TRITON_INTERPRET='0' asks for native " \

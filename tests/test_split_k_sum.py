@@ -14,7 +14,7 @@ from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import gluon_launch, split_k_sum, wgmma_config
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import pick_tile, pick_wgmma_tile
-from seam.kernels.wgmma_config import COMBINE_APART_MIN_SPLIT, wgmma_combines_apart, wgmma_launch
+from seam.kernels.wgmma_config import COMBINE_APART_MIN_SPLIT, wgmma_combiners, wgmma_combines_apart, wgmma_launch
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 
@@ -89,8 +89,9 @@ def test_combines_apart_rule():
 
 def test_which_picked_layers_combine_apart():
     """At 132 SMs: gate_up (N 1536 x K 6144, split 22) and N 512-2048 at K 4096-6144 from 2 to 32 tokens on the decode
-    kernel, the QKV projection N 2560 (split 12) from 9 tokens; the 8-row tiles of the QKV projections, o_proj and
-    down (splits 2-12) keep the kernel's own combine, and so do splits below 10."""
+    kernel, N 2560 x K 6144 through mxfp8_linear (split 12) from 9 tokens; its 8-row tiles, o_proj and down (splits
+    2-12) keep the kernel's own combine, and so do splits below 10; a 64-row tile split 16 sums apart, a warp-specialized
+    one never."""
     def apart(m, n, k):
         t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
         return t is not None and wgmma_launch(t.block_m, k, t.split_k, t.num_stages).combine_apart
@@ -99,6 +100,8 @@ def test_which_picked_layers_combine_apart():
         assert not any(apart(m, n, k) for n, k in ((4992, 6144), (6144, 2048), (6144, 768)))
         assert apart(m, 2560, 6144) == (m > 8)
     assert apart(64, 1024, 4096)  # a 64-row tile split 16
+    ws = wgmma_launch(64, 6144, 12, 2, warp_specialized=True)  # a caller's tile: the picker keeps these to split 6
+    assert not ws.combine_apart and ws.combiners == wgmma_combiners(64, 12) > 1  # its own spread combine
 
 
 # GPU: mxfp8_linear's bytes where it combines apart.

@@ -230,7 +230,8 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
         raise ValueError(f"wgmma: num_stages {num_stages} warp-specialized at block_m {block_m}: 1 to {most} fit")
     tail = mxfp8_wgmma_ws.second_tokens(block_m)
     types = {**_decode_types(block_m, bf16_x=True), "out_ptr": "*fp32" if partials else "*bf16"}  # A_deq
-    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages)  # as launched
+    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials,
+                                      warp_specialized=True)  # as launched
     consts = dict(K=k, MP=block_m, TAIL=tail, SPLIT_K=split_k, STAGES=num_stages, COMBINE=rules.combine,
                   COMBINERS=rules.combiners, BF16_MUL=(not partials) if bf16_mul is None else bf16_mul, USE_PDL=True,
                   PARTIALS=partials,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import pathlib
 import pkgutil
 import platform
 import sys
@@ -51,9 +52,6 @@ def _bench(name: str, ms: list[int] | None) -> int:
     if name in _MULTI_PROCESS:
         print(f"seam bench {name} runs one process per GPU: {_MULTI_PROCESS[name]}", file=sys.stderr)
         return 2
-    if runtime.KERNELS_UNAVAILABLE:  # every benchmark launches kernels
-        print(f"seam bench: the kernels cannot run in this process: {runtime.KERNELS_UNAVAILABLE}", file=sys.stderr)
-        return 2
     module = importlib.import_module(f"seam.bench.{name}")
     import torch
 
@@ -63,7 +61,12 @@ def _bench(name: str, ms: list[int] | None) -> int:
         print(f"seam bench {name} needs a CUDA GPU (this machine has none); `seam verify` checks every op on CPU, "
               f"and {' and '.join(f'`seam bench {n}`' for n in on_cpu)} also runs here", file=sys.stderr)
         return 2
-    if getattr(module, "WRITES_SEAM_OUT", False) and (problem := _unwritable_folder(os.environ.get("SEAM_OUT", "out"))):
+    if runtime.KERNELS_UNAVAILABLE:  # every benchmark launches kernels (checked past the GPU's absence: its fix)
+        print(f"seam bench: the kernels cannot run in this process: {runtime.KERNELS_UNAVAILABLE}", file=sys.stderr)
+        return 2
+    # as the benchmark reads it: an empty SEAM_OUT is the current folder
+    seam_out = os.fspath(pathlib.Path(os.environ.get("SEAM_OUT", "out")))
+    if getattr(module, "WRITES_SEAM_OUT", False) and (problem := _unwritable_folder(seam_out)):
         print(f"seam bench {name}: $SEAM_OUT: {problem}", file=sys.stderr)
         return 2
     # Benchmark tables are wide; keep every column when the output is a file or a pipe.

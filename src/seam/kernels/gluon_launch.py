@@ -89,13 +89,15 @@ def launch_gluon(
     sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m >= RESIDENT_MAX_M else 0
     streams = a_deq is not None and sms > 0  # the decode kernel given A_deq may stream it (wgmma_a_stream)
     rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
-                         a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0)
+                         a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0,
+                         warp_specialized=tile.warp_specialized)
     if partials or tile.split_k > 1:
         work, counters = split_k_scratch(wq.device, tiles, tile)
     else:
         work, counters = out, out  # unused
-    # the decode kernel's partials, summed after it where its rule combines them apart (never the other kernels')
-    stores_partials = partials or (rules.combine_apart and not (tile.ring or tile.warp_specialized))
+    # the decode kernel's partials, summed after it where its rule combines them apart (never the ring kernel's: its
+    # tiles are past the rule's rows; nor the warp-specialized kernel's: wgmma_launch knows it)
+    stores_partials = partials or rules.combine_apart
     args = (xq, xs, wq, ws, work if stores_partials else out, tile.block_m, tile.split_k, tile.num_stages, work,
             counters, use_pdl, rules.combine)
     if tile.ring:

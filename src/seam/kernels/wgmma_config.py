@@ -359,12 +359,12 @@ def wgmma_combines_apart(block_m: int, split_k: int, *, partials: bool = False) 
     shapes at 2-32 tokens (0.38-2.03 us). Run 299, beyond that rule: after the router faster at all 11 points
     measured; after the norm the 8-row tile at splits 10-12 lost at 2-8 tokens (N 2560 x K 6144 at 8 tokens 11.14 /
     10.66; run 294: 11.17 / 10.85), while 16-64-row tiles won (N 2560 at 32 tokens, split 12: 13.14 / 15.08; N 1024 x
-    K 4096 at 64 tokens, split 16: 10.13 / 11.66). Run 300, this rule against run 297's at the 10 points where they
-    differ (16-64-row tiles at splits 10-16): after the router faster at all 10 (0.39-1.43 us), after the norm at 9
-    (N 2560 at 9 tokens 11.14 / 11.10; at 32 tokens 13.10 / 15.05), alone at 7 (the 32-row tile at split 12 and the
-    64-row one at 33 tokens lost 0.08-0.53 us); the MiniMax step at 64 tokens 84.87 / 85.65 us per rank. Splits 4-6
-    lost alone (run 294, N 6144 x K 2048: 7.44 / 6.13, 7.69 / 6.28): there the extra launch costs more than the
-    combine saves."""
+    K 4096 at 64 tokens, split 16: 10.13 / 11.66). Run 300, this rule against run 297's at 10 points where they
+    differ (16-64-row tiles at splits 10-16; 64-row tiles at higher splits, e.g. N 512 x K 6144's 24, not
+    measured): after the router faster at all 10 (0.39-1.43 us), after the norm at 9 (N 2560 at 9 tokens 11.14 /
+    11.10; at 32 tokens 13.10 / 15.05), alone at 7 (the 32-row tile at split 12 and the 64-row one at 33 tokens lost
+    0.08-0.53 us); the MiniMax step at 64 tokens 84.87 / 85.65 us per rank. Splits 4-6 lost alone (run 294, N 6144
+    x K 2048: 7.44 / 6.13, 7.69 / 6.28): there the extra launch costs more than the combine saves."""
     return not partials and split_k >= COMBINE_APART_MIN_SPLIT.get(block_m, split_k + 1)
 
 
@@ -384,13 +384,15 @@ class WgmmaLaunch:
 
 
 def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
-                 a_deq_programs: int = 0, sms: int = 0) -> WgmmaLaunch:
+                 a_deq_programs: int = 0, sms: int = 0, warp_specialized: bool = False) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
     streamed tiles, the 64 + tail ones and :data:`STREAMED_BLOCK_M`, stream A_deq wherever they read one), the ring
     kernel above (the warp-specialized wide tiles, 136-256, read only their split-K combine's rules here).
     ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
-    (:func:`wgmma_a_stream`)."""
-    apart = wgmma_combines_apart(block_m, split_k, partials=partials)  # the kernel then stores partials only
+    (:func:`wgmma_a_stream`). ``warp_specialized``: the tile runs on the warp-specialized kernel, which combines its
+    partials itself (no :func:`wgmma_combines_apart`; the picker gives it splits of at most 6, a caller's tile any)."""
+    # the decode kernel then stores partials only
+    apart = not warp_specialized and wgmma_combines_apart(block_m, split_k, partials=partials)
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials or apart)
     if block_m > WGMMA_MAX_M:
         return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
