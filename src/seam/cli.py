@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pathlib
 import pkgutil
 import platform
 import sys
@@ -64,9 +63,8 @@ def _bench(name: str, ms: list[int] | None) -> int:
     if runtime.KERNELS_UNAVAILABLE:  # every benchmark launches kernels (checked past the GPU's absence: its fix)
         print(f"seam bench: the kernels cannot run in this process: {runtime.KERNELS_UNAVAILABLE}", file=sys.stderr)
         return 2
-    # as the benchmark reads it: an empty SEAM_OUT is the current folder
-    seam_out = os.fspath(pathlib.Path(os.environ.get("SEAM_OUT", "out")))
-    if getattr(module, "WRITES_SEAM_OUT", False) and (problem := _unwritable_folder(seam_out)):
+    out_folder = getattr(module, "out_folder", None)  # a benchmark that writes files says where
+    if out_folder is not None and (problem := _unwritable_folder(os.fspath(out_folder()))):
         print(f"seam bench {name}: $SEAM_OUT: {problem}", file=sys.stderr)
         return 2
     # Benchmark tables are wide; keep every column when the output is a file or a pipe.

@@ -447,8 +447,12 @@ def _plot(results: dict[str, list[dict]], path: pathlib.Path) -> None:
 
 #: ``seam bench step`` also runs without a GPU: reduced shapes under the interpreter, agreement only (no timings).
 RUNS_ON_CPU = True
-#: It writes its files to ``$SEAM_OUT``, which ``seam bench`` checks before it runs.
-WRITES_SEAM_OUT = True
+
+
+def out_folder() -> pathlib.Path:
+    """Where :func:`run` writes its files: ``$SEAM_OUT`` (default ``out``; empty: the current folder), which
+    ``seam bench`` checks before the run."""
+    return pathlib.Path(os.environ.get("SEAM_OUT", "out"))
 
 
 def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
@@ -472,7 +476,7 @@ def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
             torch.cuda.empty_cache()
     console.print(_table(f"MiniMax-M3.1 boundary, {mm_shape}", results["minimax"]))
     console.print(_table(f"DeepSeek-V4.1 mHC boundary, {mhc_shape}", results["mhc"]))
-    out = pathlib.Path(os.environ.get("SEAM_OUT", "out"))
+    out = out_folder()
     out.mkdir(parents=True, exist_ok=True)
     (out / "step.json").write_text(json.dumps({"device": str(device), "results": results}, indent=1))
     written = [out / "step.json"]
