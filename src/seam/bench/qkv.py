@@ -8,6 +8,11 @@ MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
   norm + MXFP8 producer hands it on Hopper from 2 tokens (the Gluon GEMMs read it instead of dequantizing);
 - ``one kernel``: the same op on its one-kernel tl tile (``pick_qkv_tile(..., tl_only=True)``);
 - ``linear``: ``seam.mxfp8_linear`` alone (BF16 qkv to memory), the issue's yardstick (fused <= linear + 1 us);
+- ``fenced``: ``fused`` and ``linear`` again, each call followed by a launch without PDL
+  (``timing.fenced``): their latency to complete outputs, where back to back also counts what the call's last
+  kernel lets the next call's GEMM overlap (``mxfp8_linear``'s kernel lets it start before its own wait, the
+  op's epilogue once it has loaded its partials), so ``fused - linear, fenced`` is what the op adds before a
+  kernel that waits for it;
 - ``unfused``: ``seam.mxfp8_linear`` (BF16 qkv to memory) + the Triton epilogue on it;
 - ``bf16+epi``: cuBLAS BF16 GEMM (``x @ w.T``) + the same Triton epilogue;
 - ``fp8+epi``: cuBLAS FP8 with tensor-wise scales (``torch._scaled_mm``) + the epilogue
@@ -31,7 +36,7 @@ from rich.table import Table
 
 import seam
 from seam import checks
-from seam.bench.timing import copy_bandwidth_gbs, floor_us, graph_time_us, rotating
+from seam.bench.timing import copy_bandwidth_gbs, fenced, floor_us, graph_time_us, rotating
 from seam.formats import nvfp4
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.activation import QuantizedActivation
@@ -152,7 +157,9 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
     t = {"fused": graph_time_us(fused), "fused A_deq": graph_time_us(lambda: fused(a_deq=a_deq)),
          "one kernel": graph_time_us(lambda: fused(one_kernel)),
          "linear": graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=qkv)),
-         "unfused": graph_time_us(unfused), "bf16+epi": graph_time_us(bf16_epi)}
+         "unfused": graph_time_us(unfused), "bf16+epi": graph_time_us(bf16_epi),
+         "fused fenced": graph_time_us(fenced(fused, dev)),
+         "linear fenced": graph_time_us(fenced(lambda: seam.mxfp8_linear(act, mx(), out=qkv), dev))}
     try:
         w8, sw = _fp8_tensorwise(w_bf16)
         x8, sx = _fp8_tensorwise(x)
@@ -171,6 +178,7 @@ def _bench_shape(nkv: int, m: int, dev: torch.device, g: torch.Generator) -> dic
         **{f"{k} us": v for k, v in t.items()},
         "fused/cuBLAS+epi": t["fused"] / best_cublas,
         "fused - linear": t["fused"] - t["linear"],
+        "fused - linear, fenced": t["fused fenced"] - t["linear fenced"],
         "floor us": floor_us(weight_bytes),
         "weight GB/s": weight_bytes / (t["fused"] * 1e-6) / 1e9,
         "TFLOP/s": 2 * m * n * K / (t["fused"] * 1e-6) / 1e12,
@@ -197,8 +205,9 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             # progress, so a run cut short still reports what it measured
             console.print(f"{name} M {m}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k.endswith("us")))
     table = Table(title=f"QKV+indexer MXFP8 GEMM + fused epilogue, K {K} (us per call; copy {copy_gbs:.0f} GB/s)")
-    cols = ["shape", "M", "fused us", "fused A_deq us", "one kernel us", "linear us", "fused - linear", "unfused us",
-            "bf16+epi us", "fp8+epi us", "fused/cuBLAS+epi", "floor us", "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
+    cols = ["shape", "M", "fused us", "fused A_deq us", "one kernel us", "linear us", "fused - linear",
+            "fused - linear, fenced", "unfused us", "bf16+epi us", "fp8+epi us", "fused/cuBLAS+epi", "floor us",
+            "weight GB/s", "% copy", "TFLOP/s", "% bf16 peak"]
     for c in cols:
         table.add_column(c, justify="right")
     for row in rows:

@@ -37,6 +37,21 @@ def rotating(make: Callable[[], object], nbytes: int) -> Callable[[], object]:
     return lambda: next(it)
 
 
+def fenced(fn: Callable[[], object], device: torch.device | str = "cuda") -> Callable[[], object]:
+    """``fn`` followed by a one-element add: a launch without PDL, which starts only once ``fn``'s last kernel has
+    finished. Timed back to back (:func:`graph_time_us`) this gives ``fn``'s latency to complete outputs, plus that
+    small launch, as in an engine whose next kernel (attention after the QKV projection) is not ``fn``'s PDL
+    dependent; plain back-to-back timing also credits ``fn`` with whatever its last kernel lets the next call's
+    first kernel overlap (the weight stream of a GEMM that starts before its wait)."""
+    sink = torch.zeros(1, device=device)
+
+    def call() -> None:
+        fn()
+        sink.add_(1.0)
+
+    return call
+
+
 def graph_time_us(fn: Callable[[], object], *, iters: int = 200, reps: int = 20) -> float:
     """Median microseconds per call of ``fn`` replayed ``iters`` times inside one CUDA graph.
 
