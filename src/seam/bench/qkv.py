@@ -10,9 +10,9 @@ MiniMax-M3 shapes, K = 6144: TP4 (nkv 1, N 2560) and TP2 (nkv 2, N 4992), M in
 - ``linear``: ``seam.mxfp8_linear`` alone (BF16 qkv to memory), the issue's yardstick (fused <= linear + 1 us);
 - ``fenced``: ``fused`` and ``linear`` again, each call followed by a launch without PDL
   (``timing.fenced``): their latency to complete outputs, where back to back also counts what the call's last
-  kernel lets the next call's GEMM overlap (``mxfp8_linear``'s kernel lets it start before its own wait, the
-  op's epilogue once it has loaded its partials), so ``fused - linear, fenced`` is what the op adds before a
-  kernel that waits for it;
+  kernel lets the next call's GEMM overlap (at decode ``mxfp8_linear``'s last kernel, the decode kernel or its
+  split-K sum, triggers it before its own wait; the op's epilogue kernel after the decode GEMM's partials once it has
+  loaded them), so ``fused - linear, fenced`` is what the op adds over ``mxfp8_linear`` before a kernel that waits;
 - ``unfused``: ``seam.mxfp8_linear`` (BF16 qkv to memory) + the Triton epilogue on it;
 - ``bf16+epi``: cuBLAS BF16 GEMM (``x @ w.T``) + the same Triton epilogue;
 - ``fp8+epi``: cuBLAS FP8 with tensor-wise scales (``torch._scaled_mm``) + the epilogue

@@ -434,8 +434,8 @@ def qkv_epilogue_kernel(
             for s in tl.static_range(NUM_PARTIALS):
                 acc += tl.load(src + s * stride_split, mask=row_mask[:, None], other=0.0)
     if USE_PDL:
-        # Here rather than before the wait: that lets a next GEMM stream more of its weights beside this launch
-        # (0.8-1.5 us back to back) but took the MiniMax step 0.1-0.25% longer (H100, log run 306).
+        # Here rather than before the wait: that let a next GEMM stream more of its weights beside this launch
+        # (0.8-1.5 us back to back) but gained nothing in the MiniMax step (H100, log run 306).
         tl.extra.cuda.gdc_launch_dependents()
 
     if last:  # the other split programs only contributed their partial
