@@ -78,3 +78,18 @@ def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch):
     assert saved["results"]["minimax"][0]["M"] == 1 and set(saved["results"]) == set(results) == {"minimax", "mhc"}
     assert f"wrote {tmp_path / 'step.json'}" in buf.getvalue()
     assert "  minimax M 1: agree yes (" in buf.getvalue() and "  mhc M 1: agree yes (" in buf.getvalue()
+    # what "agree" checks, and the shapes, in words (not the dataclass repr)
+    assert "minimax residual rel L2 <= 0.05, q rel L2 <= 0.08, kv bytes differ % <= 20" in buf.getvalue()
+    assert "mhc residual max ulp <= 0, layer input rel L2 <= 0.01" in buf.getvalue()
+    assert "MiniMax-M3.1 boundary (tp 2, hidden 256," in buf.getvalue() and "MiniMaxShape(" not in buf.getvalue()
+
+
+def test_agreement_limits():
+    """A boundary agrees only where every limited metric is at most its limit: at the limit yes, past it or NaN no."""
+    at = dict(step.MINIMAX_LIMITS)
+    assert minimax_ok(at)
+    for name in at:
+        assert not minimax_ok({**at, name: at[name] * 1.01})
+        assert not minimax_ok({**at, name: float("nan")})
+    assert mhc_ok({"residual max ulp": 0.0, "layer input rel L2": 0.0})
+    assert not mhc_ok({"residual max ulp": 1.0, "layer input rel L2": 0.0})

@@ -668,8 +668,10 @@ def test_leading_dimensions_as_functional_linear(device):
 
 def test_linear_rejects_bad_arguments(device):
     x, w = _inputs(2, 128, 128, device=device)
-    with pytest.raises(TypeError, match="weight"):
+    with pytest.raises(TypeError, match="weight must be a seam.MXFP8Weight, got Tensor$"):
         seam.mxfp8_linear(x, w.values)
+    with pytest.raises(TypeError, match=r"got Tensor \(the arguments look swapped: mxfp8_linear\(x, weight\)\)"):
+        seam.mxfp8_linear(w, x)
     with pytest.raises(TypeError, match="x must have dtype"):
         seam.mxfp8_linear(x.float(), w)
     with pytest.raises(TypeError, match="x must be a BF16 torch.Tensor or a seam.QuantizedActivation, got list"):

@@ -370,7 +370,8 @@ def mxfp8_linear(
     """
     mode = LinearQuantize.parse(quantize)
     if not isinstance(weight, MXFP8Weight):
-        raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}")
+        swapped = " (the arguments look swapped: mxfp8_linear(x, weight))" if isinstance(x, MXFP8Weight) else ""
+        raise TypeError(f"weight must be a seam.MXFP8Weight, got {type(weight).__name__}{swapped}")
     n, k = weight.shape
     if isinstance(x, QuantizedActivation):
         m, kx = x.shape
