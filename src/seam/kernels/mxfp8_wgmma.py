@@ -16,12 +16,15 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   pre-wait steps before the norm ends (docs/benchmarks-log.md run 126; at 64 tokens the programs
   start only as the previous GEMM's leave their SMs). What the chain still waits for after the
   norm is the release (0.5 us), the staging, the loop's conversions and the split-K combine.
-  The first one or two steps are also waited for and loaded into registers there
-  (:func:`seam.kernels.wgmma_config.wgmma_early_steps`: up to 5% faster at 8-16 tokens, 30% at
-  64 tokens with 3 steps per program; log runs 65-66); ptxas places their conversion after the wait
-  (SASS). Where K <= 2048, up to 32 tokens, one or two steps before those are converted there into
-  shared BF16 slots that ``wgmma`` reads from shared memory (the stores keep the conversion before the
-  wait: :func:`seam.kernels.wgmma_config.wgmma_smem_steps`, 4-12% faster, log run 72).
+  The first one or two steps are waited for and loaded into registers while the activations' copies
+  are in flight, just after they are issued (:func:`seam.kernels.wgmma_config.wgmma_early_steps`: up to
+  5% faster at 8-16 tokens, 30% at 64 tokens with 3 steps per program; log runs 65-66). Until session 52
+  that came before the PDL wait; where the previous kernel has already ended (no PDL before this one) the
+  activations were then requested only once the first weight stage had landed, behind the weight stream
+  (H100, log runs 307-309: 0.2-0.5 us of the call, 0.4-0.9 us of a MiniMax decode step per rank). Where
+  K <= 2048, up to 32 tokens, one or two steps before those are converted before the wait into shared BF16
+  slots that ``wgmma`` reads from shared memory
+  (:func:`seam.kernels.wgmma_config.wgmma_smem_steps`, 4-12% faster, log run 72).
 * **Activations resident in shared memory.** After the PDL wait (and the PDL trigger, just
   before it: the next kernel may start, and stream its own weights, while this one and even
   its predecessor still run; seam's PDL kernels write, and read what others produce, only after
@@ -245,25 +248,11 @@ def _chunk_rows(s, SR: gl.constexpr, SG: gl.constexpr):
 
 
 @gluon.jit
-def _stage_activations(
-    x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps,
-    MP: gl.constexpr, MAX_STEPS: gl.constexpr, A_BF16: gl.constexpr, A_DEQ: gl.constexpr, num_warps: gl.constexpr,
-):
-    """A_deq [MP, 128] of each step of this program's K range, K-permuted (:func:`k_permute`), into
-    ``x_smem``: BF16 ``e4m3 * 2^(s - 127)`` of the MXFP8 rows, or of BF16 rows quantized here by the
-    MXFP8 rule (in-GEMM quantization). With ``A_DEQ`` the rows already are A_deq, K-permuted by the
-    kernel that produced them (``seam.formats.a_deq``): only their copies are issued here, waited for here up
-    to :data:`A_DEQ_WAIT_ALL_MAX_M` rows, else each before its step's MMA (:func:`_activation_step`).
-
-    Every step's copy is issued at once (TMA, one barrier per step), so the global latency is paid
-    once. The raw tiles land in ``x_smem`` itself: BF16 rows in place, E4M3 rows (half the size) in
-    its second half, where step j's BF16 output, written after its raw bytes are read, overwrites
-    raw steps 2j - MAX_STEPS and 2j - MAX_STEPS + 1 only, both <= j and so already consumed.
-    Across warps, the barrier that orders the raw loads before the stores (a fast warp must not
-    overwrite bytes a slow one still reads) is the one Triton's shared-memory analysis inserts
-    between a load and a store of one buffer (seen in the sm_90 PTX of both paths): keep them on
-    one buffer, in one partition, if this code is ever restructured.
-    """
+def _issue_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP: gl.constexpr,
+                       MAX_STEPS: gl.constexpr, A_BF16: gl.constexpr, A_DEQ: gl.constexpr):
+    """The TMA copies of every step of this program's K range of activations at once (one barrier per step), so
+    the global latency is paid once: BF16 rows (A_BF16, A_DEQ) into ``x_smem`` in place, E4M3 rows (half the size)
+    into its second half and their scale chunks into ``xs_smem``, for :func:`_finish_activations`."""
     x_raw = x_smem._reinterpret(gl.uint8, [2 * MAX_STEPS, MP, BLOCK_K], x_desc.layout)
     for j in gl.static_range(MAX_STEPS):
         bar = x_bars.index(j)
@@ -276,6 +265,27 @@ def _stage_activations(
             tma.async_copy_global_to_shared(x_desc, [0, (lo + j) * 128], bar, x_raw.index(MAX_STEPS + j),
                                             pred=in_range)
             tma.async_copy_global_to_shared(xs_desc, [(lo + j) * 32, 0], bar, xs_smem.index(j), pred=in_range)
+
+
+@gluon.jit
+def _finish_activations(
+    x_desc, x_smem, xs_smem, x_bars, n_steps,
+    MP: gl.constexpr, MAX_STEPS: gl.constexpr, A_BF16: gl.constexpr, A_DEQ: gl.constexpr, num_warps: gl.constexpr,
+):
+    """A_deq [MP, 128] of each step of this program's K range, K-permuted (:func:`k_permute`), in
+    ``x_smem``, from the copies :func:`_issue_activations` issued: BF16 ``e4m3 * 2^(s - 127)`` of the MXFP8
+    rows, or of BF16 rows quantized here by the MXFP8 rule (in-GEMM quantization). With ``A_DEQ`` the rows
+    already are A_deq, K-permuted by the kernel that produced them (``seam.formats.a_deq``): their copies are
+    waited for here up to :data:`A_DEQ_WAIT_ALL_MAX_M` rows, else each before its step's MMA
+    (:func:`_activation_step`).
+
+    Step j's BF16 output, written after its raw bytes are read, overwrites raw E4M3 steps 2j - MAX_STEPS and
+    2j - MAX_STEPS + 1 only, both <= j and so already consumed. Across warps, the barrier that orders the raw
+    loads before the stores (a fast warp must not overwrite bytes a slow one still reads) is the one Triton's
+    shared-memory analysis inserts between a load and a store of one buffer (seen in the sm_90 PTX of both
+    paths): keep them on one buffer, in one partition, if this code is ever restructured.
+    """
+    x_raw = x_smem._reinterpret(gl.uint8, [2 * MAX_STEPS, MP, BLOCK_K], x_desc.layout)
     L2: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
     SR: gl.constexpr = 32 if MP > 32 else MP  # scale rows r % 32 in the chunk, and column groups r // 32
     SG: gl.constexpr = MP // SR
@@ -446,7 +456,7 @@ def mxfp8_linear_wgmma_kernel(
     USE_PDL: gl.constexpr,
     COMBINE: gl.constexpr,  # split-K partials loaded per round trip by the combining program
     PARTIALS: gl.constexpr,  # only store each program's partial (the QKV epilogue kernel sums them)
-    EARLY_STEPS: gl.constexpr,  # weight steps loaded into registers before the PDL wait (0, 1 or 2)
+    EARLY_STEPS: gl.constexpr,  # weight steps loaded into registers while the activations' copies fly (0, 1 or 2)
     SMEM_STEPS: gl.constexpr,  # steps before those converted into shared BF16 slots before the wait (EARLY_STEPS <= 1)
     COMBINERS: gl.constexpr,  # programs of a tile that combine its partials (store_tile)
     BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
@@ -497,20 +507,13 @@ def mxfp8_linear_wgmma_kernel(
     mma_t: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                     instr_shape=[16, TW, 16])
     at_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma_t, k_width=2)
-    # Steps read before the wait (nothing there depends on the previous kernel); ptxas converts those held in
-    # registers after it, the shared-memory stores keep the SMEM_STEPS conversions before it.
+    # The SMEM_STEPS are converted into shared memory before the wait (nothing there depends on the previous kernel).
     if SMEM_STEPS > 0:
         w_bf16 = gl.allocate_shared_memory(gl.bfloat16, [SMEM_STEPS, BN, BLOCK_K],
                                            gl.NVMMASharedLayout.get_default_for([BN, BLOCK_K], gl.bfloat16))
         for j in gl.static_range(SMEM_STEPS):
             _weight_to_shared(w_desc, s_desc, w_ring, s_ring, bars, w_bf16, j, lo, n_steps, n0, K_STEPS, STAGES,
                               BF16_MUL)
-    if EARLY_STEPS >= 1:
-        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
-                            a_layout, BF16_MUL)
-    if EARLY_STEPS == 2:
-        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout,
-                                 BF16_MUL)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         if PARTIALS:
@@ -522,8 +525,18 @@ def mxfp8_linear_wgmma_kernel(
         for j in gl.static_range(STAGES):
             _issue_activation(x_desc, xt_desc, x_smem, xt_smem, x_bars, j, lo + j, j < n_steps, TAIL)
     else:
-        _stage_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ,
-                           num_warps)
+        _issue_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ)
+    # The early register steps while the activations are in flight: where the previous kernel has already ended,
+    # waiting for the first weight stage before the copies were issued put the activations behind the weight
+    # stream (docs/benchmarks-log.md runs 307-309).
+    if EARLY_STEPS >= 1:
+        a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
+                            a_layout, BF16_MUL)
+    if EARLY_STEPS == 2:
+        a_next = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, 1, lo, n_steps, n0, K_STEPS, STAGES, a_layout,
+                                 BF16_MUL)
+    if not A_STREAM:
+        _finish_activations(x_desc, x_smem, xs_smem, x_bars, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ, num_warps)
     fence_async_shared()  # the generic-proxy stores above are read by wgmma (async proxy)
     gl.thread_barrier()
 

@@ -152,13 +152,10 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
 
 
 def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:
-    """Weight steps the Gluon decode kernel takes into registers before its PDL wait (0, 1 or 2), after
-    the ``smem_steps`` of :func:`wgmma_smem_steps`.
-
-    Before the wait a program only streams weights (the activations may still be written by the
-    previous kernel). Such a step's ring-stage wait and shared-memory loads happen there; ptxas places
-    its conversion to the BF16 operand after the wait (sm_90 SASS), as it places the loop's conversions
-    after the MMA wait. Each costs registers held across the activation staging.
+    """Weight steps the Gluon decode kernel takes into registers ahead of its loop (0, 1 or 2), after
+    the ``smem_steps`` of :func:`wgmma_smem_steps`: their ring-stage waits and shared-memory loads come just
+    after the activations' copies are issued (after the PDL wait), while those are in flight. Each costs
+    registers held across the activation staging.
 
     H200 (2026-12-01, ``docs/benchmarks-log.md`` run 66, picked tiles, us, 0 / 1 / 2 steps): 8 and 16
     tokens take 1 (N 6144 x K 2048 M 8 8.07 / 7.75, N 6144 x 768 M 8 5.42 / 5.14: faster at 8 of 10
@@ -168,9 +165,11 @@ def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> in
     9.26 / 9.19 us, K 768 6.27 / 6.18).
     64 tokens (one program per SM) take 1 (0.01-0.34 us faster) or, where a program runs <= 3 steps, 2
     (N 6144 x 768 10.64 / 10.30 / **7.42**; with 4-8 steps 2 is 1.3-2 us slower). Measured in graphs of
-    back-to-back calls, where a call's programs start during the previous one; where the previous kernel
-    has already ended, the wait for the first weight stage now precedes the activation copies (norm ->
-    qkv at 16 tokens, run 67: 10.87 us added against 10.62 in run 45).
+    back-to-back calls with these steps before the PDL wait, where a call's programs start during the previous
+    one. Since session 52 they follow the activations' copies (H100, log runs 308-309, us before / after: N 2560 x
+    K 6144 M 1 after a launch without PDL 12.37 / 11.86, after the norm 11.35 / 11.22; N 6144 x K 2048 M 16
+    11.11 / 10.87 and 10.03 / 9.85, M 8 after the norm 8.50 / 8.59; back to back within 0.1; the MiniMax decode
+    step 228.85 / 225.42 us for 4 ranks at one token, 287.39 / 283.89 at 16).
     The 64 + tail tiles take 1 (never 2: the launcher refuses it), as measured on the 128-token tile, which takes 1
     (runs 176-177, us 0 / 1, 3 stages: N 6144 x K 2048 M 65 13.71 / 14.31, M 96 14.44 / 13.64, M 128 14.96 / 14.23):
     1 was faster at 9 of 12 points at K 6144 in run 176 and at all 12 at 128 tokens in run 177 (six shapes, 2 and 3
