@@ -528,7 +528,7 @@ def mxfp8_linear_wgmma_kernel(
         _issue_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ)
     # The early register steps while the activations are in flight: where the previous kernel has already ended,
     # waiting for the first weight stage before the copies were issued put the activations behind the weight
-    # stream (docs/benchmarks-log.md runs 307-309).
+    # stream (docs/benchmarks-log.md runs 307-309). The SMEM_STEPS above still wait for their stages first.
     if EARLY_STEPS >= 1:
         a = _weight_operand(w_desc, s_desc, w_ring, s_ring, bars, SMEM_STEPS, lo, n_steps, n0, K_STEPS, STAGES,
                             a_layout, BF16_MUL)
@@ -632,9 +632,9 @@ def launch_mxfp8_linear_wgmma(
     96 (64 + tail, :data:`TAIL_TILES`, ``early_steps`` <= 1) or 128; ``stages``: the ring depth (<=
     :func:`max_stages`; with ``a_stream``, where :func:`shared_bytes` with ``a_stream`` fits :data:`SHARED_BUDGET`);
     ``work`` / ``counters``: the split-K scratch (unused at ``split_k`` 1); ``combine``: partials the combining
-    program loads per round trip; ``early_steps``: weight steps loaded into registers before the PDL wait, 0, 1 or 2
-    (:func:`seam.kernels.wgmma_config.wgmma_early_steps`); ``smem_steps``: weight steps converted into shared
-    memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
+    program loads per round trip; ``early_steps``: weight steps loaded into registers once the activations'
+    copies are issued, 0, 1 or 2 (:func:`seam.kernels.wgmma_config.wgmma_early_steps`); ``smem_steps``: weight
+    steps converted into shared memory before the wait, 0, 1 or 2, ahead of those (``early_steps`` then at most 1;
     :func:`~seam.kernels.wgmma_config.wgmma_smem_steps`); ``combiners``: programs per tile that combine its
     partials, a power of two <= min(split_k, 16) (:func:`~seam.kernels.wgmma_config.wgmma_combiners`).
     With ``partials`` ``out`` and ``counters`` are unused: each program stores its fp32 partial in ``work`` (as

@@ -193,8 +193,9 @@ def wgmma_smem_steps(block_m: int, k: int, split_k: int, stages: int) -> int:
     where the slots would leave no room for a second program on the SM
     (:data:`seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`), else 0.
 
-    A register step's conversion is moved after the wait by ptxas; the shared-memory stores keep these
-    before it, so in a PDL chain they run while the previous kernel finishes. H200 (2026-12-01,
+    The register steps come after the wait (:func:`wgmma_early_steps`); these shared-memory steps stay
+    before it, so in a PDL chain they run while the previous kernel finishes (and where no PDL kernel
+    precedes, the activations' copies are issued only after their ring stages have landed). H200 (2026-12-01,
     ``docs/benchmarks-log.md`` run 72, back-to-back calls, picked tiles, us without -> with): N 6144 x
     K 2048 M 8 7.75 -> 7.16, M 16 8.32 -> 7.99, M 32 9.61 -> 9.19; N 6144 x K 768 M 8 5.18 -> 4.55,
     M 16 5.77 -> 5.35, M 32 6.75 -> 6.18; M 64 within 1%. At K 6144 (N 1536-4992) nowhere faster by more
