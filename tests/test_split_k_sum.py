@@ -14,7 +14,8 @@ from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels import gluon_launch, split_k_sum, wgmma_config
 from seam.kernels.gemm_workspace import split_k_scratch
 from seam.kernels.mxfp8_gemm_config import pick_tile, pick_wgmma_tile
-from seam.kernels.wgmma_config import COMBINE_APART_MIN_SPLIT, wgmma_combiners, wgmma_combines_apart, wgmma_launch
+from seam.kernels.wgmma_config import (COMBINE_APART_MIN_SPLIT, ONE_TOKEN_COMBINE_APART_MIN_SPLIT, wgmma_combiners,
+                                       wgmma_combines_apart, wgmma_launch)
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
 
 
@@ -49,7 +50,8 @@ def _same_bytes(got: torch.Tensor, want: torch.Tensor) -> bool:
                 and torch.equal(got.view(torch.int16)[~nan], want.view(torch.int16)[~nan]))
 
 
-@pytest.mark.parametrize("m,n,split_k,mp", [(1, 128, 2, 8), (5, 200, 3, 8), (16, 256, 22, 16), (9, 384, 16, 32)])
+@pytest.mark.parametrize("m,n,split_k,mp", [(1, 128, 2, 8), (1, 300, 12, 8), (5, 200, 3, 8), (16, 256, 22, 16),
+                                            (9, 384, 16, 32)])
 def test_sums_in_split_order_bit_for_bit(device, m, n, split_k, mp):
     """Every output (N not a multiple of 128: the last tile's rows past N; M below the tile's rows) against the
     split-order sum, on partials with -0.0, subnormals, infinities, NaN, overflow and cancellation."""
@@ -81,6 +83,11 @@ def test_combines_apart_rule():
     assert wgmma_combines_apart(8, 16) and wgmma_combines_apart(16, 10) and wgmma_combines_apart(64, 24)
     assert not wgmma_combines_apart(8, 12) and not wgmma_combines_apart(32, 9) and not wgmma_combines_apart(128, 24)
     assert not wgmma_combines_apart(16, 22, partials=True)
+    assert ONE_TOKEN_COMBINE_APART_MIN_SPLIT == 10  # one token on an 8-row tile
+    assert wgmma_combines_apart(8, 10, one_token=True) and not wgmma_combines_apart(8, 9, one_token=True)
+    assert not wgmma_combines_apart(8, 12, one_token=True, partials=True)
+    assert not wgmma_combines_apart(16, 9, one_token=True)  # the flag moves the 8-row tile's threshold only
+    assert wgmma_launch(8, 6144, 12, 2, one_token=True).combine_apart and not wgmma_launch(8, 6144, 12, 2).combine_apart
     rules = wgmma_launch(32, 6144, 22, 2)
     assert rules.combine_apart and rules.combiners == 1  # its own combine would spread over 16 programs
     assert wgmma_launch(32, 6144, 9, 2).combiners == 8 and not wgmma_launch(32, 6144, 9, 2).combine_apart
@@ -89,12 +96,15 @@ def test_combines_apart_rule():
 
 def test_which_picked_layers_combine_apart():
     """At 132 SMs: gate_up (N 1536 x K 6144, split 22) and N 512-2048 at K 4096-6144 from 2 to 32 tokens on the decode
-    kernel, N 2560 x K 6144 through mxfp8_linear (split 12) from 9 tokens; its 8-row tiles, o_proj and down (splits
-    2-12) keep the kernel's own combine, and so do splits below 10; a 64-row tile split 16 sums apart, a warp-specialized
+    kernel, N 2560 x K 6144 through mxfp8_linear (split 12) at one token and from 9 tokens; its 8-row tiles at 2-8
+    tokens, o_proj and down (splits 2-12) keep the kernel's own combine, and so do splits below 10; a 64-row tile split 16 sums apart, a warp-specialized
     one never."""
-    def apart(m, n, k):
+    def apart(m, n, k):  # as launch_gluon asks
         t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
-        return t is not None and wgmma_launch(t.block_m, k, t.split_k, t.num_stages).combine_apart
+        return t is not None and wgmma_launch(t.block_m, k, t.split_k, t.num_stages, one_token=m == 1).combine_apart
+    # one token: N 2560 and 3072 (splits 12 and 10) sum apart, N 4096 (split 8) and the short-K layers do not
+    assert apart(1, 2560, 6144) and apart(1, 3072, 6144) and apart(1, 2560, 4096)
+    assert not any(apart(1, n, k) for n, k in ((4096, 6144), (4992, 6144), (6144, 2048), (6144, 768)))
     for m in (2, 8, 16, 32):
         assert apart(m, 1536, 6144) and apart(m, 2048, 4096) and apart(m, 512, 6144)
         assert not any(apart(m, n, k) for n, k in ((4992, 6144), (6144, 2048), (6144, 768)))
@@ -109,14 +119,16 @@ def test_which_picked_layers_combine_apart():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(2, 1536, 6144), (16, 1536, 6144), (32, 1536, 6144), (5, 512, 6144),
-                                   (9, 2048, 4096), (24, 200, 4096), (12, 2560, 6144), (40, 1024, 4096)])
+                                   (9, 2048, 4096), (24, 200, 4096), (12, 2560, 6144), (40, 1024, 4096),
+                                   (1, 2560, 6144), (1, 3000, 4096)])
 def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
     """The decode kernel's tile at these shapes (not the 16-row kernel's) combines apart: mxfp8_linear on MXFP8 and
-    BF16 rows gives the exact sums' bytes (N 200: rows past N), two launches; the same bytes as the kernel's own
+    BF16 rows gives the exact sums' bytes (N 200 and 3000: rows past N; one token: its 8-row tile), two launches; the same bytes as the kernel's own
     combine on random operands, given A_deq too."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device, mma_rows=False)
-    assert tile.wgmma and not tile.ring and wgmma_launch(tile.block_m, k, tile.split_k, tile.num_stages).combine_apart
+    assert tile.wgmma and not tile.ring
+    assert wgmma_launch(tile.block_m, k, tile.split_k, tile.num_stages, one_token=m == 1).combine_apart
     sums = []
     monkeypatch.setattr(gluon_launch, "launch_split_k_sum",
                         lambda *a, **kw: (sums.append(1), split_k_sum.launch_split_k_sum(*a, **kw)))
@@ -134,6 +146,7 @@ def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
                                        a_deq=a_deq_from_mxfp8(act.values, act.scales))
     apart = [seam.mxfp8_linear(a, wr, tile=tile).clone() for a in (act, act_deq)]
     monkeypatch.setattr(wgmma_config, "COMBINE_APART_MIN_SPLIT", {})
+    monkeypatch.setattr(wgmma_config, "ONE_TOKEN_COMBINE_APART_MIN_SPLIT", 10**9)
     own = [seam.mxfp8_linear(a, wr, tile=tile) for a in (act, act_deq)]
     assert len(sums) == 5
     for got, ref in zip(apart, own):

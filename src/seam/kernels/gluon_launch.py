@@ -88,7 +88,7 @@ def launch_gluon(
     # the decode kernel's A_deq streaming rule (wgmma_a_stream) applies to its tiles of 64 rows and more only
     sms = runtime.num_sms(wq.device) if not tile.ring and tile.block_m >= RESIDENT_MAX_M else 0
     streams = a_deq is not None and sms > 0  # the decode kernel given A_deq may stream it (wgmma_a_stream)
-    rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials,
+    rules = wgmma_launch(tile.block_m, xq.shape[1], tile.split_k, tile.num_stages, partials=partials, one_token=m == 1,
                          a_deq_programs=tiles * tile.split_k if streams else 0, sms=sms if streams else 0,
                          warp_specialized=tile.warp_specialized)
     if partials or tile.split_k > 1:

@@ -87,8 +87,8 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
   and a PDL dependent launches only once every program here has started. The epilogue stores along
   N, contiguous in the output. For the fused QKV op (``PARTIALS``) the programs only store their
   partials: its epilogue kernel, next in the stream, sums them; so do they where the launch rule sums a tile's
-  partials apart (``seam.kernels.wgmma_config.wgmma_combines_apart``: 8-row tiles split 16 ways or more, 16-64-row
-  tiles 10 or more), and ``seam.kernels.split_k_sum`` adds them in the same order.
+  partials apart (``seam.kernels.wgmma_config.wgmma_combines_apart``: 8-row tiles split 16 ways or more, 10 at one
+  token, 16-64-row tiles 10 or more), and ``seam.kernels.split_k_sum`` adds them in the same order.
 
 Measured on the H200 (``docs/benchmarks-log.md`` sessions 8-9): 0.60-0.99x the tl kernel's time at
 M 8..64 (N 2560 x K 6144 at 64 tokens 17.7 -> 14.5 us with run 41's combine rule), still 1.9-5x the

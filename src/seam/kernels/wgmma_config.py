@@ -344,13 +344,22 @@ def wgmma_combiners(block_m: int, split_k: int, *, partials: bool = False) -> in
 #: The fewest K splits at which the decode kernel's tile of this many rows has a launch of its own sum its partials
 #: (:func:`wgmma_combines_apart`); tiles of other row counts never do.
 COMBINE_APART_MIN_SPLIT = {8: 16, 16: 10, 32: 10, 64: 10}
+#: The same for an 8-row tile that carries one token.
+ONE_TOKEN_COMBINE_APART_MIN_SPLIT = 10
 
 
-def wgmma_combines_apart(block_m: int, split_k: int, *, partials: bool = False) -> bool:
+def wgmma_combines_apart(block_m: int, split_k: int, *, one_token: bool = False, partials: bool = False) -> bool:
     """Whether the decode kernel's tile stores its split-K partials and a launch of its own sums them
     (``seam.kernels.split_k_sum``, PDL-chained; same bytes), where its own combine (the tile's last program to
     arrive loading every partial back) is not run: from :data:`COMBINE_APART_MIN_SPLIT` splits (8-row tiles from
-    16, 16-64-row tiles from 10), never for ``partials`` (the fused QKV op sums them in its epilogue).
+    16, 16-64-row tiles from 10; an 8-row tile from 10 where the launch has ``one_token``, M = 1), never for
+    ``partials`` (the fused QKV op sums them in its epilogue).
+
+    One token: H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 310-311, after the decode kernel requested its
+    activations first; two runs of five alternations, us, apart / its own combine, the first run): N 2560 x K 6144
+    (split 12) 7.98 / 8.64 alone, 10.86 / 11.85 before a kernel that waits for it, 10.54 / 11.25 after the norm +
+    MXFP8 (PDL); N 3072 (split 10) 8.96 / 9.48, 11.86 / 12.95, 11.41 / 11.56; the second run within 0.12 us of these. At 2
+    and 8 tokens on the same tile it lost after the norm (10.48 / 10.22, 10.83 / 10.53), as in run 299.
 
     H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 297, 299 and 300, ``mxfp8_linear`` as picked, weights past L2,
     us, a launch of its own / the kernel's own combine, alone | after the norm + MXFP8 | after the MoE router, no
@@ -365,7 +374,11 @@ def wgmma_combines_apart(block_m: int, split_k: int, *, partials: bool = False) 
     11.10; at 32 tokens 13.10 / 15.05), alone at 7 (the 32-row tile at split 12 and the 64-row one at 33 tokens lost
     0.08-0.53 us); the MiniMax step at 64 tokens 84.87 / 85.65 us per rank. Splits 4-6 lost alone (run 294, N 6144
     x K 2048: 7.44 / 6.13, 7.69 / 6.28): there the extra launch costs more than the combine saves."""
-    return not partials and split_k >= COMBINE_APART_MIN_SPLIT.get(block_m, split_k + 1)
+    if partials:
+        return False
+    if one_token and block_m == 8:
+        return split_k >= ONE_TOKEN_COMBINE_APART_MIN_SPLIT
+    return split_k >= COMBINE_APART_MIN_SPLIT.get(block_m, split_k + 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,16 +396,17 @@ class WgmmaLaunch:
     combine_apart: bool = False  #: :func:`wgmma_combines_apart` (the decode kernel)
 
 
-def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False,
+def wgmma_launch(block_m: int, k: int, split_k: int, stages: int, *, partials: bool = False, one_token: bool = False,
                  a_deq_programs: int = 0, sms: int = 0, warp_specialized: bool = False) -> WgmmaLaunch:
     """The :class:`WgmmaLaunch` of a Gluon tile: the decode kernel for ``block_m`` <= :data:`WGMMA_MAX_M` (its
     streamed tiles, the 64 + tail ones and :data:`STREAMED_BLOCK_M`, stream A_deq wherever they read one), the ring
     kernel above (the warp-specialized wide tiles, 136-256, read only their split-K combine's rules here).
     ``a_deq_programs``: the launch's program count where it reads A_deq, else 0, on a GPU of ``sms`` SMs
     (:func:`wgmma_a_stream`). ``warp_specialized``: the tile runs on the warp-specialized kernel, which combines its
-    partials itself (no :func:`wgmma_combines_apart`; the picker gives it splits of at most 6, a caller's tile any)."""
+    partials itself (no :func:`wgmma_combines_apart`; the picker gives it splits of at most 6, a caller's tile any).
+    ``one_token``: the launch has M = 1 (:func:`wgmma_combines_apart`)."""
     # the decode kernel then stores partials only
-    apart = not warp_specialized and wgmma_combines_apart(block_m, split_k, partials=partials)
+    apart = not warp_specialized and wgmma_combines_apart(block_m, split_k, one_token=one_token, partials=partials)
     combine, combiners = combine_group(block_m, split_k), wgmma_combiners(block_m, split_k, partials=partials or apart)
     if block_m > WGMMA_MAX_M:
         return WgmmaLaunch(combine, combiners, bf16_mul=wgmma_bf16_mul(block_m, k, split_k, stages, 0))
