@@ -17,6 +17,7 @@ from seam.kernels.mxfp8_gemm_config import pick_tile, pick_wgmma_tile
 from seam.kernels.wgmma_config import (COMBINE_APART_MIN_SPLIT, ONE_TOKEN_COMBINE_APART_MIN_SPLIT, wgmma_combiners,
                                        wgmma_combines_apart, wgmma_launch)
 from mxfp8_rows import exact_block_inputs, linear_both_paths  # tests/mxfp8_rows.py
+from sm90_tool import needs_tool, with_tool  # tests/sm90_tool.py
 
 
 def _edge_partials(tiles: int, split_k: int, mp: int, device: torch.device) -> torch.Tensor:
@@ -97,12 +98,12 @@ def test_combines_apart_rule():
 def test_which_picked_layers_combine_apart():
     """At 132 SMs: gate_up (N 1536 x K 6144, split 22) and N 512-2048 at K 4096-6144 from 2 to 32 tokens on the decode
     kernel, N 2560 x K 6144 through mxfp8_linear (split 12) at one token and from 9 tokens; its 8-row tiles at 2-8
-    tokens, o_proj and down (splits 2-12) keep the kernel's own combine, and so do splits below 10; a 64-row tile split 16 sums apart, a warp-specialized
-    one never."""
+    tokens, o_proj and down (splits 2-12) keep the kernel's own combine, and so do splits below 10; a 64-row tile
+    split 16 sums apart, a warp-specialized one never."""
     def apart(m, n, k):  # as launch_gluon asks
         t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
         return t is not None and wgmma_launch(t.block_m, k, t.split_k, t.num_stages, one_token=m == 1).combine_apart
-    # one token: N 2560 and 3072 (splits 12 and 10) sum apart, N 4096 (split 8) and the short-K layers do not
+    # one token: N 2560 and 3072 (splits 12 and 10) sum apart; N 4096-6144 (splits 8 to 2) do not
     assert apart(1, 2560, 6144) and apart(1, 3072, 6144) and apart(1, 2560, 4096)
     assert not any(apart(1, n, k) for n, k in ((4096, 6144), (4992, 6144), (6144, 2048), (6144, 768)))
     for m in (2, 8, 16, 32):
@@ -114,6 +115,25 @@ def test_which_picked_layers_combine_apart():
     assert not ws.combine_apart and ws.combiners == wgmma_combiners(64, 12) > 1  # its own spread combine
 
 
+@needs_tool
+def test_one_token_apart_kernels_compile_for_sm90_without_spills():
+    """The decode kernel as launched for one token where it sums apart (the picks at N 2560 / 3072 x K 6144 and N 2560
+    x K 4096) compiles for sm_90 without spills in at most 128 registers (two programs per SM), and stores partials
+    only: no arrival counter (``atom``) in its PTX, which the same tile launched for two tokens has."""
+    picks = sorted({(t.split_k, t.num_stages, k) for n, k in ((2560, 6144), (3072, 6144), (2560, 4096))
+                    for t in [pick_wgmma_tile(1, n, k, 132)]})
+    assert all(wgmma_launch(8, k, sk, st, one_token=True).combine_apart for sk, st, k in picks)
+    results = with_tool(
+        f"for sk, st, k in {picks!r}:\n"
+        "    for one in (True, False):\n"
+        "        r = tool.resources('wgmma', 8, split_k=sk, num_stages=st, k=k, one_token=one, ptx=True)\n"
+        "        print(json.dumps([one, r['registers'], r['stack_bytes'], r['ptx'].count('atom.')]))\n")
+    assert len(results) == 2 * len(picks)
+    for one, registers, stack, atoms in results:
+        assert stack == 0 and registers <= 128, (one, registers, stack)
+        assert (atoms == 0) == one, (one, atoms)
+
+
 # GPU: mxfp8_linear's bytes where it combines apart.
 
 
@@ -123,8 +143,8 @@ def test_which_picked_layers_combine_apart():
                                    (1, 2560, 6144), (1, 3000, 4096)])
 def test_bit_exact_combined_apart_gpu(monkeypatch, m, n, k):
     """The decode kernel's tile at these shapes (not the 16-row kernel's) combines apart: mxfp8_linear on MXFP8 and
-    BF16 rows gives the exact sums' bytes (N 200 and 3000: rows past N; one token: its 8-row tile), two launches; the same bytes as the kernel's own
-    combine on random operands, given A_deq too."""
+    BF16 rows gives the exact sums' bytes (N 200 and 3000: rows past N; one token: its 8-row tile), two launches;
+    the same bytes as the kernel's own combine on random operands, given A_deq too."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     tile = pick_tile(m, n, k, x.device, mma_rows=False)
     assert tile.wgmma and not tile.ring

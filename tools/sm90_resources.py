@@ -43,12 +43,13 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
               num_stages: int = 3, max_registers: int | None = None, k: int = 6144,
               has_qfp8: bool = False, f16_operands: bool = False, a_bf16: bool = False,
               partials: bool = False, a_deq: bool = False, bf16_mul: bool | None = None, ptx: bool = False,
-              a_stream: bool = False, warp_specialized: bool | None = None, acts_staged: bool | None = None) -> dict:
+              a_stream: bool = False, warp_specialized: bool | None = None, acts_staged: bool | None = None,
+              one_token: bool = False) -> dict:
     """{"registers", "stack_bytes", "shared_bytes"} of ``kind`` ("qkv": the fused QKV kernel,
     "linear": ``mxfp8_linear``'s tl kernel, with ``a_bf16`` its in-GEMM quantization, or "wgmma":
     the Gluon decode kernel (its warp-specialized variant where the launcher runs it,
     ``seam.kernels.mxfp8_gemm_config.wgmma_warp_specialized``), with ``partials`` its partials-only store for the
-    QKV op and with ``a_deq`` its
+    QKV op, with ``one_token`` as launched for one token (``wgmma_config.wgmma_combines_apart``), and with ``a_deq`` its
     variant that reads A_deq, ``seam.formats.a_deq``, with ``a_stream`` (and ``a_deq``) its variant that streams
     A_deq through ``num_stages`` slots, and with ``bf16_mul`` True / False its weight dequantization
     by BF16 multiplies / through fp32, None: as its launch rule says for a weight that allows both) for one
@@ -72,7 +73,7 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,
-                                ptx=ptx, a_stream=a_stream, warp_specialized=warp_specialized)
+                                ptx=ptx, a_stream=a_stream, warp_specialized=warp_specialized, one_token=one_token)
     if kind == "qkv":
         fn = qkv_epilogue.qkv_epilogue_kernel
         types = {"stride_acc": "i32", "stride_head": "i32", "stride_split": "i32", "nkv": "i32", "M": "i32",
@@ -145,7 +146,8 @@ def _as_launched(rules, partials: bool, bf16_mul: bool | None) -> bool:
 
 def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_bf16: bool,
                      max_registers: int | None, partials: bool, a_deq: bool = False, bf16_mul: bool | None = None,
-                     ptx: bool = False, a_stream: bool = False, warp_specialized: bool | None = None) -> dict:
+                     ptx: bool = False, a_stream: bool = False, warp_specialized: bool | None = None,
+                     one_token: bool = False) -> dict:
     """Resources of the Gluon decode kernel (``seam.kernels.mxfp8_wgmma``, or ``mxfp8_wgmma_ws`` with
     ``warp_specialized``) at one launch shape."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -181,7 +183,8 @@ def _wgmma_resources(block_m: int, *, split_k: int, num_stages: int, k: int, a_b
             room = f"shared memory allows 1 to {most}" if most >= 1 else "the activations alone overflow shared memory"
             raise ValueError(f"wgmma: num_stages {num_stages} at block_m {block_m}, K {k}, split {split_k}: {room}")
     fn = mxfp8_wgmma.mxfp8_linear_wgmma_kernel
-    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials)  # as launched
+    rules = wgmma_config.wgmma_launch(block_m, k, split_k, num_stages, partials=partials,
+                                      one_token=one_token)  # as launched
     stores_partials = partials or rules.combine_apart  # then into the split-K workspace (fp32)
     types = {**_decode_types(block_m, bf16_x=a_bf16 or a_deq), "out_ptr": "*fp32" if stores_partials else "*bf16"}
     tail = mxfp8_wgmma.tail_tokens(block_m)
@@ -299,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--f16-operands", action="store_true")
     p.add_argument("--a-bf16", action="store_true", help="linear, wgmma: BF16 activations quantized in the GEMM")
     p.add_argument("--partials", action="store_true", help="wgmma: partials only (the QKV op's GEMM)")
+    p.add_argument("--one-token", action="store_true", help="wgmma: as launched for one token (M = 1)")
     p.add_argument("--a-deq", action="store_true", help="wgmma: reads A_deq (seam.formats.a_deq)")
     p.add_argument("--a-stream", action="store_true", help="wgmma: streams A_deq through --num-stages slots")
     p.add_argument("--warp-specialized", choices=("rule", "on", "off"), default="rule",
@@ -309,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(resources(a.kind, a.block_m, block_k=a.block_k, split_k=a.split_k, num_warps=a.num_warps,
                                num_stages=a.num_stages, max_registers=a.max_registers, k=a.k,
                                has_qfp8=a.has_qfp8, f16_operands=a.f16_operands, a_bf16=a.a_bf16,
-                               partials=a.partials, a_deq=a.a_deq, a_stream=a.a_stream,
+                               partials=a.partials, a_deq=a.a_deq, a_stream=a.a_stream, one_token=a.one_token,
                                bf16_mul={"rule": None, "on": True, "off": False}[a.bf16_mul],
                                warp_specialized={"rule": None, "on": True, "off": False}[a.warp_specialized])))
     return 0

@@ -358,8 +358,8 @@ def wgmma_combines_apart(block_m: int, split_k: int, *, one_token: bool = False,
     One token: H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 310-311, after the decode kernel requested its
     activations first; two runs of five alternations, us, apart / its own combine, the first run): N 2560 x K 6144
     (split 12) 7.98 / 8.64 alone, 10.86 / 11.85 before a kernel that waits for it, 10.54 / 11.25 after the norm +
-    MXFP8 (PDL); N 3072 (split 10) 8.96 / 9.48, 11.86 / 12.95, 11.41 / 11.56; the second run within 0.12 us of these. At 2
-    and 8 tokens on the same tile it lost after the norm (10.48 / 10.22, 10.83 / 10.53), as in run 299.
+    MXFP8 (PDL); N 3072 (split 10) 8.96 / 9.48, 11.86 / 12.95, 11.41 / 11.56; the second run within 0.12 us of
+    these. At 2 and 8 tokens on the same tile it lost after the norm (10.48 / 10.22, 10.83 / 10.53), as in run 299.
 
     H100 (2026-12-06, ``docs/benchmarks-log.md`` runs 297, 299 and 300, ``mxfp8_linear`` as picked, weights past L2,
     us, a launch of its own / the kernel's own combine, alone | after the norm + MXFP8 | after the MoE router, no
