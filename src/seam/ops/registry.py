@@ -8,6 +8,10 @@ mode the dispatcher's Python overhead is of the order of a decode-size kernel
 being traced; it then bumps the written buffers' version counters itself, as the
 dispatcher would, so checks keyed on ``Tensor._version`` (``MXFP8Linear``'s hand-off)
 see every write.
+
+The ops check nothing: the public functions validate their arguments (and size the outputs)
+before calling them, and the flat arguments include what no check could make safe (raw
+mailbox addresses, tile parameters). README says so to users of ``torch.ops.seam``.
 """
 
 from __future__ import annotations
