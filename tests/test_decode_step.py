@@ -84,6 +84,28 @@ def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch):
     assert "MiniMax-M3.1 boundary (tp 2, hidden 256," in buf.getvalue() and "MiniMaxShape(" not in buf.getvalue()
 
 
+@pytest.mark.gpu
+def test_gpu_bench_step_times_then_counts(tmp_path, monkeypatch):
+    """On a GPU each chain has its launches beside its time, counted (torch profiler) only after every timing."""
+    monkeypatch.setenv("SEAM_OUT", str(tmp_path))
+    buf = io.StringIO()
+    profiled = []
+    count = step.count_launches
+    monkeypatch.setattr(step, "count_launches", lambda fn: profiled.append(1) or count(fn))
+    timed = []
+    time_us = step.graph_time_us
+    monkeypatch.setattr(step, "graph_time_us", lambda fn, **kw: timed.append(len(profiled)) or time_us(fn, **kw))
+    results = step.run(Console(file=buf, width=200), ms=(1, 2))
+    assert timed == [0] * 12 and len(profiled) == 12  # 3 chains x 2 boundaries x 2 M, every timing before any profile
+    for rows in results.values():
+        for row in rows:
+            keys = [k for k in row if "launches" in k or k.endswith(" us") or k == "speed-up"]
+            assert keys == [f"{c} {what}" for c in step.CHAINS for what in ("launches", "us")] + ["speed-up"]
+            assert 1 <= row["seam launches"] and row["seam us"] > 0
+            # the compiled chain counted compiled at every M (dynamo's recompile limit would run it eagerly)
+            assert row["unfused compiled launches"] < row["unfused launches"], row
+
+
 def test_agreement_limits():
     """A boundary agrees only where every limited metric is at most its limit: at the limit yes, past it or NaN no."""
     at = dict(step.MINIMAX_LIMITS)

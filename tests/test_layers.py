@@ -437,13 +437,13 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     """The producer's a_deq for this layer: where "auto" would write A_deq and the GEMM picked at M reads it. On a
     Hopper GPU (patched here) gate_up (N 1536 x K 6144) takes the 16-row kernel at 2-8 tokens, which ignores it, the
     decode kernel from 9; the QKV-wide N 2560 (two waves of 16-row programs) the decode kernel from 2; the down
-    projection (K 768) the 16-row kernel at 1-8 tokens; one token at K 6144 no A_deq ("auto" writes none); off Hopper
-    never."""
+    projection (K 768, N 6144) the 16-row kernel at 1-8 tokens, a narrower one (N 2048) at 1-16 (its 16-token tile);
+    one token at K 6144 no A_deq ("auto" writes none); off Hopper never."""
     from seam.kernels import wgmma_config
 
-    gate_up, qkv, down = (MXFP8Linear(seam.MXFP8Weight(torch.zeros(n, k, dtype=torch.float8_e4m3fn),
-                                                        torch.full((n * k // 32,), 127, dtype=torch.uint8)))
-                          for n, k in ((1536, 6144), (2560, 6144), (6144, 768)))
+    gate_up, qkv, down, narrow = (MXFP8Linear(seam.MXFP8Weight(torch.zeros(n, k, dtype=torch.float8_e4m3fn),
+                                                                torch.full((n * k // 32,), 127, dtype=torch.uint8)))
+                                  for n, k in ((1536, 6144), (2560, 6144), (6144, 768), (2048, 768)))
     assert not any(layer.wants_a_deq(m) for layer in (gate_up, qkv, down) for m in (1, 2, 8, 64))  # CPU
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     monkeypatch.setattr(wgmma_config, "wgmma_supported", lambda device: True)
@@ -451,6 +451,7 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     assert [m for m in ms if gate_up.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if qkv.wants_a_deq(m)] == list(range(2, 129))
     assert [m for m in ms if down.wants_a_deq(m)] == list(range(9, 65))  # "auto" stops at 64 below K 2048
+    assert [m for m in ms if narrow.wants_a_deq(m)] == list(range(17, 65))
     for bad, exc, match in ((0, ValueError, "m must be a positive token count, got 0"),
                             (1.5, TypeError, "m must be an int, got float"), (True, TypeError, "m must be an int")):
         with pytest.raises(exc, match=match):

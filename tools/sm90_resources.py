@@ -7,7 +7,7 @@ that decides how many 8-warp programs share an SM (``pick_qkv_tile``'s cap)::
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py qkv 32 --max-registers 128
     TRITON_INTERPRET=0 PYTHONPATH=src python tools/sm90_resources.py wgmma 8 --split-k 12 --num-stages 2
 
-``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``block_m`` 8; ``--k`` and ``--bf16-mul``
+``rows`` is the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``; ``block_m`` 8 or 16; ``--k`` and ``--bf16-mul``
 apply, by default on as quantized weights launch it; the warps, and where the activations go, follow from K).
 ``wgmma`` is the Gluon decode kernel (``block_m``: M padded to 8, 16, 32, 64, 72, 80, 96 or 128; from 72 it streams
 A_deq, so ``--a-deq --a-stream`` are implied there; 136, 144, 160, 192: its warp-specialized 128 + 8-64-token tiles,
@@ -66,10 +66,12 @@ def resources(kind: str, block_m: int, *, block_k: int = 64, split_k: int = 12, 
     from seam.kernels import mxfp8_gemm, qkv_epilogue
 
     if kind == "rows":
-        if block_m != 8:
-            raise ValueError(f"rows: the 16-row kernel runs 8 tokens a program, got block_m={block_m}")
-        return _rows_resources(k=k, bf16_mul=bf16_mul is not False, acts_staged=acts_staged,  # None: as weights launch
-                               ptx=ptx)
+        from seam.kernels.mxfp8_mma_rows import BLOCK_MS
+
+        if block_m not in BLOCK_MS:
+            raise ValueError(f"rows: the 16-row kernel runs {BLOCK_MS} tokens a program, got block_m={block_m}")
+        return _rows_resources(block_m, k=k, bf16_mul=bf16_mul is not False, acts_staged=acts_staged,  # None: as
+                               ptx=ptx)  # weights launch it
     if kind == "wgmma":
         return _wgmma_resources(block_m, split_k=split_k, num_stages=num_stages, k=k, a_bf16=a_bf16,
                                 max_registers=max_registers, partials=partials, a_deq=a_deq, bf16_mul=bf16_mul,
@@ -243,9 +245,9 @@ def _ws_resources(block_m: int, *, split_k: int, num_stages: int, k: int, bf16_m
     return _compile(mxfp8_wgmma_ws.mxfp8_linear_wgmma_ws_kernel, types, consts, {"M"}, options, GluonASTSource, ptx)
 
 
-def _rows_resources(*, k: int, bf16_mul: bool, acts_staged: bool | None, ptx: bool = False) -> dict:
-    """Resources of the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``) at K, as launched (warps from K;
-    ``acts_staged`` None: its activations staged where ``stages_activations`` says)."""
+def _rows_resources(block_m: int, *, k: int, bf16_mul: bool, acts_staged: bool | None, ptx: bool = False) -> dict:
+    """Resources of the 16-row decode kernel (``seam.kernels.mxfp8_mma_rows``) on ``block_m`` tokens at K, as
+    launched (warps from K; ``acts_staged`` None: its activations staged where ``stages_activations`` says)."""
     import triton
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -256,9 +258,9 @@ def _rows_resources(*, k: int, bf16_mul: bool, acts_staged: bool | None, ptx: bo
     types = {"w_desc": f"tensordesc<u8[1, {warps}, 16, 128],{rows._BOX_LAYOUT!r}>", "out_ptr": "*bf16", "M": "i32",
              "N": "i32", "stride_xm": "i32", "stride_om": "i32"}
     consts = dict(K=k, SPW=spw, SPWP=triton.next_power_of_2(spw), WL=rows.weight_layout(warps),
-                  XL=rows.activation_layout(warps), BF16_MUL=bf16_mul, USE_PDL=True,
-                  ACTS_STAGED=rows.stages_activations(k) if acts_staged is None else acts_staged,
-                  num_warps=warps)
+                  XL=rows.activation_layout(warps, block_m), BF16_MUL=bf16_mul, USE_PDL=True,
+                  ACTS_STAGED=rows.stages_activations(k, block_m=block_m) if acts_staged is None else acts_staged,
+                  BLOCK_M=block_m, num_warps=warps)
     return _compile(rows.mxfp8_mma_rows_kernel, types, consts, {"M"}, dict(num_warps=warps), GluonASTSource, ptx)
 
 

@@ -399,29 +399,52 @@ MS_GPU = (1, 2, 4, 8, 16, 64, 128)
 MS_CPU = (1, 3)
 
 
+CHAINS = ("unfused", "unfused compiled", "seam")
+
+
+def _chains(boundary) -> dict[str, Callable[[], object]]:
+    """The boundary's three chains; the unfused one's steps compiled per rank afresh (``torch._dynamo`` reset first, so
+    no earlier boundary's compiles count against its recompile limit): a call per rank, no op serving two ranks, the
+    collectives between them eager (publishes before collects)."""
+    compiled = tuple(compile_static(f, reset=i == 0) for i, f in enumerate(boundary.stages()))
+    return {"unfused": boundary.unfused, "unfused compiled": lambda: boundary.unfused(compiled), "seam": boundary.seam}
+
+
 def _measure(boundary, compare, ok, gpu: bool) -> dict:
-    """Agreement; on a GPU launches and us per rank of the eager unfused chain, of the same chain under a
-    static ``torch.compile`` (what an engine captures per batch size: Inductor fuses its PyTorch ops,
-    seam's ops stay opaque custom ops), and of seam's chain; the speed-up is against the faster unfused one."""
+    """Agreement; on a GPU us per rank of the eager unfused chain, of the same chain under a static
+    ``torch.compile`` (what an engine captures per batch size: Inductor fuses its PyTorch ops, seam's ops stay
+    opaque custom ops), and of seam's chain; the speed-up is against the faster unfused one. Their launches
+    :func:`_count` adds once every timing of the run is done."""
     metrics = compare(boundary)
     row = {"M": boundary.m, "agree": ok(metrics), **metrics}
-    if gpu:
-        tp = boundary.shape.tp
-        # each rank's steps compiled, a call per rank (no op serves two ranks), the collectives between them eager
-        # (publishes before collects)
-        compiled = tuple(compile_static(f, reset=i == 0) for i, f in enumerate(boundary.stages()))
-        chains = {"unfused": boundary.unfused, "unfused compiled": lambda: boundary.unfused(compiled),
-                  "seam": boundary.seam}
-        for chain, fn in chains.items():
-            try:
-                row[f"{chain} launches"] = count_launches(fn) / tp
-                row[f"{chain} us"] = graph_time_us(fn, iters=20, reps=10) / tp
-            except Exception as exc:  # a chain torch.compile cannot take is reported, not fatal
-                print(f"{chain} at M {boundary.m}: {type(exc).__name__}: {exc}")
-                row[f"{chain} launches"] = row[f"{chain} us"] = float("nan")
-        timed = [t for t in (row["unfused us"], row["unfused compiled us"]) if t == t]  # not NaN
-        row["speed-up"] = min(timed) / row["seam us"] if timed else float("nan")
+    if not gpu:
+        return row
+    tp = boundary.shape.tp
+    for chain, fn in _chains(boundary).items():
+        try:
+            row[f"{chain} us"] = graph_time_us(fn, iters=20, reps=10) / tp
+        except Exception as exc:  # a chain torch.compile cannot take is reported, not fatal
+            print(f"{chain} at M {boundary.m}: {type(exc).__name__}: {exc}")
+            row[f"{chain} us"] = float("nan")
+    timed = [t for t in (row["unfused us"], row["unfused compiled us"]) if t == t]  # not NaN
+    row["speed-up"] = min(timed) / row["seam us"] if timed else float("nan")
     return row
+
+
+def _count(row: dict, boundary) -> None:
+    """Adds each chain's launches per rank (torch profiler; NaN where it fails) to ``row``, beside its time, on a
+    fresh ``boundary`` of the same shape and M (launches do not depend on the data). Called after every timing of the
+    run: run 313's timings, taken after such profiler sessions, were 11-12 us per rank above the MiniMax seam chain
+    timed alone (log run 314)."""
+    timings = {key: row.pop(key) for key in [*(f"{chain} us" for chain in CHAINS), "speed-up"]}
+    for chain, fn in _chains(boundary).items():
+        try:
+            row[f"{chain} launches"] = count_launches(fn) / boundary.shape.tp
+        except Exception as exc:  # reported, not fatal: the timings stand
+            print(f"{chain} launches at M {boundary.m}: {type(exc).__name__}: {exc}")
+            row[f"{chain} launches"] = float("nan")
+        row[f"{chain} us"] = timings[f"{chain} us"]
+    row["speed-up"] = timings["speed-up"]
 
 
 def _shape_text(shape: MiniMaxShape | MhcShape) -> str:
@@ -484,15 +507,22 @@ def run(console, ms: tuple[int, ...] | None = None) -> dict[str, list[dict]]:
                   + ("" if gpu else " (reduced shapes, TP 2, agreement only)") + "; a line as each finishes")
     console.print(f"  agree: seam's chain against the unfused chain, minimax {limits_text(MINIMAX_LIMITS)}; "
                   f"mhc {limits_text(MHC_LIMITS)}")
+    timed = []  # (row, make, shape, m): launches are counted after every timing
     for m in ms:
         for name, make, shape, compare, ok in (("minimax", MiniMaxBoundary, mm_shape, compare_minimax, minimax_ok),
                                                ("mhc", MhcBoundary, mhc_shape, compare_mhc, mhc_ok)):
             start = time.perf_counter()
             row = _measure(make(shape, m, device), compare, ok, gpu)
             results[name].append(row)
+            timed.append((row, make, shape, m))
             console.print(f"  {name} M {m}: agree {'yes' if row['agree'] else 'NO'} "
                           f"({time.perf_counter() - start:.1f} s)")
         if gpu:
+            torch.cuda.empty_cache()
+    if gpu:
+        console.print("  counting launches (torch profiler, after every timing)")
+        for row, make, shape, m in timed:
+            _count(row, make(shape, m, device))
             torch.cuda.empty_cache()
     console.print(_table(f"MiniMax-M3.1 boundary ({_shape_text(mm_shape)})", results["minimax"]))
     console.print(_table(f"DeepSeek-V4.1 mHC boundary ({_shape_text(mhc_shape)})", results["mhc"]))

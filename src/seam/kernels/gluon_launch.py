@@ -69,7 +69,8 @@ def launch_gluon(
         if (xs is None or partials or xq.stride(1) != 1
                 or not (mxfp8_wgmma.tma_ready(wq) and mxfp8_wgmma.tma_ready(ws))):
             return None
-        launch_mxfp8_mma_rows(xq, xs, wq, ws, out, tile.num_warps, use_pdl, bf16_mul=weight_bf16_mul)
+        launch_mxfp8_mma_rows(xq, xs, wq, ws, out, tile.num_warps, use_pdl, bf16_mul=weight_bf16_mul,
+                              block_m=tile.block_m)
         return out
     if not a_deq_readable(a_deq) or not tile.reads_a_deq:
         a_deq = None

@@ -2,7 +2,7 @@
 the kernel and its tile for a shape, each with the H200 measurement that set it.
 
 Six paths share them: ``seam.kernels.mxfp8_gemm``'s tl kernel (every M, every NVIDIA target and the interpreter),
-``seam.kernels.mxfp8_mma_rows``'s 16-row Gluon kernel (Hopper, M <= 8 at K 512 or 768, 2 <= M <= 8 at K 3072, 4096
+``seam.kernels.mxfp8_mma_rows``'s 16-row Gluon kernel (Hopper, M <= 16 at K 512 or 768, 2 <= M <= 8 at K 3072, 4096
 or 6144, :func:`pick_mma_rows_tile`), ``seam.kernels.mxfp8_wgmma``'s Gluon decode kernel (Hopper, 2 <= M <= 128,
 one token at N >= :data:`WGMMA_ONE_TOKEN_MIN_N`; its streamed tiles at most K splits warp-specialized,
 ``seam.kernels.mxfp8_wgmma_ws``, :func:`wgmma_warp_specialized`, and over token tiles to 2048 tokens,
@@ -168,8 +168,8 @@ WGMMA_STAGES = 2
 WGMMA_PROGRAM_COST_STEPS = 3
 
 
-#: The 16-row kernel's tile (:mod:`seam.kernels.mxfp8_mma_rows`: up to 8 tokens, 16 weight rows and the whole K per
-#: program, no split-K); ``num_warps`` follows K (:func:`pick_mma_rows_tile`).
+#: The 16-row kernel's tile (:mod:`seam.kernels.mxfp8_mma_rows`: 16 weight rows and the whole K per program, no
+#: split-K); ``block_m`` (8 or 16 tokens) follows M and ``num_warps`` K (:func:`pick_mma_rows_tile`).
 MMA_ROWS_TILE = Tile(8, 16, 128, 2, 1, wgmma=True)
 #: Narrowest N the 16-row kernel takes at its short K: the narrowest measured (runs 268-269).
 MMA_ROWS_MIN_N = 256
@@ -178,18 +178,25 @@ MMA_ROWS_MIN_N = 256
 MMA_ROWS_LONG_MIN_N = 1024
 
 
-def mma_rows_per_sm(k: int) -> int:
-    """Programs of the 16-row kernel at K one SM takes in its one wave: as many as fit
+def mma_rows_tile(m: int, k: int) -> Tile:
+    """The 16-row kernel's tile for M tokens at K: :data:`MMA_ROWS_TILE` on M's token tile and K's warps."""
+    return dataclasses.replace(MMA_ROWS_TILE, block_m=mxfp8_mma_rows.block_m_for(m),
+                               num_warps=mxfp8_mma_rows.warps_for(k))
+
+
+def mma_rows_per_sm(k: int, block_m: int = 8) -> int:
+    """Programs of the 16-row kernel at K on ``block_m`` tokens one SM takes in its one wave: as many as fit
     (``mxfp8_mma_rows.programs_per_sm``), at the long K at most ``wgmma_config.MMA_ROWS_LONG_PER_SM``."""
-    fit = mxfp8_mma_rows.programs_per_sm(k)
+    fit = mxfp8_mma_rows.programs_per_sm(k, block_m)
     return min(fit, wgmma_config.MMA_ROWS_LONG_PER_SM.get(k, fit))
 
 
 def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
-    """The 16-row kernel's tile (:data:`MMA_ROWS_TILE` at K's warps) where
-    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-8 tokens at K 512 or 768, 2-8 at K 3072, 4096 or
+    """The 16-row kernel's tile (:func:`mma_rows_tile`: 8 or 16 tokens, K's warps) where
+    :func:`~seam.kernels.wgmma_config.mma_rows_k` takes M and K (1-16 tokens at K 512 or 768, 2-8 at K 3072, 4096 or
     6144: set by its chains after a producer), N is at least :data:`MMA_ROWS_MIN_N` (:data:`MMA_ROWS_LONG_MIN_N` at the
-    long K) and its N / 16 programs fit one wave of the SMs (:func:`mma_rows_per_sm`), else None.
+    long K) and its N / 16 programs fit one wave of the SMs (:func:`mma_rows_per_sm`; at 9-16 tokens at most 1.5 an SM,
+    ``wgmma_config.MMA_ROWS_TOKENS16_MAX_WAVE``: N <= 3168 on 132 SMs), else None.
 
     It sums K inside each program, so it has no split-K combine. H100 (2026-12-06, ``docs/benchmarks-log.md`` runs
     268-269, MXFP8 rows, weights past L2, us, this tile / the decode kernel's): alone, 99 of 100 points at N 256-7168, K
@@ -204,11 +211,17 @@ def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     (``wgmma_config.a_deq_pays``). The kernel reads MXFP8 rows (BF16 ones only where ``mxfp8_linear`` quantizes them in
     a launch of their own) and writes BF16, not the fused QKV op's partials: ``pick_tile``'s ``mma_rows`` says where it
     may."""
+    if not wgmma_config.mma_rows_k(m, k):
+        return None
+    tile = mma_rows_tile(m, k)
     programs = -(-n // mxfp8_mma_rows.BLOCK_N.value)
     min_n = MMA_ROWS_MIN_N if k <= wgmma_config.MMA_ROWS_MAX_K else MMA_ROWS_LONG_MIN_N
-    if not (wgmma_config.mma_rows_k(m, k) and n >= min_n and programs <= sms * mma_rows_per_sm(k)):
+    per_sm = mma_rows_per_sm(k, tile.block_m)
+    if tile.block_m > 8:
+        per_sm = min(per_sm, wgmma_config.MMA_ROWS_TOKENS16_MAX_WAVE)
+    if not (n >= min_n and programs <= sms * per_sm):
         return None
-    return dataclasses.replace(MMA_ROWS_TILE, num_warps=mxfp8_mma_rows.warps_for(k))
+    return tile
 
 
 def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) -> Tile | None:
@@ -586,7 +599,7 @@ def covers(tile: Tile, m: int, *, partials: bool = False) -> bool:
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False,
               mma_rows: bool = True) -> Tile:
-    """On Hopper at 1-8 tokens the 16-row kernel's tile where it applies (below); :data:`GEMV_TILE` for one token
+    """On Hopper at 1-16 tokens the 16-row kernel's tile where it applies (below); :data:`GEMV_TILE` for one token
     (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
     waves for the 1-, 16- and 32-row decode tiles, :data:`DECODE_WAVES`).
@@ -603,7 +616,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     two-way splits; at 3 splits it was neutral (0.993-0.997x), at 4 slower (1.10x),
     and so was the 128-row tile (1.13x).
 
-    On a Hopper GPU, M <= 8 at K 512 or 768 (2 <= M <= 8 at K 3072, 4096 or 6144) takes the 16-row kernel where
+    On a Hopper GPU, M <= 16 at K 512 or 768 (2 <= M <= 8 at K 3072, 4096 or 6144) takes the 16-row kernel where
     :func:`pick_mma_rows_tile` does and ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the
     GEMM, the fused QKV op's partials); else M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token
     where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the

@@ -4,10 +4,13 @@ The decode kernel (:mod:`seam.kernels.mxfp8_wgmma`) puts 128 weight rows on each
 warpgroup) and so must split K over programs to fill the SMs, then sum the partials through a workspace, an arrival
 counter and a last program: 1.6-1.7 us of its time at 8 tokens, 3.2 at 64 (``docs/benchmarks-log.md`` run 66). At
 1-8 tokens this kernel runs instead where it wins: each program owns 16 weight rows and the whole K, N / 16 programs
-(384 at N 6144).
+(384 at N 6144). At 9-16 tokens it runs a 16-token tile (two n8 MMA tiles a program) at K 512-768 where its programs
+number at most 1.5 an SM (``seam.kernels.wgmma_config.MMA_ROWS_TOKENS16_MAX_WAVE``; H100, log run 314: N 2048 x K 768
+after SwiGLU + MXFP8 4.15-4.27 us against the decode kernel's 5.10-5.13; 2.9 an SM lost there, N 6144: 6.18-6.41
+against 4.74-5.56).
 
 * **The warps split K, inside the program.** Warp w takes K steps [w * SPW, (w + 1) * SPW) of 128 columns and runs
-  ``mma.sync`` m16n8k16 on them: one batched MMA, [W, 16, 128] x [W, 128, 8], the batch on the warps. At the end
+  ``mma.sync`` m16n8k16 on them: one batched MMA, [W, 16, 128] x [W, 128, 8 or 16], the batch on the warps. At the end
   ``gl.sum`` over the batch adds the W partials in one fixed order, in registers and shared memory: the same bytes
   every run.
 * **The weight strip is requested first.** Every step's [W, 16, 128] E4M3 box (a 4-D TMA view in which the batch is
@@ -18,7 +21,7 @@ counter and a last program: 1.6-1.7 us of its time at 8 tokens, 3.2 at 64 (``doc
   weight through fp32 or, where the weight's bytes allow, one BF16 multiply per pair; the activations through
   fp32), and relabels them as the MMA's A and B operands (:func:`k_permute`): the relabelling moves no data
   (``convert_layout(..., assert_trivial=True)``) and keeps every product ``A_deq[m, k] * W_deq[n, k]``.
-* **The activations in one round trip after the wait** (at most 8 x K bytes): every step's loads go out at once,
+* **The activations in one round trip after the wait** (at most 16 x K bytes): every step's loads go out at once,
   into registers (:func:`stages_activations`: 63-108 a thread, 88 at K 6144, 108 at K 4096), or at K 3072 into
   shared memory, read back step by step. One load per step, each waited for in turn, made the chains 1-2 us slower
   (log runs 266 and 284).
@@ -57,10 +60,20 @@ from seam.kernels.numerics import e4m3_scaled_bf16, e4m3_to_f32, swizzled_scale_
 
 #: Weight rows per program: the M side of ``mma.sync`` m16n8k16.
 BLOCK_N = gl.constexpr(16)
-#: Tokens per program: its N side (M <= 8).
-BLOCK_M = gl.constexpr(8)
+#: Tokens per program, its N side: one or two n8 tiles of ``mma.sync`` (``block_m_for``).
+BLOCK_MS = (8, 16)
 #: K columns per step: four MXFP8 blocks, one 32-byte block per thread and row.
 STEP = gl.constexpr(128)
+
+
+def block_m_for(m: int) -> int:
+    """The token tile of M tokens: the fewest of :data:`BLOCK_MS` that hold them.
+
+    Raises:
+        ValueError: M above the largest."""
+    if m > BLOCK_MS[-1]:
+        raise ValueError(f"M={m} exceeds {BLOCK_MS[-1]}: the 16-row kernel runs one token tile")
+    return next(b for b in BLOCK_MS if m <= b)
 
 
 def warps_for(k: int) -> int:
@@ -83,16 +96,17 @@ def warps_for(k: int) -> int:
 #: K at which the activations are staged in shared memory (:func:`stages_activations`): measured slower in registers
 #: after the norm there, for a reason not found (K 4096 on the same 4 warps, and K 6144's 6 steps a warp on 8, won).
 STAGED_KS = (3072,)
-#: Most K steps a warp holds the activations of in registers (32 E4M3 bytes and a scale byte a thread a step): 88
-#: registers a thread at 6 steps (K 6144), 102-111 at 7-8 (K 4096, 7168, 8192), none spilled (sm_90 compile,
-#: ``tests/test_mxfp8_mma_rows.py``); 12 steps took 144.
+#: Most K steps a warp holds the activations of in registers, counted in 8-token tiles (32 E4M3 bytes and a scale byte
+#: a thread a step and tile): 88 registers a thread at 6 steps (K 6144), 102-111 at 7-8 (K 4096, 7168, 8192), 79-86 at
+#: 2-3 steps of the 16-token tile (K 512, 768), none spilled (sm_90 compile, ``tests/test_mxfp8_mma_rows.py``); 12
+#: steps took 144, 16 tokens at K 4096 (8 steps of 2 tiles) 178.
 REGISTER_STEPS = 8
 
 
-def stages_activations(k: int, warps: int | None = None) -> bool:
-    """Whether a program at K on ``warps`` warps (None: :func:`warps_for`) stages its activations in shared memory (K
-    in :data:`STAGED_KS`, or more than :data:`REGISTER_STEPS` steps a warp) rather than holding every step's in
-    registers. H100 (2026-12-06, ``docs/benchmarks-log.md`` run 286, three alternations, medians, us,
+def stages_activations(k: int, warps: int | None = None, block_m: int = 8) -> bool:
+    """Whether a program at K on ``warps`` warps (None: :func:`warps_for`) and ``block_m`` tokens stages its
+    activations in shared memory (K in :data:`STAGED_KS`, or more than :data:`REGISTER_STEPS` steps of 8 tokens a warp)
+    rather than holding every step's in registers. H100 (2026-12-06, ``docs/benchmarks-log.md`` run 286, three alternations, medians, us,
     staged / registers, after the producer: norm + MXFP8 of hidden K, or SwiGLU + MXFP8 at K <= 768): N 1536 x K 6144
     9.93 / 9.35 at 2 tokens, 10.49 / 9.62 at 8; N 2048 x K 4096 9.71 / 9.58, 10.10 / 9.76; N 6144 x K 768 4.33 / 4.29
     at one token, 4.41 / 4.33 at 8; N 3072 x K 512 within 0.03; but N 2048 x K 3072 8.09 / 8.73 and 8.38 / 9.29
@@ -103,19 +117,20 @@ def stages_activations(k: int, warps: int | None = None) -> bool:
     63.75 / 62.91, at one token 57.59 / 57.49 (where only the down projection runs here). Registers also
     leave two programs an SM at K 6144, but one wave of them lost at 8 tokens after the norm (N 2560 11.92 against
     the decode kernel's 10.65): ``seam.kernels.wgmma_config.MMA_ROWS_LONG_PER_SM``."""
-    return k in STAGED_KS or k // STEP.value // (warps or warps_for(k)) > REGISTER_STEPS
+    tiles = block_m // 8
+    return k in STAGED_KS or k // STEP.value // (warps or warps_for(k)) * tiles > REGISTER_STEPS
 
 
-def shared_bytes(k: int, acts_staged: bool | None = None) -> int:
-    """Shared memory of a program at K: the E4M3 strip (16 K), the strip's scale bytes and, where it stages them
-    (``acts_staged``; None: :func:`stages_activations`), the activations and their scales (each over SPW rounded up
-    to a power of two steps), and the barriers."""
+def shared_bytes(k: int, acts_staged: bool | None = None, block_m: int = 8) -> int:
+    """Shared memory of a program at K on ``block_m`` tokens: the E4M3 strip (16 K), the strip's scale bytes and,
+    where it stages them (``acts_staged``; None: :func:`stages_activations`), the activations and their scales (each
+    over SPW rounded up to a power of two steps), and the barriers."""
     if acts_staged is None:
-        acts_staged = stages_activations(k)
+        acts_staged = stages_activations(k, block_m=block_m)
     warps = warps_for(k)
     spw = k // STEP.value // warps
     padded = 1 << (spw - 1).bit_length()
-    acts = padded * warps * BLOCK_M.value * (STEP.value + 4) if acts_staged else 0
+    acts = padded * warps * block_m * (STEP.value + 4) if acts_staged else 0
     return BLOCK_N.value * k + acts + padded * warps * BLOCK_N.value * 4 + 8 * spw
 
 
@@ -126,11 +141,11 @@ SM_REGISTERS = 64 * 1024
 MAX_REGISTERS = 128
 
 
-def programs_per_sm(k: int) -> int:
-    """Programs at K, as launched, that one SM holds at once: its shared memory (:func:`shared_bytes`), its
-    registers at :data:`MAX_REGISTERS` a thread, and Hopper's 32 resident blocks."""
+def programs_per_sm(k: int, block_m: int = 8) -> int:
+    """Programs at K on ``block_m`` tokens, as launched, that one SM holds at once: its shared memory
+    (:func:`shared_bytes`), its registers at :data:`MAX_REGISTERS` a thread, and Hopper's 32 resident blocks."""
     threads = 32 * warps_for(k)
-    return min(SM_SHARED // (shared_bytes(k) + 1024), SM_REGISTERS // (MAX_REGISTERS * threads), 32)
+    return min(SM_SHARED // (shared_bytes(k, block_m=block_m) + 1024), SM_REGISTERS // (MAX_REGISTERS * threads), 32)
 
 
 def _linear_layout(w: int, reg_bases, lane_bases, shape) -> gl.DistributedLinearLayout:
@@ -146,11 +161,12 @@ def weight_layout(w: int) -> gl.DistributedLinearLayout:
                           [[0, 0, 32], [0, 0, 64], [0, 1, 0], [0, 2, 0], [0, 4, 0]], [w, 16, STEP.value])
 
 
-def activation_layout(w: int) -> gl.DistributedLinearLayout:
-    """Registers of a [W, 128, 8] E4M3 step of the tokens: warp w holds batch w, lane 4n + j token n, bytes
-    [32j, 32j + 32)."""
-    return _linear_layout(w, [[0, 1, 0], [0, 2, 0], [0, 4, 0], [0, 8, 0], [0, 16, 0]],
-                          [[0, 32, 0], [0, 64, 0], [0, 0, 1], [0, 0, 2], [0, 0, 4]], [w, STEP.value, BLOCK_M.value])
+def activation_layout(w: int, block_m: int = 8) -> gl.DistributedLinearLayout:
+    """Registers of a [W, 128, block_m] E4M3 step of the tokens: warp w holds batch w, lane 4n + j token n (and n + 8
+    on 16 tokens, after its 32 bytes: each token's block stays one 32-byte run), bytes [32j, 32j + 32)."""
+    tokens = [[0, 0, 8]] if block_m == 16 else []
+    return _linear_layout(w, [[0, 1, 0], [0, 2, 0], [0, 4, 0], [0, 8, 0], [0, 16, 0], *tokens],
+                          [[0, 32, 0], [0, 64, 0], [0, 0, 1], [0, 0, 2], [0, 0, 4]], [w, STEP.value, block_m])
 
 
 @gluon.jit
@@ -192,7 +208,7 @@ def _weight_step(w_steps, s_smem, bars, i, WL: gl.constexpr, BF16_MUL: gl.conste
 
 @gluon.jit
 def _mma_step(acc, x, xs, w_steps, s_smem, bars, i, WL: gl.constexpr, BF16_MUL: gl.constexpr):
-    """``acc`` plus step i's products: the activations ``x`` [W, 128, 8] E4M3 with their scales ``xs`` and the weight
+    """``acc`` plus step i's products: the activations ``x`` [W, 128, BLOCK_M] E4M3 with their scales ``xs`` and the weight
     box dequantized to BF16, both relabelled in the K permutation as the MMA's operands."""
     mma: gl.constexpr = acc.type.layout
     x_deq = to_bf16_rne(e4m3_to_f32(gl.reshape(x, [x.shape[0], 4, 32, x.shape[2]])) * ue8m0_to_f32(xs)[:, :, None, :])
@@ -219,10 +235,11 @@ def mxfp8_mma_rows_kernel(
     SPW: gl.constexpr,  # K steps per warp
     SPWP: gl.constexpr,  # SPW rounded up to a power of two (the scale gather's extent)
     WL: gl.constexpr,  # weight_layout(num_warps)
-    XL: gl.constexpr,  # activation_layout(num_warps)
+    XL: gl.constexpr,  # activation_layout(num_warps, BLOCK_M)
     BF16_MUL: gl.constexpr,  # weights dequantized by one BF16 multiply per pair (bf16_mul_exact)
     USE_PDL: gl.constexpr,
     ACTS_STAGED: gl.constexpr,  # every step's activations staged in shared memory, else held in registers
+    BLOCK_M: gl.constexpr,  # tokens per program (BLOCK_MS)
     num_warps: gl.constexpr,
 ):
     W: gl.constexpr = num_warps
@@ -324,30 +341,37 @@ def weight_descriptor(wq: torch.Tensor, warps: int) -> TensorDescriptor:
 
 def launch_mxfp8_mma_rows(
     xq: torch.Tensor, xs: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor, out: torch.Tensor, num_warps: int,
-    use_pdl: bool, *, bf16_mul: bool = False, acts_staged: bool | None = None,
+    use_pdl: bool, *, bf16_mul: bool = False, acts_staged: bool | None = None, block_m: int | None = None,
 ) -> None:
-    """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands: MXFP8 rows ``xq`` [M, K] (M <= 8, unit column
+    """out[M, N] = bf16(A_deq @ W_deq^T) for validated operands: MXFP8 rows ``xq`` [M, K] (M <= 16, unit column
     stride) with swizzled scales ``xs``, a TMA-readable weight (``seam.kernels.mxfp8_wgmma.tma_ready``) with its
     swizzled scales ``ws``, K a multiple of 128 whose steps ``num_warps`` (:func:`warps_for`) splits evenly.
     ``bf16_mul``: dequantize the weight by BF16 multiplies, for a weight
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact` accepts. ``acts_staged``: stage the activations in shared memory
     (True) or hold them in registers (False): a hook for tests and A/B measurements, the bytes are the same; None: as
-    :func:`stages_activations` says for K and ``num_warps``.
+    :func:`stages_activations` says for K, ``num_warps`` and the token tile. ``block_m``: the token tile, one of
+    :data:`BLOCK_MS` holding M (None: :func:`block_m_for`).
 
     Raises:
-        ValueError: M above 8, K not a multiple of 128 split evenly by ``num_warps``."""
+        ValueError: M above 16 or above ``block_m``, ``block_m`` not in :data:`BLOCK_MS`, K not a multiple of 128 split
+            evenly by ``num_warps``."""
     m, k = xq.shape
     n = wq.shape[0]
     step = STEP.value
-    if m > BLOCK_M.value:
-        raise ValueError(f"M={m} exceeds {BLOCK_M.value}: this kernel runs one token tile")
+    if m > BLOCK_MS[-1]:
+        raise ValueError(f"M={m} exceeds {BLOCK_MS[-1]}: this kernel runs one token tile")
+    if block_m is None:
+        block_m = block_m_for(m)
+    if block_m not in BLOCK_MS or m > block_m:
+        raise ValueError(f"block_m must be one of {BLOCK_MS} holding M={m}, got {block_m}")
     if k % step or (k // step) % num_warps:
         raise ValueError(f"K={k} must be a multiple of {step} whose steps {num_warps} warps split evenly")
     spw = k // step // num_warps
     if acts_staged is None:
-        acts_staged = stages_activations(k, num_warps)
+        acts_staged = stages_activations(k, num_warps, block_m)
     mxfp8_mma_rows_kernel[(triton.cdiv(n, BLOCK_N.value),)](
         weight_descriptor(wq, num_warps), ws, xq.view(torch.uint8), xs, out, m, n, xq.stride(0), out.stride(0),
-        K=k, SPW=spw, SPWP=triton.next_power_of_2(spw), WL=weight_layout(num_warps), XL=activation_layout(num_warps),
-        BF16_MUL=bf16_mul, USE_PDL=use_pdl, ACTS_STAGED=acts_staged, num_warps=num_warps, launch_pdl=use_pdl,
+        K=k, SPW=spw, SPWP=triton.next_power_of_2(spw), WL=weight_layout(num_warps),
+        XL=activation_layout(num_warps, block_m), BF16_MUL=bf16_mul, USE_PDL=use_pdl, ACTS_STAGED=acts_staged,
+        BLOCK_M=block_m, num_warps=num_warps, launch_pdl=use_pdl,
     )

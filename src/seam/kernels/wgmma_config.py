@@ -18,7 +18,7 @@ import dataclasses
 import torch
 
 from seam import runtime
-from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma
+from seam.kernels import mxfp8_wgmma
 
 
 def wgmma_supported(device: torch.device) -> bool:
@@ -84,22 +84,38 @@ MMA_ROWS_MAX_K = 768
 MMA_ROWS_LONG_PER_SM = {3072: 2, 4096: 2, 6144: 1}
 MMA_ROWS_LONG_KS = tuple(MMA_ROWS_LONG_PER_SM)
 MMA_ROWS_LONG_MIN_M = 2
+#: Most tokens it takes at its long K: one 8-token tile (its 16-token one is not measured there; at K 6144 it does not
+#: fit: staged, 237 KB of shared memory; sm_90 compile).
+MMA_ROWS_LONG_MAX_M = 8
+#: Most tokens at which it takes every layer of its short K (N >= 256): the producers' "auto" writes no A_deq there.
+MMA_ROWS_EVERY_N_MAX_M = 8
+#: Most tokens it takes at its short K: 9-16 on its 16-token tile (``mxfp8_mma_rows.BLOCK_MS``), where its programs
+#: number at most :data:`MMA_ROWS_TOKENS16_MAX_WAVE` an SM.
+MMA_ROWS_SHORT_MAX_M = 16
+#: Most programs of the 16-token tile per SM: the most measured where it won. Each program reads every token's row
+#: (16 x K bytes from L2, as much as its weight strip); after SwiGLU + MXFP8 it lost at 2.9 programs an SM and won at
+#: 1-1.45 (H100, 2026-12-06, ``docs/benchmarks-log.md`` run 314, us, the decode kernel's pick reading the producer's
+#: A_deq / this tile, its producer writing none, 9 and 16 tokens: N 6144 x K 768 (384 programs) 5.56 / 6.23, 5.17 /
+#: 6.18; N 6144 x K 512 4.83 / 6.28, 4.74 / 6.41; N 3072 x K 512 (192) 4.38 / 3.98, 4.84 / 3.95; N 2048 x K 768 (128)
+#: 5.13 / 4.15, 5.10 / 4.27). N 3168 on 132 SMs; 2-2.9 an SM (N 3200-6100) is not measured.
+MMA_ROWS_TOKENS16_MAX_WAVE = 1.5
 
 
 def mma_rows_k(m: int, k: int) -> bool:
-    """Whether the 16-row kernel may take M tokens at K: 1 <= M <= 8 and K in :data:`MMA_ROWS_MIN_K` ..
-    :data:`MMA_ROWS_MAX_K`, a multiple of 256 (its 128-column steps split over 2 warps,
-    ``mxfp8_mma_rows.warps_for``), or, from :data:`MMA_ROWS_LONG_MIN_M` tokens, K in :data:`MMA_ROWS_LONG_KS` (4 or 8
-    warps). Where on N: ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
+    """Whether the 16-row kernel may take M tokens at K: 1 <= M <= :data:`MMA_ROWS_SHORT_MAX_M` and K in
+    :data:`MMA_ROWS_MIN_K` .. :data:`MMA_ROWS_MAX_K`, a multiple of 256 (its 128-column steps split over 2 warps,
+    ``mxfp8_mma_rows.warps_for``), or :data:`MMA_ROWS_LONG_MIN_M` .. :data:`MMA_ROWS_LONG_MAX_M` tokens at K in
+    :data:`MMA_ROWS_LONG_KS` (4 or 8 warps). Where on N: ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``."""
     if MMA_ROWS_MIN_K <= k <= MMA_ROWS_MAX_K and k % 256 == 0:
-        return 1 <= m <= mxfp8_mma_rows.BLOCK_M.value
-    return k in MMA_ROWS_LONG_KS and MMA_ROWS_LONG_MIN_M <= m <= mxfp8_mma_rows.BLOCK_M.value
+        return 1 <= m <= MMA_ROWS_SHORT_MAX_M
+    return k in MMA_ROWS_LONG_KS and MMA_ROWS_LONG_MIN_M <= m <= MMA_ROWS_LONG_MAX_M
 
 
 def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """Whether the producer of an M x K activation should write its A_deq (``seam.formats.a_deq``), on a
     Hopper GPU: where the Gluon decode kernel reads it, from :data:`A_DEQ_MIN_M` tokens (from one at K <=
-    :data:`A_DEQ_ONE_TOKEN_MAX_K`) but not where :func:`mma_rows_k` holds at its short K (the 16-row kernel runs there
+    :data:`A_DEQ_ONE_TOKEN_MAX_K`) but not where :func:`mma_rows_k` holds at its short K up to
+    :data:`MMA_ROWS_EVERY_N_MAX_M` tokens (the 16-row kernel runs there
     on the MXFP8 rows; H100, 2026-12-06, log run 268, SwiGLU + MXFP8 -> GEMM at K 768, us, it without A_deq / the
     decode kernel with: N 6144 M 1 4.49 / 4.65, M 8 4.56 / 4.79; N 3072 3.44 / 4.09, 3.45 / 4.37; N 1024 2.89 / 4.89,
     2.97 / 4.13; the rule knows K, not N or the consumer: there the decode kernel runs without A_deq where N < 256,
@@ -145,7 +161,9 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     """
     if k % 128 or not wgmma_supported(device):  # first: elsewhere no comparison with M (a traced M's guards)
         return False
-    if k <= MMA_ROWS_MAX_K and mma_rows_k(m, k):  # the 16-row kernel runs there (N >= 256), on the MXFP8 rows
+    # the 16-row kernel runs there on the MXFP8 rows: at every N >= 256 to 8 tokens; at 9-16 only on the narrower
+    # layers (MMA_ROWS_TOKENS16_MAX_WAVE), so the producer still writes A_deq for the wider ones
+    if k <= MMA_ROWS_MAX_K and m <= MMA_ROWS_EVERY_N_MAX_M and mma_rows_k(m, k):
         return False
     min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
     return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K)

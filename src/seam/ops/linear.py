@@ -127,13 +127,14 @@ def _check_wgmma_tile(tile: Tile, m: int, k: int, device: torch.device) -> None:
         raise ValueError(f"tile.wgmma needs a Hopper GPU (sm_90) without the interpreter; the activation is on "
                          f"{device}")
     if tile.block_n == mxfp8_mma_rows.BLOCK_N.value:  # the 16-row kernel: one shape of tile per K
-        if k <= 0 or k % 128 or mxfp8_mma_rows.shared_bytes(k) > mxfp8_wgmma.SHARED_BUDGET:
+        block_m = tile.block_m if tile.block_m in mxfp8_mma_rows.BLOCK_MS else MMA_ROWS_TILE.block_m
+        if k <= 0 or k % 128 or mxfp8_mma_rows.shared_bytes(k, block_m=block_m) > mxfp8_wgmma.SHARED_BUDGET:
             raise ValueError(f"tile.wgmma with block_n={tile.block_n} (the 16-row kernel) needs K a multiple of 128 "
                              f"whose program fits shared memory, got K={k}")
-        want = dataclasses.replace(MMA_ROWS_TILE, num_warps=mxfp8_mma_rows.warps_for(k))
+        want = dataclasses.replace(MMA_ROWS_TILE, block_m=block_m, num_warps=mxfp8_mma_rows.warps_for(k))
         if tile != want or m > tile.block_m:
-            raise ValueError(f"tile.wgmma with block_n={tile.block_n} (the 16-row kernel) must be {want} at K={k}, "
-                             f"M <= {want.block_m}; got {tile} at M={m}")
+            raise ValueError(f"tile.wgmma with block_n={tile.block_n} (the 16-row kernel) must be {want} (block_m one "
+                             f"of {mxfp8_mma_rows.BLOCK_MS}) at K={k}, M <= block_m; got {tile} at M={m}")
         return
     # a warp-specialized tile runs ceil(M / block_m) token tiles (pick_token_tiles); the plain decode kernel one
     if not (tile.block_m in mxfp8_wgmma.BLOCK_MS and m <= tile.block_m
@@ -265,7 +266,7 @@ def mxfp8_linear(
         tile: launch tile override, for tests and tuning (below); None (default): the picker's.
         quantize: where a BF16 ``x`` is quantized (ignored for a QuantizedActivation): ``"auto"`` (default),
             ``"separate"`` or ``"in_gemm"`` (below). Byte-identical either way at the same tile; where the 16-row kernel
-            takes MXFP8 rows (1-8 tokens at K 512 or 768, 2-8 at K 3072, 4096 or 6144), ``"auto"`` and ``"in_gemm"`` run
+            takes MXFP8 rows (1-16 tokens at K 512 or 768, 2-8 at K 3072, 4096 or 6144), ``"auto"`` and ``"in_gemm"`` run
             the decode kernel instead (at K 768 faster than a quantize launch and that kernel): the same products in
             another fp32 summation order than the same rows passed as MXFP8 or with ``"separate"``.
 
@@ -323,7 +324,8 @@ def mxfp8_linear(
         tiles; the wide tiles 136, 144, 160, 192 and 256 warp-specialized only) or 256 (not warp-specialized: the ring
         kernel, any M), block_n =
         block_k = 128, 8 warps, K a
-        multiple of 128, or ``MMA_ROWS_TILE`` with K's warps (the 16-row kernel, M <= 8, MXFP8 rows: BF16 ones are
+        multiple of 128, or ``MMA_ROWS_TILE`` with K's warps and ``block_m`` 8 or 16 (the 16-row kernel, M <= block_m,
+        MXFP8 rows: BF16 ones are
         quantized by a launch first) (the tl
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
@@ -340,7 +342,8 @@ def mxfp8_linear(
         BF16 multiplies: the same bytes, ``seam.kernels.wgmma_config.wgmma_bf16_mul``) and multiplied on BF16
         tensor cores, by M:
 
-        - 1-8 where K is 512 or 768 (N >= 256), 2-8 where K is 3072, 4096 or 6144 (N >= 1024), and N / 16 programs fit
+        - 1-8 where K is 512 or 768 (N >= 256; 9-16 there on its 16-token tile where N / 16 programs number at most 1.5
+          an SM), 2-8 where K is 3072, 4096 or 6144 (N >= 1024), and N / 16 programs fit
           one wave (``pick_mma_rows_tile``), on MXFP8 rows (BF16 ones where ``quantize`` is ``"separate"``; an A_deq is
           not read): the 16-row kernel (``seam.kernels.mxfp8_mma_rows``: the whole K per program, ``mma.sync``, no
           split-K).
