@@ -358,10 +358,8 @@ def launch_mxfp8_mma_rows(
     m, k = xq.shape
     n = wq.shape[0]
     step = STEP.value
-    if m > BLOCK_MS[-1]:
-        raise ValueError(f"M={m} exceeds {BLOCK_MS[-1]}: this kernel runs one token tile")
     if block_m is None:
-        block_m = block_m_for(m)
+        block_m = block_m_for(m)  # raises past the largest tile
     if block_m not in BLOCK_MS or m > block_m:
         raise ValueError(f"block_m must be one of {BLOCK_MS} holding M={m}, got {block_m}")
     if k % step or (k // step) % num_warps:
