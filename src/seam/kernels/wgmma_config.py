@@ -97,7 +97,8 @@ MMA_ROWS_SHORT_MAX_M = 16
 #: 1-1.45 (H100, 2026-12-06, ``docs/benchmarks-log.md`` run 314, us, the decode kernel's pick reading the producer's
 #: A_deq / this tile, its producer writing none, 9 and 16 tokens: N 6144 x K 768 (384 programs) 5.56 / 6.23, 5.17 /
 #: 6.18; N 6144 x K 512 4.83 / 6.28, 4.74 / 6.41; N 3072 x K 512 (192) 4.38 / 3.98, 4.84 / 3.95; N 2048 x K 768 (128)
-#: 5.13 / 4.15, 5.10 / 4.27). N 3168 on 132 SMs; 2-2.9 an SM (N 3200-6100) is not measured.
+#: 5.13 / 4.15, 5.10 / 4.27). N 3168 on 132 SMs. Past it (H200, run 315, 12 and 16 tokens, with the producer's
+#: "auto" A_deq) mixed after SwiGLU + MXFP8 at 1.7-2.9 an SM: faster at N 4096-5120 x K 768, slower at N 3584 and 6144.
 MMA_ROWS_TOKENS16_MAX_WAVE = 1.5
 
 
