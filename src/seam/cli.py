@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     verify_help = "every fused op against its reference on this device"
     verify = sub.add_parser("verify", help=verify_help,
                             description=f"{verify_help} (the GPU if present, else the CPU under the Triton "
-                            "interpreter: about 60-90 s on an H200, a minute on 2 CPU cores), a line per check as "
+                            "interpreter: about 60-100 s on an H200, a minute on 2 CPU cores), a line per check as "
                             "it runs, then a table")
     verify.add_argument("--json", metavar="PATH", type=_writable, help="also save the results as JSON")
     verify.add_argument("--only", metavar="NAME", action="append",
