@@ -288,8 +288,9 @@ _GLUON_CASES = [(m, n, k) for n, k in ((2560, 6144), (6144, 768)) for m in (1, 2
 def test_hopper_gemms_read_a_deq_gpu(m, n, k):
     """The Hopper GEMMs on the norm's A_deq (K-permuted at every M: the decode kernel at every decode tile, over token
     tiles to 2048 tokens, and the prefill path at K >= 2048, which dequantizes the weight in its order): the bytes each
-    gives on the MXFP8 rows alone (its own staging, or its dequantization launch); and it does read A_deq (a zeroed copy
-    gives zeros). Where the 16-row kernel is picked (here 1-2 tokens at K 768) it reads the MXFP8 rows only (a zeroed
+    gives on the MXFP8 rows alone at the tile picked given A_deq (its own staging, or its dequantization launch: at 33-64
+    tokens the pick given A_deq may split K otherwise than the one without); and it does read A_deq (a zeroed copy gives
+    zeros). Where the 16-row kernel is picked (here 1-2 tokens at K 768) it reads the MXFP8 rows only (a zeroed
     A_deq changes nothing), and the decode kernel's tile, given, reads A_deq."""
     g = torch.Generator().manual_seed(m + n)
     x = edge_and_random_rows(max(m, 7), k, seed=m)[:m].cuda()
@@ -301,7 +302,7 @@ def test_hopper_gemms_read_a_deq_gpu(m, n, k):
     assert tile.bf16_mm if (m, n) in ((2048, 2560), (1024, 1536)) else tile.wgmma and not tile.ring
     plain = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k))
     zeroed = seam.QuantizedActivation(qa.values, qa.scales, torch.bfloat16, (m, k), a_deq=torch.zeros_like(qa.a_deq))
-    want = seam.mxfp8_linear(plain, w).view(torch.int16)
+    want = seam.mxfp8_linear(plain, w, tile=pick_tile(m, n, k, x.device, a_deq=True)).view(torch.int16)
     _assert_reads_a_deq(tile, qa, zeroed, w, want, pick_tile(m, n, k, x.device, mma_rows=False))
 
 
@@ -550,9 +551,10 @@ def test_swiglu_a_deq_refused_before_launch(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 2, 16, 64])
+@pytest.mark.parametrize("m", [1, 2, 16, 33, 64])
 def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
-    """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it; and
+    """SwiGLU + MXFP8 -> the down projection (N 6144 x K 768) on Hopper with A_deq: the bytes without it at the tile
+    picked given it (at 33-64 tokens the warp-specialized tile, unsplit); and
     the GEMM does read it (a zeroed copy gives zeros), the decode kernel's tile where the 16-row kernel (1-8 tokens,
     which ignores it) is picked."""
     g = torch.Generator().manual_seed(m)
@@ -564,7 +566,7 @@ def test_down_gemm_reads_the_swiglu_a_deq_gpu(m):
     assert tile.wgmma and tile.mma_rows == (m <= 8)
     plain = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768))
     zeroed = seam.QuantizedActivation(values, scales, torch.bfloat16, (m, 768), a_deq=torch.zeros_like(a))
-    want = seam.mxfp8_linear(plain, w).view(torch.int16)
+    want = seam.mxfp8_linear(plain, w, tile=pick_tile(m, 6144, 768, gate_up.device, a_deq=True)).view(torch.int16)
     _assert_reads_a_deq(tile, qa, zeroed, w, want, pick_tile(m, 6144, 768, gate_up.device, mma_rows=False))
 
 

@@ -32,6 +32,7 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
     pick_wgmma_tile,
     wgmma_warp_specialized,
+    ws_whole_k,
     WS_STAGES,
     TOKEN_TILES_MAX_M,
     pick_token_tiles,
@@ -305,7 +306,9 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
             t, given = pick_wgmma_tile(m, n, k, 132), pick_wgmma_tile(m, n, k, 132, a_deq=True)
             assert not t.warp_specialized
             split = one_wave_split(tiles, steps, 132)
-            if m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
+            if m > 32 and (n, k) == (6144, 768):  # unsplit (ws_whole_k, runs 319-320): the one short K here
+                assert given == Tile(64, 128, 128, 8, min(4, steps), 1, wgmma=True, warp_specialized=True), (m, n, k)
+            elif m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
                 assert given == Tile(64, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                                      warp_specialized=True), (m, n, k)
                 assert given.num_stages <= mxfp8_wgmma_ws.max_stages(64, k, split)
@@ -317,6 +320,27 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
     assert not pick_wgmma_tile(64, 1536, 6144, 132, a_deq=True).warp_specialized  # split 11
     assert not wgmma_warp_specialized(64, 2, 1536, a_deq=True)  # K below 2048
     assert not wgmma_warp_specialized(32, 2, 6144, a_deq=True) and not wgmma_warp_specialized(256, 2, 6144, a_deq=True)
+
+
+def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
+    """Runs 319-320 (H100, given A_deq, after SwiGLU + MXFP8): the warp-specialized 64-row tile over the whole K beat
+    the plain kernel's split pick at K 256-1024 where N >= 3072 (0.74-0.93x at 33 and 64 tokens; N 6144 x K 1024 at
+    33 tokens 1.01x), and lost at N 1024-2048 from K 512 (1.01-1.62x) and at K 1536 (N 6144 at 33 tokens: 1.04x); N
+    2048 x K 256 won but stays with the rest of N 2048. The bound is 22 N tiles on 132 SMs (N 2689) and 8 K steps."""
+    taken = {(6144, 768), (6144, 512), (6144, 256), (6144, 1024), (3072, 768), (4096, 1024), (2689, 768)}
+    kept = {(2048, 256), (2048, 512), (2048, 768), (2048, 1024), (2048, 1536), (1024, 768), (1024, 1536),
+            (6144, 1536), (2688, 768), (6144, 1152)}
+    for m in (33, 40, 48, 64):
+        for n, k in taken | kept:
+            t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
+            if (n, k) in taken:
+                assert t == Tile(64, 128, 128, 8, 2 if k == 256 else 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
+            else:
+                assert not t.warp_specialized and t.split_k > 1, (m, n, k, t)
+            plain = pick_wgmma_tile(m, n, k, 132)  # without A_deq the plain kernel's pick stays
+            assert not plain.warp_specialized and (plain == t) == ((n, k) in kept)
+    assert not pick_wgmma_tile(32, 6144, 768, 132, a_deq=True).warp_specialized  # the 32-row tile: not measured
+    assert ws_whole_k(22, 8, 132) and not ws_whole_k(21, 8, 132) and not ws_whole_k(48, 9, 132)
 
 
 def test_warp_specialized_tile_checked_before_launch(device):
@@ -630,8 +654,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     QKV op's partials-only launches (nkv 1, 2, 4: the same tiles): no spills, shared memory within the limit and,
     on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
-    for n, k in SHAPES + ((9856, 6144),):
-        for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq
+    for n, k in SHAPES + ((9856, 6144), (6144, 256), (6144, 512), (4096, 1024)):
+        for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq (unsplit at K <= 1024)
             if (t := pick_wgmma_tile(m, n, k, 132, a_deq=True)) is not None and t.block_m >= 64:
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, t.warp_specialized)
                          for bf16_mul in (True, False)}
@@ -937,10 +961,13 @@ def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n,
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,ws", [(33, 9856, 6144, True), (64, 4992, 6144, True), (40, 2560, 6144, True),
                                       (64, 6144, 2048, True), (48, 200, 2048, True), (64, 1536, 6144, False),
-                                      (64, 6144, 768, False)])
+                                      (64, 6144, 768, True), (33, 6144, 256, True), (40, 4096, 1024, True),
+                                      (50, 3000, 512, True), (36, 6144, 128, True), (64, 2048, 768, False),
+                                      (48, 6144, 1536, False)])
 def test_bit_exact_64_row_tile_given_a_deq_gpu(monkeypatch, m, n, k, ws):
     """33-64 tokens given A_deq: the picked tile (warp-specialized at the one-wave split where it is at most 6 and K
-    >= 2048, else the plain decode kernel's) gives the exact sums' bytes."""
+    >= 2048, unsplit at K <= 1024 where ws_whole_k says, else the plain decode kernel's) gives the exact sums'
+    bytes (N 3000: a tile partly past N)."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
@@ -974,7 +1001,8 @@ def _random_operands_with_a_deq(m: int, n: int, k: int) -> tuple[seam.MXFP8Weigh
 @pytest.mark.parametrize("m,n,k,split", [(65, 2560, 6144, None), (90, 6144, 2048, None), (128, 4992, 6144, None),
                                          (100, 136, 2048, None), (96, 9856, 6144, None), (72, 2560, 6144, 5),
                                          (128, 1536, 6144, 6), (40, 2560, 6144, None), (64, 4992, 6144, 6),
-                                         (33, 9856, 6144, 5), (64, 136, 2048, None), (50, 3072, 2048, 3)])
+                                         (33, 9856, 6144, 5), (64, 136, 2048, None), (50, 3072, 2048, 3),
+                                         (64, 6144, 768, None), (40, 6144, 256, None)])
 def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n, k, split):
     """At the same tile the warp-specialized kernel gives the plain decode kernel's bytes on random (inexact)
     sums, at the tiles picked given A_deq (the 64-row one too): the same products in the same k16 order per split,

@@ -163,6 +163,12 @@ WS_STAGES = 4
 #: 7.08 / 6.84, N 1536 x 6144 6.89 / 7.47 / 6.89 (K split 16-22 ways: programs of 2-3 steps).
 WGMMA_ONE_TOKEN_MIN_N = 2560
 WGMMA_STAGES = 2
+#: Most K steps (K / 128) at which the 64-row tile given A_deq runs warp-specialized over the whole K, no split
+#: (:func:`ws_whole_k`).
+WS_WHOLE_K_MAX_STEPS = 8
+#: The unsplit tile also needs at least 1 / this of the SMs to hold one of its programs (one per N tile): on 132
+#: SMs 22 tiles, N >= 2689 (the narrowest measured where it won: N 3072).
+WS_WHOLE_K_SM_SHARE = 6
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
@@ -281,7 +287,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
     Where the split is at most :data:`WS_MAX_SPLIT`, these tiles run warp-specialized (``seam.kernels.mxfp8_wgmma_ws``,
     :func:`wgmma_warp_specialized`) at :data:`WS_STAGES` stages; so does the 64-row tile (33-64 tokens) where the
     activations come with their A_deq (``a_deq``), at the one-wave split (:func:`one_wave_split`) and K >=
-    :data:`STREAMED_MIN_K`.
+    :data:`STREAMED_MIN_K`, and unsplit at K <= 1024 where :func:`ws_whole_k` takes the shape.
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
@@ -299,6 +305,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
         return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                     warp_specialized=ws)
     block_m = max(8, triton.next_power_of_2(m))
+    if a_deq and block_m == RESIDENT_MAX_M and ws_whole_k(tiles, steps, sms):
+        return Tile(block_m, 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
     if wgmma_warp_specialized(block_m, split := one_wave_split(tiles, steps, sms), k, a_deq=a_deq):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                     warp_specialized=True)
@@ -356,7 +364,8 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at K splits up to :data:`WS_MAX_SPLIT`, and the 64-row tile
     there too where the activations come with their A_deq (``a_deq``) and K >= :data:`STREAMED_MIN_K` (the kernel
     reads A_deq only: without one, the plain decode kernel's own staging costs less than a dequantization launch first).
-    The fused QKV op takes the same tiles (``pick_qkv_tile``).
+    The picker also takes the 64-row tile warp-specialized and unsplit at K <= 1024 (:func:`ws_whole_k`), which this
+    predicate does not cover. The fused QKV op takes the same tiles (``pick_qkv_tile``).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
     65 / 96 / 128, the plain decode kernel's streamed tiles / warp-specialized at 4 stages, the same split and
@@ -382,6 +391,29 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     if split_k > WS_MAX_SPLIT or not RESIDENT_MAX_M <= block_m <= WGMMA_MAX_M:
         return False
     return block_m > RESIDENT_MAX_M or (a_deq and k >= STREAMED_MIN_K)
+
+
+def ws_whole_k(tiles: int, steps: int, sms: int) -> bool:
+    """Whether :func:`pick_wgmma_tile` runs the 64-row tile (33-64 tokens) given A_deq warp-specialized with no K
+    split (each program the whole K, no combine): at most :data:`WS_WHOLE_K_MAX_STEPS` K steps (K <= 1024), and
+    ``tiles`` N tiles (one program each) at least 1 / :data:`WS_WHOLE_K_SM_SHARE` of the ``sms`` SMs.
+
+    Such a program streams its weights at one SM's rate, so its time follows K (H100, log run 320, after SwiGLU +
+    MXFP8 at 33-64 tokens: 4.6-4.9 us at K 256, 6.9-7.8 at K 768, about the same at N 1024-6144): it wins where the
+    plain kernel splits the few steps over many programs and combines them. H100 (2026-12-07,
+    ``docs/benchmarks-log.md`` runs 319-320, ``mxfp8_linear`` given A_deq, weights past L2, the plain kernel's pick /
+    this tile, us at 33 / 64 tokens after SwiGLU + MXFP8 writing its "auto" A_deq (PDL)): N 6144 x K 768 8.28 / 9.05
+    -> 7.69 / 7.57 (back to back 6.62 / 7.20 -> 4.99 / 5.01); N 6144 x 512 7.29 / 8.11 -> 6.79 / 6.61; N 6144 x 256
+    5.83 / 6.62 -> 4.91 / 4.89; N 3072 x 768 8.36 / 8.77 -> 7.27 / 7.22; N 4096 x 1024 9.83 / 10.60 -> 8.23 / 8.25;
+    N 6144 x 1024 8.54 / 9.33 -> 8.66 / 8.54 (at 33 tokens 1.4 % slower, fenced too). Not taken: N 2048 at K
+    512-1536 and N 1024 at K 768-1536 (16 and 8 programs: 1.01-1.62x after SwiGLU), nor K 1536 (N 6144: 0.99 / 1.04x
+    fenced / after SwiGLU at 33 tokens, 0.98 / 0.99x at 64). N 2048 x K 256 (two steps) won too (5.22 / 5.80 -> 4.64
+    / 4.63), the one narrow shape that did; it is left out with the rest of N 2048. Not measured: N 2689-3071, K 128
+    (one step; the plain pick there is unsplit too), N above 66 tiles (where the plain pick is unsplit as well: run
+    319 had the warp-specialized kernel ahead of the plain one at split 1, 7.57 against 8.03 us after SwiGLU) and SM
+    counts other than 132. At K >= :data:`STREAMED_MIN_K` the tile keeps its one-wave split
+    (:func:`wgmma_warp_specialized`)."""
+    return steps <= WS_WHOLE_K_MAX_STEPS and tiles * WS_WHOLE_K_SM_SHARE >= sms
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:

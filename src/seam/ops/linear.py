@@ -303,9 +303,11 @@ def mxfp8_linear(
         Where ``x`` carries ``a_deq``, the Gluon decode kernel (2-128 tokens and one at N >= 2560; its token
         tiles at 129-2048) and the prefill path (from K 2048, ``seam.kernels.mxfp8_dequant.PERMUTED_MIN_K``, where
         it then dequantizes the weight alone) read those BF16 rows, where their base is 16-byte aligned, instead of
-        dequantizing the MXFP8 ones (same bytes at the same tile; other paths ignore it, the ring kernel at 129-256 on wide layers too). At 33-64 tokens (K >= 2048) an A_deq also changes the
-        picked tile where the one-wave K split is at most 6: the warp-specialized 64-row tile at that split, which may differ from the split
-        picked without one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
+        dequantizing the MXFP8 ones (same bytes at the same tile; other paths ignore it, the ring kernel at 129-256 on wide layers too). At 33-64 tokens an A_deq also changes the
+        picked tile: at K >= 2048 where the one-wave K split is at most 6, the warp-specialized 64-row tile at that
+        split; at K <= 1024 on layers of at least a sixth of the SMs in N tiles, the same tile unsplit
+        (``seam.kernels.mxfp8_gemm_config.ws_whole_k``). Either may split K otherwise than the tile picked without
+        one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
 
     quantize:
         ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM; ``"in_gemm"``: the GEMM loads BF16
