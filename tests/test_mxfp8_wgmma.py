@@ -85,6 +85,9 @@ def test_picker_takes_up_to_64_tokens_and_whole_128_columns():
     for n, k in SHAPES:
         for m in range(1 if n >= WGMMA_ONE_TOKEN_MIN_N else 2, RESIDENT_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
+            if t.warp_specialized:  # the unsplit 64-row tile at short K (its own test below)
+                assert (t.block_m, t.split_k) == (64, 1) and ws_whole_k(-(-n // 128), k // 128, 132, a_deq=False)
+                continue
             assert t.wgmma and not t.ring and (t.block_n, t.block_k, t.num_warps) == (128, 128, 8)
             assert t.block_m in (8, 16, 32, 64) and m <= t.block_m < max(16, 2 * m)
             assert 1 <= t.split_k <= k // 128
@@ -299,16 +302,18 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
     """Runs 190-191: at 33-64 tokens given A_deq the warp-specialized 64-row tile at the one-wave split, 4 stages,
     was 0.75-0.98x the plain decode kernel's pick at all 20 points of ten shapes whose one-wave split is at most 6; not
     at split 8 and 11 (N 2048 and 1536 x 6144), nor measured at K < 2048; without A_deq the plain decode kernel
-    stays."""
+    stays (but for the unsplit tile at short K, runs 319-321)."""
     for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096), (3072, 2048), (2560, 2048), (2048, 6144)):
         tiles, steps = -(-n // 128), k // 128
         for m in range(2, RESIDENT_MAX_M + 1):
             t, given = pick_wgmma_tile(m, n, k, 132), pick_wgmma_tile(m, n, k, 132, a_deq=True)
-            assert not t.warp_specialized
             split = one_wave_split(tiles, steps, 132)
-            if m > 32 and (n, k) == (6144, 768):  # unsplit (ws_whole_k, runs 319-320): the one short K here
-                assert given == Tile(64, 128, 128, 8, min(4, steps), 1, wgmma=True, warp_specialized=True), (m, n, k)
-            elif m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
+            if m > 32 and (n, k) == (6144, 768):  # unsplit (ws_whole_k, runs 319-321): the one short K here
+                assert given == t == Tile(64, 128, 128, 8, min(4, steps), 1, wgmma=True, warp_specialized=True), \
+                    (m, n, k)
+                continue
+            assert not t.warp_specialized
+            if m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
                 assert given == Tile(64, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                                      warp_specialized=True), (m, n, k)
                 assert given.num_stages <= mxfp8_wgmma_ws.max_stages(64, k, split)
@@ -326,21 +331,27 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
     """Runs 319-320 (H100, given A_deq, after SwiGLU + MXFP8): the warp-specialized 64-row tile over the whole K beat
     the plain kernel's split pick at K 256-1024 where N >= 3072 (0.74-0.93x at 33 and 64 tokens; N 6144 x K 1024 at
     33 tokens 1.01x), and lost at N 1024-2048 from K 512 (1.01-1.62x) and at K 1536 (N 6144 at 33 tokens: 1.04x); N
-    2048 x K 256 won but stays with the rest of N 2048. The bound is 22 N tiles on 132 SMs (N 2689) and 8 K steps."""
+    2048 x K 256 won but stays with the rest of N 2048. The bound is 22 N tiles on 132 SMs (N 2689) and 8 K steps.
+    Run 321 (H100, rows without A_deq, after the tile's own A_deq launch): 0.75-0.88x back to back at N 3072 and 6144
+    x K 768 on MXFP8 and BF16 rows, mixed at K 1024 (N 4096: 0.97-1.07x on MXFP8 rows): 6 K steps there."""
     taken = {(6144, 768), (6144, 512), (6144, 256), (6144, 1024), (3072, 768), (4096, 1024), (2689, 768)}
     kept = {(2048, 256), (2048, 512), (2048, 768), (2048, 1024), (2048, 1536), (1024, 768), (1024, 1536),
             (6144, 1536), (2688, 768), (6144, 1152)}
+    on_rows = {(n, k) for n, k in taken if k <= 768}  # without A_deq: K <= 768
     for m in (33, 40, 48, 64):
         for n, k in taken | kept:
-            t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
-            if (n, k) in taken:
-                assert t == Tile(64, 128, 128, 8, 2 if k == 256 else 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
-            else:
-                assert not t.warp_specialized and t.split_k > 1, (m, n, k, t)
-            plain = pick_wgmma_tile(m, n, k, 132)  # without A_deq the plain kernel's pick stays
-            assert not plain.warp_specialized and (plain == t) == ((n, k) in kept)
+            for a_deq, unsplit in ((True, taken), (False, on_rows)):
+                t = pick_wgmma_tile(m, n, k, 132, a_deq=a_deq)
+                if (n, k) in unsplit:
+                    assert t == Tile(64, 128, 128, 8, 2 if k == 256 else 4, 1, wgmma=True, warp_specialized=True), \
+                        (m, n, k, a_deq)
+                else:
+                    assert not t.warp_specialized and t.split_k > 1, (m, n, k, a_deq, t)
     assert not pick_wgmma_tile(32, 6144, 768, 132, a_deq=True).warp_specialized  # the 32-row tile: not measured
+    assert not pick_wgmma_tile(32, 6144, 768, 132).warp_specialized
     assert ws_whole_k(22, 8, 132) and not ws_whole_k(21, 8, 132) and not ws_whole_k(48, 9, 132)
+    assert ws_whole_k(22, 6, 132, a_deq=False) and not ws_whole_k(48, 7, 132, a_deq=False)
+    assert not ws_whole_k(21, 6, 132, a_deq=False)
 
 
 def test_warp_specialized_tile_checked_before_launch(device):
@@ -480,9 +491,10 @@ def test_picker_at_64_tokens_takes_the_measured_best_split():
 def test_early_steps_at_the_measured_picks():
     """Runs 65-66 (H200): one weight step read before the PDL wait at 8, 16 and 64 tokens, none at 32
     (its registers) unless shared-memory steps come first (run 72: K <= 2048), two at 64 tokens where a
-    program runs <= 3 steps (N 6144 x K 768: split 2)."""
+    program runs <= 3 steps (measured at N 6144 x K 768 on split 2, which the unsplit warp-specialized tile has
+    taken since; here N 2560 x K 1024 on split 4)."""
     cases = {(8, 2560, 6144): 1, (16, 6144, 2048): 1, (32, 2560, 6144): 0, (64, 2560, 6144): 1,
-             (64, 6144, 768): 2, (8, 6144, 768): 1, (32, 6144, 2048): 1}
+             (64, 2560, 1024): 2, (8, 6144, 768): 1, (32, 6144, 2048): 1}
     got = {}
     for m, n, k in cases:
         t = pick_wgmma_tile(m, n, k, 132)
@@ -972,6 +984,24 @@ def test_bit_exact_64_row_tile_given_a_deq_gpu(monkeypatch, m, n, k, ws):
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
     assert pick_tile(m, n, k, x.device, a_deq=True).warp_specialized == ws
+    launched = _spy_decode_kernels(monkeypatch)
+    got = seam.mxfp8_linear(act, w)
+    assert launched == ["ws" if ws else "landed"]
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bf16_rows", [False, True])
+@pytest.mark.parametrize("m,n,k,ws", [(64, 6144, 768, True), (33, 3072, 768, True), (40, 3000, 512, True),
+                                      (36, 6144, 128, True), (64, 4096, 1024, False), (48, 2048, 768, False)])
+def test_bit_exact_64_row_tile_on_rows_gpu(monkeypatch, m, n, k, ws, bf16_rows):
+    """33-64 tokens on MXFP8 rows without A_deq, or on BF16 rows: where ws_whole_k takes the shape (K <= 768) the
+    unsplit warp-specialized tile runs after its path's own A_deq launch, else the plain decode kernel; both give the
+    exact sums' bytes (N 3000: a tile partly past N)."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = x if bf16_rows else seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
+    assert pick_tile(m, n, k, x.device).warp_specialized == ws
     launched = _spy_decode_kernels(monkeypatch)
     got = seam.mxfp8_linear(act, w)
     assert launched == ["ws" if ws else "landed"]

@@ -166,6 +166,9 @@ WGMMA_STAGES = 2
 #: Most K steps (K / 128) at which the 64-row tile given A_deq runs warp-specialized over the whole K, no split
 #: (:func:`ws_whole_k`).
 WS_WHOLE_K_MAX_STEPS = 8
+#: The same on MXFP8 or BF16 rows without their A_deq, where the tile's path writes it in a launch of its own first:
+#: K <= 768 (at K 1024 that launch made it mixed, log run 321).
+WS_WHOLE_K_ROWS_MAX_STEPS = 6
 #: The unsplit tile also needs at least 1 / this of the SMs to hold one of its programs (one per N tile): on 132
 #: SMs 22 tiles, N >= 2689 (the narrowest measured where it won: N 3072).
 WS_WHOLE_K_SM_SHARE = 6
@@ -287,7 +290,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
     Where the split is at most :data:`WS_MAX_SPLIT`, these tiles run warp-specialized (``seam.kernels.mxfp8_wgmma_ws``,
     :func:`wgmma_warp_specialized`) at :data:`WS_STAGES` stages; so does the 64-row tile (33-64 tokens) where the
     activations come with their A_deq (``a_deq``), at the one-wave split (:func:`one_wave_split`) and K >=
-    :data:`STREAMED_MIN_K`, and unsplit at K <= 1024 where :func:`ws_whole_k` takes the shape.
+    :data:`STREAMED_MIN_K`, and unsplit where :func:`ws_whole_k` takes the shape (K <= 1024 given A_deq, K <= 768
+    on rows without it).
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
@@ -305,7 +309,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
         return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                     warp_specialized=ws)
     block_m = max(8, triton.next_power_of_2(m))
-    if a_deq and block_m == RESIDENT_MAX_M and ws_whole_k(tiles, steps, sms):
+    if block_m == RESIDENT_MAX_M and ws_whole_k(tiles, steps, sms, a_deq=a_deq):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
     if wgmma_warp_specialized(block_m, split := one_wave_split(tiles, steps, sms), k, a_deq=a_deq):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
@@ -364,8 +368,8 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     streamed tiles (above :data:`RESIDENT_MAX_M` tokens) at K splits up to :data:`WS_MAX_SPLIT`, and the 64-row tile
     there too where the activations come with their A_deq (``a_deq``) and K >= :data:`STREAMED_MIN_K` (the kernel
     reads A_deq only: without one, the plain decode kernel's own staging costs less than a dequantization launch first).
-    The picker also takes the 64-row tile warp-specialized and unsplit at K <= 1024 (:func:`ws_whole_k`), which this
-    predicate does not cover. The fused QKV op takes the same tiles (``pick_qkv_tile``).
+    The picker also takes the 64-row tile warp-specialized and unsplit at K <= 1024 given A_deq and K <= 768 without
+    (:func:`ws_whole_k`), which this predicate does not cover. The fused QKV op takes the same tiles (``pick_qkv_tile``).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
     65 / 96 / 128, the plain decode kernel's streamed tiles / warp-specialized at 4 stages, the same split and
@@ -393,9 +397,11 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     return block_m > RESIDENT_MAX_M or (a_deq and k >= STREAMED_MIN_K)
 
 
-def ws_whole_k(tiles: int, steps: int, sms: int) -> bool:
-    """Whether :func:`pick_wgmma_tile` runs the 64-row tile (33-64 tokens) given A_deq warp-specialized with no K
-    split (each program the whole K, no combine): at most :data:`WS_WHOLE_K_MAX_STEPS` K steps (K <= 1024), and
+def ws_whole_k(tiles: int, steps: int, sms: int, *, a_deq: bool = True) -> bool:
+    """Whether :func:`pick_wgmma_tile` runs the 64-row tile (33-64 tokens) warp-specialized with no K split (each
+    program the whole K, no combine): at most :data:`WS_WHOLE_K_MAX_STEPS` K steps (K <= 1024) given A_deq
+    (``a_deq``), at most :data:`WS_WHOLE_K_ROWS_MAX_STEPS` (K <= 768) on MXFP8 or BF16 rows without it (the tile's
+    path then writes A_deq in a launch of its own first: ``seam.kernels.gluon_launch.dequantizes_first``), and
     ``tiles`` N tiles (one program each) at least 1 / :data:`WS_WHOLE_K_SM_SHARE` of the ``sms`` SMs.
 
     Such a program streams its weights at one SM's rate, so its time follows K (H100, log run 320, after SwiGLU +
@@ -408,12 +414,22 @@ def ws_whole_k(tiles: int, steps: int, sms: int) -> bool:
     N 6144 x 1024 8.54 / 9.33 -> 8.66 / 8.54 (at 33 tokens 1.4 % slower, fenced too). Not taken: N 2048 at K
     512-1536 and N 1024 at K 768-1536 (16 and 8 programs: 1.01-1.62x after SwiGLU), nor K 1536 (N 6144: 0.99 / 1.04x
     fenced / after SwiGLU at 33 tokens, 0.98 / 0.99x at 64). N 2048 x K 256 (two steps) won too (5.22 / 5.80 -> 4.64
-    / 4.63), the one narrow shape that did; it is left out with the rest of N 2048. Not measured: N 2689-3071, K 128
-    (one step; the plain pick there is unsplit too), N above 66 tiles (where the plain pick is unsplit as well: run
-    319 had the warp-specialized kernel ahead of the plain one at split 1, 7.57 against 8.03 us after SwiGLU) and SM
-    counts other than 132. At K >= :data:`STREAMED_MIN_K` the tile keeps its one-wave split
-    (:func:`wgmma_warp_specialized`)."""
-    return steps <= WS_WHOLE_K_MAX_STEPS and tiles * WS_WHOLE_K_SM_SHARE >= sms
+    / 4.63), the one narrow shape that did; it is left out with the rest of N 2048.
+
+    On rows without A_deq (H100, 2026-12-07, log run 321, ``mxfp8_linear`` alone, the plain pick / this tile after its
+    own A_deq launch, us back to back | fenced at 33 / 64 tokens): MXFP8 rows N 6144 x K 768 7.34 | 10.65 / 8.08 |
+    11.27 -> 6.21 | 10.02 / 6.25 | 9.75; N 3072 x 768 6.95 | 10.52 / 7.62 | 10.96 -> 6.15 | 9.46 / 6.16 | 9.42; BF16
+    rows N 6144 x 768 7.73 | 10.53 / 8.43 | 11.29 -> 6.30 | 10.02 / 6.33 | 9.83; N 3072 x 768 7.32 | 10.62 / 7.91 |
+    11.05 -> 6.17 | 9.37 / 6.23 | 9.43. At K 1024 (N 4096) it was mixed: MXFP8 rows at 33 tokens 6.71 | 10.39 -> 7.18 |
+    10.57, at 64 7.42 | 11.14 -> 7.16 | 10.44; BF16 rows 0.90 | 1.00x and 0.80 | 0.92x.
+
+    Not measured: N 2689-3071, K 128 (one step; the plain pick there is unsplit too), K 256-512 on rows without A_deq
+    (shorter than the measured 768, where the A_deq launch is cheaper still), N above 66 tiles (where the plain pick
+    is unsplit as well: run 319 had the warp-specialized kernel ahead of the plain one at split 1, 7.57 against 8.03
+    us after SwiGLU) and SM counts other than 132. At K >= :data:`STREAMED_MIN_K` the tile keeps its one-wave split
+    given A_deq (:func:`wgmma_warp_specialized`)."""
+    most = WS_WHOLE_K_MAX_STEPS if a_deq else WS_WHOLE_K_ROWS_MAX_STEPS
+    return steps <= most and tiles * WS_WHOLE_K_SM_SHARE >= sms
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:

@@ -306,8 +306,9 @@ def mxfp8_linear(
         dequantizing the MXFP8 ones (same bytes at the same tile; other paths ignore it, the ring kernel at 129-256 on wide layers too). At 33-64 tokens an A_deq also changes the
         picked tile: at K >= 2048 where the one-wave K split is at most 6, the warp-specialized 64-row tile at that
         split; at K <= 1024 on layers of at least a sixth of the SMs in N tiles, the same tile unsplit
-        (``seam.kernels.mxfp8_gemm_config.ws_whole_k``). Either may split K otherwise than the tile picked without
-        one (then the bytes agree wherever the sums are exact, else within fp32 summation order).
+        (``seam.kernels.mxfp8_gemm_config.ws_whole_k``; without an A_deq it takes that tile at K <= 768 too, after
+        a launch that writes one). Either may split K otherwise than the tile picked without one (then the bytes
+        agree wherever the sums are exact, else within fp32 summation order).
 
     quantize:
         ``"separate"``: a :func:`seam.mxfp8_quantize` launch, then the GEMM; ``"in_gemm"``: the GEMM loads BF16
