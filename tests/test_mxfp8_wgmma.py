@@ -333,7 +333,8 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
     33 tokens 1.01x), and lost at N 1024-2048 from K 512 (1.01-1.62x) and at K 1536 (N 6144 at 33 tokens: 1.04x); N
     2048 x K 256 won but stays with the rest of N 2048. The bound is 22 N tiles on 132 SMs (N 2689) and 8 K steps.
     Run 321 (H100, rows without A_deq, after the tile's own A_deq launch): 0.75-0.88x back to back at N 3072 and 6144
-    x K 768 on MXFP8 and BF16 rows, mixed at K 1024 (N 4096: 0.97-1.07x on MXFP8 rows): 6 K steps there."""
+    x K 768 on MXFP8 and BF16 rows, mixed at K 1024 (N 4096: 0.97-1.07x back to back on MXFP8 rows): 6 K steps
+    there; never for the fused QKV op's partials."""
     taken = {(6144, 768), (6144, 512), (6144, 256), (6144, 1024), (3072, 768), (4096, 1024), (2689, 768)}
     kept = {(2048, 256), (2048, 512), (2048, 768), (2048, 1024), (2048, 1536), (1024, 768), (1024, 1536),
             (6144, 1536), (2688, 768), (6144, 1152)}
@@ -352,6 +353,8 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
     assert ws_whole_k(22, 8, 132) and not ws_whole_k(21, 8, 132) and not ws_whole_k(48, 9, 132)
     assert ws_whole_k(22, 6, 132, a_deq=False) and not ws_whole_k(48, 7, 132, a_deq=False)
     assert not ws_whole_k(21, 6, 132, a_deq=False)
+    partials = pick_wgmma_tile(64, 6144, 768, 132, partials=True)  # the fused QKV op's GEMM: no combine to save
+    assert not partials.warp_specialized and partials.split_k > 1
 
 
 def test_warp_specialized_tile_checked_before_launch(device):
@@ -1347,6 +1350,8 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
     MMAs; and the launch did stream."""
     w, a = _random_operands_with_a_deq(m, n, k)
     tile = pick_tile(m, n, k, w.values.device)
+    if tile.warp_specialized:  # the unsplit tile at K <= 768: the plain kernel's split-2 pick before it
+        tile = Tile(64, 128, 128, 8, 2, 2, wgmma=True)
     if stages is not None:
         tile = dataclasses.replace(tile, num_stages=min(stages, mxfp8_wgmma.max_steps(k, tile.split_k)))
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
@@ -1421,6 +1426,8 @@ def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
     inputs = [x, seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k)),
               seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))]
     tile = pick_tile(m, n, k, x.device, mma_rows=False)
+    if tile.warp_specialized:  # the unsplit tile at K <= 768 takes the weight's facts alone: the plain former pick
+        tile = Tile(64, 128, 128, 8, 2, 2, wgmma=True)
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))

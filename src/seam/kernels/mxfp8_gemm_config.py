@@ -233,7 +233,7 @@ def pick_mma_rows_tile(m: int, n: int, k: int, sms: int) -> Tile | None:
     return tile
 
 
-def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) -> Tile | None:
+def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, partials: bool = False) -> Tile | None:
     """The Gluon decode kernel's tile for 2 <= M <= :data:`WGMMA_MAX_M` (one token too where N >=
     :data:`WGMMA_ONE_TOKEN_MIN_N`, on the 2-token tile) and K a multiple of 128, else None.
 
@@ -291,7 +291,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
     :func:`wgmma_warp_specialized`) at :data:`WS_STAGES` stages; so does the 64-row tile (33-64 tokens) where the
     activations come with their A_deq (``a_deq``), at the one-wave split (:func:`one_wave_split`) and K >=
     :data:`STREAMED_MIN_K`, and unsplit where :func:`ws_whole_k` takes the shape (K <= 1024 given A_deq, K <= 768
-    on rows without it).
+    on rows without it), but not for a GEMM that only stores its partials (``partials``: the fused QKV op, whose
+    epilogue sums them anyway, so the unsplit tile would save no combine; not measured there).
     """
     if not 1 <= m <= WGMMA_MAX_M or k % 128 or (m == 1 and n < WGMMA_ONE_TOKEN_MIN_N):
         return None
@@ -309,7 +310,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False) ->
         return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                     warp_specialized=ws)
     block_m = max(8, triton.next_power_of_2(m))
-    if block_m == RESIDENT_MAX_M and ws_whole_k(tiles, steps, sms, a_deq=a_deq):
+    if block_m == RESIDENT_MAX_M and not partials and ws_whole_k(tiles, steps, sms, a_deq=a_deq):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
     if wgmma_warp_specialized(block_m, split := one_wave_split(tiles, steps, sms), k, a_deq=a_deq):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
@@ -646,7 +647,7 @@ def covers(tile: Tile, m: int, *, partials: bool = False) -> bool:
 
 
 def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False, a_deq: bool = False,
-              mma_rows: bool = True) -> Tile:
+              mma_rows: bool = True, partials: bool = False) -> Tile:
     """On Hopper at 1-16 tokens the 16-row kernel's tile where it applies (below); :data:`GEMV_TILE` for one token
     (on Hopper only below N :data:`WGMMA_ONE_TOKEN_MIN_N`); else small
     tiles unless 128-row tiles need fewer waves on this device's SMs; then split K to fill the SMs (two
@@ -673,13 +674,15 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any CUDA GPU, M >=
     :data:`PREFILL_MM_MIN_M` (65) takes the prefill path (:data:`BF16_MM_TILE`) otherwise; ``tl_only`` keeps the pick to
     the tl kernel. ``a_deq``: the activations come with their A_deq (``seam.formats.a_deq``), which the warp-specialized
-    64-row tile needs (:func:`wgmma_warp_specialized`). N = 0 (nothing to compute) takes no Gluon tile: their K splits
+    64-row tile needs at K >= 2048 (:func:`wgmma_warp_specialized`) and unsplit at K 896-1024 (:func:`ws_whole_k`);
+    ``partials``: the GEMM only stores its split-K partials (the fused QKV op), which keeps the unsplit tile out
+    (:func:`pick_wgmma_tile`). N = 0 (nothing to compute) takes no Gluon tile: their K splits
     divide the SMs by the N tiles.
     """
     sms = runtime.num_sms(device)
     if not tl_only and n > 0 and wgmma_config.wgmma_supported(device):  # tests patch the module's
         wgmma_tile = ((pick_mma_rows_tile(m, n, k, sms) if mma_rows else None)
-                      or pick_wgmma_tile(m, n, k, sms, a_deq=a_deq)
+                      or pick_wgmma_tile(m, n, k, sms, a_deq=a_deq, partials=partials)
                       or pick_token_tiles(m, n, k, sms) or pick_ring_tile(m, n, k, sms)
                       or pick_prefill_token_tiles(m, n, k, sms))
         if wgmma_tile is not None:
@@ -768,7 +771,7 @@ def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool
     the second loop more registers: 102 -> 132 for ``mxfp8_linear``'s 64-row tile at e8dc001).
     """
     if not tl_only:
-        tile = pick_tile(m, n, k, device, mma_rows=False)  # the op's GEMM writes split-K partials
+        tile = pick_tile(m, n, k, device, mma_rows=False, partials=True)  # the op's GEMM writes split-K partials
         if tile.wgmma and m > QKV_TOKEN_TILES_MAX_M and bf16_mm_supported(device):
             return BF16_MM_TILE
         if tile.wgmma or tile.bf16_mm:

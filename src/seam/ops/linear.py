@@ -94,7 +94,7 @@ def _launch(
     m, k = x.shape
     n = wq.shape[0]
     mode = LinearQuantize(quantize)
-    if pick:  # an A_deq TMA cannot read is ignored (launch_gluon): the warp-specialized 64-row tile would not pay
+    if pick:  # an A_deq TMA cannot read is ignored (launch_gluon): the 64-row tile picked as for rows without one
         # BF16 rows take the 16-row kernel (which reads MXFP8 rows) only where they are quantized by a launch anyway:
         # under "auto" the decode kernel quantizing them in the GEMM is faster (log run 273)
         tile = pick_tile(m, n, k, x.device, a_deq=a_deq_readable(a_deq),
@@ -333,7 +333,8 @@ def mxfp8_linear(
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
         64-128 or a wide tile) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
-        picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq, and at 129-2048
+        picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq (unsplit at K <=
+        1024, and at K <= 768 without one), and at 129-2048
         over token tiles, at most 65535 of them, a wide tile at 129-256 where it fills the wave 1.5x better);
         ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
 
@@ -355,7 +356,8 @@ def mxfp8_linear(
         - 2-64 (K a multiple of 128), and 65-128 where K >= 2048: the Gluon decode kernel
           (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``); 65-96 tokens on its 64 + tail
           tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile. On those tiles always, on its 64-row tile at K
-          1536-2048 or where its launch takes two waves, and for BF16 x on its 32- and 64-row tiles, activations
+          1536-2048 or where its launch takes two waves or it runs warp-specialized and unsplit (K <= 768, N tiles
+          at least a sixth of the SMs, ``ws_whole_k``), and for BF16 x on its 32- and 64-row tiles, activations
           without ``a_deq`` are dequantized by a launch before it (2*M*K bytes of temporary BF16,
           ``seam.kernels.wgmma_config.wgmma_dequantize_first``).
         - 129-384 where K >= 2048 and one program per N tile and 128-token tile fits a wave (``pick_token_tiles``):
