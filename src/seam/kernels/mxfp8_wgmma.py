@@ -71,7 +71,10 @@ at HBM speed while the tensor cores and the conversions stay out of its way:
 * **Software-pipelined MMA**: step i's ``wgmma`` runs while the next unread step's weights are
   loaded into registers; not while they are converted: in the sm_90 SASS ptxas sinks the conversion
   below the MMA's wait (``WARPGROUP.DEPBAR``; the wait names no registers in the PTX, and only
-  shared-memory stores do not cross it). Converting every step into two shared BF16 slots that
+  shared-memory stores do not cross it). The conversion in a branch of its own (``if i + 1 < n_steps``) keeps the
+  wait after it, but did not pay (log runs 321-324, H100: this kernel 0.97-1.01x fenced, mixed back to back; the
+  warp-specialized one, whose two consumers already overlap each other's conversion and MMAs, 1.01-1.15x slower).
+  Converting every step into two shared BF16 slots that
   ``wgmma`` reads (the ring kernel's way, 10-20% faster there) was slower here at every M but one (log
   run 59: N 2560 x K 6144 M 8 8.33 -> 9.74 us, M 64 14.47 -> 23.7 at the best split that fits beside
   the slots).
