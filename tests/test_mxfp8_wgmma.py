@@ -68,6 +68,9 @@ SM90_SHARED_BYTES_PER_SM = 228 * 1024  # 1 KB of it reserved per resident block
 #: (N, K) per rank of the MiniMax-M3.1 layer at TP 4 (gate_up, down, o_proj, qkv) and the TP 2 QKV / a
 #: 3072-wide projection: the shapes ``seam bench gemm`` times.
 SHAPES = ((1536, 6144), (6144, 768), (6144, 2048), (2560, 6144), (3072, 6144), (4992, 6144))
+#: The plain decode kernel's 64-row tile at split 2, which the picker took at N 6144 x K 640-768 before the unsplit
+#: warp-specialized tile (``ws_whole_k``): the tests of the plain kernel's launch rules there run it by override.
+FORMER_SHORT_K_64_ROW_TILE = Tile(64, 128, 128, 8, 2, 2, wgmma=True)
 
 
 def _picked_tiles(sms: int = 132) -> set[Tile]:
@@ -1350,8 +1353,8 @@ def test_streamed_a_deq_writes_the_resident_bytes_gpu(monkeypatch, m, n, k, stag
     MMAs; and the launch did stream."""
     w, a = _random_operands_with_a_deq(m, n, k)
     tile = pick_tile(m, n, k, w.values.device)
-    if tile.warp_specialized:  # the unsplit tile at K <= 768: the plain kernel's split-2 pick before it
-        tile = Tile(64, 128, 128, 8, 2, 2, wgmma=True)
+    if tile.warp_specialized:  # the unsplit tile at K <= 768: the plain kernel's pick before it
+        tile = FORMER_SHORT_K_64_ROW_TILE
     if stages is not None:
         tile = dataclasses.replace(tile, num_stages=min(stages, mxfp8_wgmma.max_steps(k, tile.split_k)))
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
@@ -1427,7 +1430,7 @@ def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
               seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))]
     tile = pick_tile(m, n, k, x.device, mma_rows=False)
     if tile.warp_specialized:  # the unsplit tile at K <= 768 takes the weight's facts alone: the plain former pick
-        tile = Tile(64, 128, 128, 8, 2, 2, wgmma=True)
+        tile = FORMER_SHORT_K_64_ROW_TILE
     launched, launch = [], mxfp8_wgmma.launch_mxfp8_linear_wgmma
     monkeypatch.setattr(mxfp8_wgmma, "launch_mxfp8_linear_wgmma",
                         lambda *args, **kw: launched.append(kw["bf16_mul"]) or launch(*args, **kw))

@@ -370,7 +370,8 @@ def wgmma_warp_specialized(block_m: int, split_k: int, k: int, *, a_deq: bool) -
     there too where the activations come with their A_deq (``a_deq``) and K >= :data:`STREAMED_MIN_K` (the kernel
     reads A_deq only: without one, the plain decode kernel's own staging costs less than a dequantization launch first).
     The picker also takes the 64-row tile warp-specialized and unsplit at K <= 1024 given A_deq and K <= 768 without
-    (:func:`ws_whole_k`), which this predicate does not cover. The fused QKV op takes the same tiles (``pick_qkv_tile``).
+    (:func:`ws_whole_k`), which this predicate does not cover. The fused QKV op takes this predicate's tiles
+    (``pick_qkv_tile``), not the unsplit one (``partials``).
 
     H200 (2026-12-04, ``docs/benchmarks-log.md`` runs 190-191, ``mxfp8_linear`` given A_deq, weights past L2, us at M
     65 / 96 / 128, the plain decode kernel's streamed tiles / warp-specialized at 4 stages, the same split and
