@@ -25,6 +25,18 @@ def test_bench_rejects_unknown_name(capsys):
     assert "usage: seam bench" in err and "seam bench: error: unknown benchmark 'nope'" in err
 
 
+@pytest.mark.parametrize("argv, usage", [(["bench", "step", "--m", "1", "--bogus"], "usage: seam bench"),
+                                         (["verify", "extra"], "usage: seam verify"),
+                                         (["info", "-x"], "usage: seam info"),
+                                         (["--bogus"], "usage: seam [-h]")])
+def test_unknown_arguments_show_the_command_usage(capsys, argv, usage):
+    """An argument no parser takes is reported with the usage of the command it was given to, not the top level's."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and usage in err and f"error: unrecognized arguments: {argv[-1]}" in err
+
+
 def test_bench_dist_points_to_torchrun(capsys):
     assert main(["bench", "dist"]) == 2
     assert "torchrun --nproc-per-node N -m seam.bench.dist" in capsys.readouterr().err

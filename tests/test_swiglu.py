@@ -209,6 +209,8 @@ def test_bad_input_rejected_and_buffers_untouched(device):
         (ValueError, "unit column stride", dict(gate_up=x.t().contiguous().t())),
         (ValueError, "I .* multiple of 32", dict(gate_up=x[:, :96].contiguous())),
         (ValueError, "limit must be a finite positive", dict(limit=-1.0)),
+        (ValueError, r"limit must be at least 2\^-126", dict(limit=1e-40)),  # fp32 subnormal
+        (ValueError, r"limit must be at least 2\^-126", dict(limit=1e-50)),  # 0 in fp32
         (TypeError, "alpha must be a float", dict(alpha="1.7")),
         (ValueError, "beta must be a finite", dict(beta=float("inf"))),
         (ValueError, "layout must be 'split' or 'interleaved'", dict(layout="halves")),

@@ -49,6 +49,8 @@ def _check_inputs(gate_up, alpha, beta, limit, layout):
     beta = checks.finite_float("beta", beta)
     if limit is not None:
         limit = checks.finite_float("limit", limit, positive=True)
+        if limit < 2.0**-126:  # an fp32 subnormal: the interpreter cannot pass it as an fp32 kernel argument
+            raise ValueError(f"limit must be at least 2^-126 (the smallest normal fp32), got {limit}")
     return m, two_i // 2, device, alpha, beta, limit, layout
 
 
@@ -72,7 +74,7 @@ def swiglu_oai(
         gate_up: BF16 [M, 2I], rows contiguous at any row stride (0 too: one row broadcast by
             ``expand()``). Read only.
         alpha, beta: finite floats or ints, not bools (1.702, 1.0).
-        limit: finite positive float or int (not a bool), or None to disable both clamps.
+        limit: finite float or int (not a bool), at least 2^-126 (a normal fp32), or None to disable both clamps.
         layout: ``"split"`` (gate = [:, :I], up = [:, I:]) or ``"interleaved"`` (gate even
             columns, up odd).
         out: optional BF16 [M, I] contiguous buffer, written in place.
@@ -83,7 +85,7 @@ def swiglu_oai(
     Raises:
         TypeError: gate_up/out of the wrong type or dtype, alpha, beta or limit not a float or int
             (a bool is refused).
-        ValueError: odd 2I, wrong shapes/strides/devices, non-finite scalars, limit <= 0,
+        ValueError: odd 2I, wrong shapes/strides/devices, non-finite scalars, limit below 2^-126,
             unknown layout, ``out`` not contiguous, overlapping gate_up or requiring grad while grad
             mode is on.
     """
@@ -119,7 +121,7 @@ def swiglu_oai_mxfp8(
     Args:
         gate_up: BF16 [M, 2I], I a multiple of 32, rows contiguous at any row stride (0 too). Read only.
         alpha, beta: finite floats or ints, not bools.
-        limit: finite positive float or int (not a bool), or None to disable both clamps.
+        limit: finite float or int (not a bool), at least 2^-126 (a normal fp32), or None to disable both clamps.
         layout: ``"split"`` or ``"interleaved"`` (see :func:`swiglu_oai`).
         round_to_bf16: quantize ``bf16(act)`` instead of the fp32 act.
         scale_layout: ``"swizzled"`` (flat uint8 ``[mxfp8_scale_numel(M, I)]``, padding
@@ -141,9 +143,9 @@ def swiglu_oai_mxfp8(
         TypeError: wrong types/dtypes, ``out`` not a pair, round_to_bf16 not a bool, a_deq neither a bool
             nor a string.
         ValueError: I not a multiple of 32 (of 128 with ``a_deq`` True), wrong shapes/strides/devices/sizes/
-            alignment, bad scalars, unknown layouts, overlapping buffers, ``out`` buffers requiring grad
-            while grad mode is on, ``a_deq`` True with row-major
-            scales, ``a_deq`` a string other than "auto".
+            alignment, bad scalars (limit below 2^-126), unknown layouts, overlapping buffers, ``out`` buffers
+            requiring grad while grad mode is on, ``a_deq`` True with row-major scales, ``a_deq`` a string other
+            than "auto".
     """
     scale_layout = ScaleLayout.parse(scale_layout)
     round_to_bf16 = checks.flag("round_to_bf16", round_to_bf16)
