@@ -211,9 +211,10 @@ class MXFP8Linear(torch.nn.Module):
 
         While ``torch.compile`` traces, the arguments are checked and nothing is registered: traced
         tensors have neither an address nor a version counter (nor an answer to ``is_inference()``)
-        to key the registration on, so a compiled forward quantizes x itself (the same bytes, except at 1-8
-        tokens on K 512 or 768 (2-8 on K 3072, 4096 or 6144), where MXFP8 rows take the 16-row kernel and BF16
-        ones the decode kernel: within fp32 summation order). In compiled code hand the layer the rows
+        to key the registration on, so a compiled forward quantizes x itself (the same bytes, except where MXFP8 rows
+        take the 16-row kernel and BF16 ones the decode kernel: within fp32 summation order; 1-16 tokens on K 512
+        or 768, 9-16 only where N / 16 programs are at most 1.5 an SM, and 2-8 on K 3072, 4096 or 6144:
+        ``seam.kernels.mxfp8_gemm_config.pick_mma_rows_tile``). In compiled code hand the layer the rows
         themselves: ``layer(qa)``.
 
         With ``SEAM_DEBUG=1`` (a quantization and a host sync here) qa must hold ``mxfp8_quantize(x)`` byte
