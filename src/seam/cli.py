@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"seam {seam.__version__}")
     sub = parser.add_subparsers(dest="cmd")
     info_help = "versions, device, native or interpreted kernels"
-    info_parser = sub.add_parser("info", help=info_help, description=info_help)
+    sub.add_parser("info", help=info_help, description=info_help)
     verify_help = "every fused op against its reference on this device"
     verify = sub.add_parser("verify", help=verify_help,
                             description=f"{verify_help} (the GPU if present, else the CPU under the Triton "
@@ -157,8 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                        "repeat it to add more")
     args, extra = parser.parse_known_args(argv)
     if extra:  # argparse would name the top-level usage; the command's own is the one that helps
-        {"info": info_parser, "verify": verify, "bench": bench}.get(args.cmd, parser).error(
-            f"unrecognized arguments: {' '.join(extra)}")
+        sub.choices.get(args.cmd, parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.cmd is None:
         parser.print_help()
         return 0
