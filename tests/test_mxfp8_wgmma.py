@@ -27,11 +27,13 @@ from seam.kernels.mxfp8_gemm_config import (
     WGMMA_ONE_TOKEN_MIN_N,
     WGMMA_PROGRAM_COST_STEPS,
     Tile,
+    streamed_block_m,
     streamed_stages,
     pick_qkv_tile,
     pick_tile,
     pick_wgmma_tile,
     wgmma_warp_specialized,
+    ws_streamed_short_k,
     ws_whole_k,
     WS_STAGES,
     TOKEN_TILES_MAX_M,
@@ -129,8 +131,8 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
     for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096)):
         for m in range(RESIDENT_MAX_M + 1, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
-            if k < STREAMED_MIN_K:
-                assert t is None, (m, n, k)
+            if k < STREAMED_MIN_K:  # the prefill path, but for the unsplit tiles at K <= 768 on wide N (below)
+                assert t is None or ws_streamed_short_k(-(-n // 128), k // 128, 132), (m, n, k)
                 continue
             tiles, steps = -(-n // 128), k // 128
             ws = t.split_k <= WS_MAX_SPLIT  # warp-specialized: 4 stages
@@ -358,6 +360,28 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
     assert not ws_whole_k(21, 6, 132, a_deq=False)
     partials = pick_wgmma_tile(64, 6144, 768, 132, partials=True)  # the fused QKV op's GEMM: no combine to save
     assert not partials.warp_specialized and partials.split_k > 1
+
+
+def test_picker_runs_65_to_128_tokens_unsplit_at_short_k_on_wide_n():
+    """Run 328 (H100, N 6144 x K 768 at 65 and 128 tokens): the warp-specialized streamed tile over the whole K took
+    0.57-0.82x the prefill path's time back to back and 0.72-0.90x after SwiGLU + MXFP8, on MXFP8 rows and given
+    A_deq; at N 3072 x K 768 and N 4096 x K 1024 (96 tokens) it was mixed. The bounds: 44 N tiles on 132 SMs
+    (N 5505) and 4-6 K steps (fewer: a ring shallow enough for two programs an SM); never for the fused QKV op's
+    partials."""
+    for m in (65, 72, 73, 80, 96, 97, 128):
+        for n, k in ((6144, 768), (6144, 512), (5505, 768), (9856, 640)):
+            for a_deq in (False, True):
+                assert pick_wgmma_tile(m, n, k, 132, a_deq=a_deq) == Tile(
+                    streamed_block_m(m), 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
+        for n, k in ((5504, 768), (3072, 768), (6144, 896), (4096, 1024), (6144, 1920), (6144, 384), (6144, 256)):
+            assert pick_wgmma_tile(m, n, k, 132) is None and pick_wgmma_tile(m, n, k, 132, a_deq=True) is None
+        assert pick_wgmma_tile(m, 6144, 768, 132, partials=True) is None
+    assert pick_wgmma_tile(129, 6144, 768, 132) is None  # 129-256 tokens at short K: not measured
+    assert ws_streamed_short_k(44, 6, 132) and not ws_streamed_short_k(43, 6, 132)
+    assert not ws_streamed_short_k(48, 7, 132) and not ws_streamed_short_k(48, 3, 132) and ws_streamed_short_k(40, 4, 120)
+    for m in (65, 96, 128):  # every such tile fits its ring and compiles as the other streamed tiles do
+        t = pick_wgmma_tile(m, 6144, 768, 132)
+        assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, 768, 1)
 
 
 def test_warp_specialized_tile_checked_before_launch(device):
@@ -1011,6 +1035,27 @@ def test_bit_exact_64_row_tile_on_rows_gpu(monkeypatch, m, n, k, ws, bf16_rows):
     launched = _spy_decode_kernels(monkeypatch)
     got = seam.mxfp8_linear(act, w)
     assert launched == ["ws" if ws else "landed"]
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("given", ["a_deq", "rows", "bf16"])
+@pytest.mark.parametrize("m,n,k,ws", [(65, 6144, 768, True), (96, 6144, 512, True), (128, 6000, 768, True),
+                                      (100, 3072, 768, False)])
+def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, ws, given):
+    """65-128 tokens at K 512-768 on wide N (ws_streamed_short_k): the unsplit warp-specialized streamed tile, given
+    A_deq or after its path's own A_deq launch (MXFP8 and BF16 rows), gives the exact sums' bytes (N 6000: a tile
+    partly past N); narrower N keeps the prefill path."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = (x if given == "bf16" else
+           seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs) if given == "a_deq"
+                                    else None))
+    tile = pick_tile(m, n, k, x.device, a_deq=given == "a_deq")
+    assert tile.warp_specialized == ws and (tile.split_k == 1 if ws else tile.bf16_mm)
+    launched = _spy_decode_kernels(monkeypatch)
+    got = seam.mxfp8_linear(act, w)
+    assert launched == (["ws"] if ws else [])
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 

@@ -172,6 +172,13 @@ WS_WHOLE_K_ROWS_MAX_STEPS = 6
 #: The unsplit tile also needs at least 1 / this of the SMs to hold one of its programs (one per N tile): on 132
 #: SMs 22 tiles, N >= 2689 (the narrowest measured where it won: N 3072).
 WS_WHOLE_K_SM_SHARE = 6
+#: K steps at which 65-128 tokens below :data:`STREAMED_MIN_K` take the warp-specialized streamed tiles unsplit
+#: (:func:`ws_streamed_short_k`): K 512-768, up to the one K measured (log run 328); fewer steps would hold a ring
+#: shallow enough for two programs to share an SM, which the streamed tiles never do (``TAIL_STAGES``).
+WS_SHORT_K_STREAMED_STEPS = range(4, 7)
+#: Those tiles also need N tiles (one program each) of at least 1 / this of the SMs: on 132 SMs 44 tiles, N >= 5505
+#: (won at N 6144, 48 tiles; mixed at N 3072 and 4096, 24 and 32 tiles).
+WS_SHORT_K_STREAMED_SM_SHARE = 3
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
@@ -256,6 +263,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
 
+    Below :data:`STREAMED_MIN_K`, 65-128 tokens take these streamed tiles warp-specialized and unsplit where
+    :func:`ws_streamed_short_k` does (K 512-768, wide N; log run 328), else none (the prefill path).
+
     From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile streams
     A_deq beside the weight ring (:func:`~seam.kernels.wgmma_config.wgmma_a_stream`); its split fills one wave of
     programs of >= 4 K steps each, with 3 stages where the split is at most 2, else 2 (:func:`streamed_stages`;
@@ -299,7 +309,9 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     tiles, steps = -(-n // 128), k // 128
     if m > RESIDENT_MAX_M:
         if k < STREAMED_MIN_K:
-            return None
+            if partials or not ws_streamed_short_k(tiles, steps, sms):
+                return None
+            return Tile(streamed_block_m(m), 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
         split = one_wave_split(tiles, steps, sms)
         block_m = streamed_block_m(m)
         ws = wgmma_warp_specialized(block_m, split, k, a_deq=a_deq)
@@ -432,6 +444,27 @@ def ws_whole_k(tiles: int, steps: int, sms: int, *, a_deq: bool = True) -> bool:
     given A_deq (:func:`wgmma_warp_specialized`)."""
     most = WS_WHOLE_K_MAX_STEPS if a_deq else WS_WHOLE_K_ROWS_MAX_STEPS
     return steps <= most and tiles * WS_WHOLE_K_SM_SHARE >= sms
+
+
+def ws_streamed_short_k(tiles: int, steps: int, sms: int) -> bool:
+    """Whether :func:`pick_wgmma_tile` runs 65-128 tokens below :data:`STREAMED_MIN_K` (where otherwise the prefill
+    path runs: both operands dequantized, cuBLAS BF16) on the warp-specialized streamed tile for their M (a 64 + tail
+    tile to 96 tokens, else 128) unsplit, one program per N tile, given A_deq or after the launch that writes it: K
+    steps in :data:`WS_SHORT_K_STREAMED_STEPS` and ``tiles`` N tiles at least 1 /
+    :data:`WS_SHORT_K_STREAMED_SM_SHARE` of the ``sms`` SMs.
+
+    The prefill path pays a BF16 copy of the weight and two more launches; the unsplit program streams the weight once.
+    H100 (2026-12-07, ``docs/benchmarks-log.md`` run 328, ``mxfp8_linear``, weights past L2, us, the prefill path /
+    this tile, back to back | fenced | after SwiGLU + MXFP8 (PDL; "auto" on MXFP8 rows, which writes no A_deq at
+    these M, so the tile's path writes it)): N 6144 x K 768 at 65 tokens on MXFP8 rows 10.51 | 12.13 | 11.90 -> 7.38
+    | 10.95 | 9.57, given A_deq 10.51 | 12.13 | 12.07 -> 6.02 | 9.65 | 8.64; at 128 tokens on MXFP8 rows 10.10 |
+    11.75 | 11.71 -> 8.26 | 11.85 | 10.50, given A_deq 10.11 | 11.75 | 11.71 -> 6.86 | 10.59 | 9.70. Narrower N was
+    mixed at 96 tokens: N 3072 x K 768 on MXFP8 rows 7.98 | 9.58 | 9.60 -> 7.58 | 11.00 | 9.62, given A_deq -> 6.09 |
+    9.71 | 8.77; N 4096 x K 1024 on MXFP8 rows 9.73 | 11.34 | 11.34 -> 9.07 | 12.45 | 11.07, given A_deq -> 7.63 |
+    11.20 | 10.23. Split 2 was slower than split 1 at every point. Not measured: N 5505-6143 and above 6144, K 512-640,
+    129-256 tokens at short K, SM counts other than 132; the fused QKV op's partials (``partials``) keep the prefill
+    path."""
+    return steps in WS_SHORT_K_STREAMED_STEPS and tiles * WS_SHORT_K_STREAMED_SM_SHARE >= sms
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:
@@ -669,7 +702,8 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     On a Hopper GPU, M <= 16 at K 512 or 768 (2 <= M <= 8 at K 3072, 4096 or 6144) takes the 16-row kernel where
     :func:`pick_mma_rows_tile` does and ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the
     GEMM, the fused QKV op's partials); else M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token
-    where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048; 129 <= M <= 384 the
+    where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048 (at K 512-768 on wide N
+    too: :func:`ws_streamed_short_k`); 129 <= M <= 384 the
     warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits a
     wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the shape;
     385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any CUDA GPU, M >=
