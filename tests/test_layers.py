@@ -450,7 +450,9 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     ms = range(1, 129)
     assert [m for m in ms if gate_up.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if qkv.wants_a_deq(m)] == list(range(2, 129))
-    assert [m for m in ms if down.wants_a_deq(m)] == list(range(9, 65))  # "auto" stops at 64 below K 2048
+    # "auto" stops at 64 below K 2048, but at 65-128 the down projection's warp-specialized streamed tile dequantizes
+    # the MXFP8 rows in a launch of its own first; the narrower layer's prefill path ignores A_deq there
+    assert [m for m in ms if down.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if narrow.wants_a_deq(m)] == list(range(17, 65))
     for bad, exc, match in ((0, ValueError, "m must be a positive token count, got 0"),
                             (1.5, TypeError, "m must be an int, got float"), (True, TypeError, "m must be an int")):

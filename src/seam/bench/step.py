@@ -236,8 +236,8 @@ class MiniMaxBoundary:
             weights = self._route(normed)
             self.gate_up[r].set_prequant(normed, qa)
             gu = self.gate_up[r](normed)  # consumes the hand-off: no quantizer launch
-            values, scales, a_deq = seam.swiglu_oai_mxfp8(gu, a_deq="auto")
-            act = seam.QuantizedActivation(values, scales, a_deq=a_deq)
+            values, scales, *a_deq = seam.swiglu_oai_mxfp8(gu, a_deq=self.down[r].wants_a_deq(self.m))
+            act = seam.QuantizedActivation(values, scales, a_deq=a_deq[0] if a_deq else None)
             shared = self.down[r](act)
             moe = seam.MoEOutput(seam.UnfinalizedMoEOutput(self.gemm2[r], weights, self.idx), shared)
             self.finalize.publish(moe, rank=r)

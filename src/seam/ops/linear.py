@@ -437,11 +437,15 @@ def mxfp8_linear(
 
 def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     """Whether the producer of an M-token activation for :func:`mxfp8_linear` with ``weight`` on ``device`` should
-    write its A_deq: where the "auto" rule would (:func:`seam.ops.a_deq.resolve_a_deq`) and the GEMM picked there
-    with one reads it (``Tile.reads_a_deq``). The producers' "auto" knows M and K, not the
-    consumer: it writes A_deq at K 3072-6144 from two tokens for the decode kernel, which the 16-row kernel, when it
-    takes the layer, never reads (an unread A_deq made the norm + MXFP8 -> gate_up chain 1.0-1.5 us slower, H100,
-    ``docs/benchmarks-log.md`` runs 278 and 284).
+    write its A_deq: where the GEMM picked there with one reads it (``Tile.reads_a_deq``) and either the "auto" rule
+    would write it (:func:`seam.ops.a_deq.resolve_a_deq`) or the GEMM picked on the MXFP8 rows alone dequantizes them
+    first in a launch of its own (:func:`seam.kernels.gluon_launch.dequantizes_first`; not while tracing, as "auto").
+    The producers' "auto" knows M and K, not the consumer: it writes A_deq at K 3072-6144 from two tokens for the
+    decode kernel, which the 16-row kernel, when it takes the layer, never reads (an unread A_deq made the norm +
+    MXFP8 -> gate_up chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284); and it writes none
+    at 65-128 tokens below K 2048, where on wide N the warp-specialized streamed tile dequantizes first (H100, log run
+    328, SwiGLU + MXFP8 -> N 6144 x K 768 at 65 tokens, us: 9.57 with the GEMM's launch, 8.64 with the producer's
+    A_deq).
 
     Raises:
         TypeError: ``m`` not an int. ValueError: ``m`` not positive.
@@ -450,9 +454,13 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     if m < 1:
         raise ValueError(f"m must be a positive token count, got {m}")
     n, k = weight.values.shape
-    if not resolve_a_deq("auto", m, k, device):
+    if not pick_tile(m, n, k, device, a_deq=True).reads_a_deq:
         return False
-    return pick_tile(m, n, k, device, a_deq=True).reads_a_deq
+    if resolve_a_deq("auto", m, k, device):
+        return True
+    # where "auto" writes none, a GEMM that dequantizes the MXFP8 rows first writes A_deq in a launch of its own
+    rows_tile = pick_tile(m, n, k, device)
+    return not runtime.tracing() and dequantizes_first(rows_tile, m, n, k, device, bf16_rows=False)
 
 
 def check_quantized_rows(name: str, qa: QuantizedActivation) -> torch.device:
