@@ -454,6 +454,8 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     # the MXFP8 rows in a launch of its own first; the narrower layer's prefill path ignores A_deq there
     assert [m for m in ms if down.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if narrow.wants_a_deq(m)] == list(range(17, 65))
+    # past 384 tokens (A_DEQ_MAX_M) the producer's store costs about what the token tiles' own launch does
+    assert not any(layer.wants_a_deq(m) for layer in (gate_up, qkv, down) for m in (385, 512, 2048))
     for bad, exc, match in ((0, ValueError, "m must be a positive token count, got 0"),
                             (1.5, TypeError, "m must be an int, got float"), (True, TypeError, "m must be an int")):
         with pytest.raises(exc, match=match):

@@ -12,7 +12,8 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   ``pick_token_tiles``, and at 385-2048 its token tiles where ``pick_prefill_token_tiles`` takes them; the Gluon ring kernel at 129 <= M <= 256 where ``pick_ring_tile`` takes the shape,
   ``seam.kernels.mxfp8_wgmma_ring``; the prefill path from 65 tokens elsewhere, ``BF16_MM_TILE``);
 * ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as
-  a producer writes it by default) where ``a_deq_pays`` says a producer writes one, and past
+  a producer writes it) where the layer wants one (``seam.ops.linear.wants_a_deq``: the GEMM reads it, and "auto"
+  writes it or the GEMM would dequantize first), and past
   ``A_DEQ_MAX_M`` tokens from K ``PERMUTED_MIN_K`` (the token tiles and the prefill path read it there; a producer
   writes it with ``a_deq=True``), else ``-``;
 * ``seam bf16 x``: the same on the BF16 activation (``quantize="auto"``: in-GEMM at M <= 16 (on the decode kernel
@@ -33,7 +34,7 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused
 norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph)
 without A_deq and with the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone; another
-the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq auto), against the same producer (without A_deq)
+the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq where the layer wants one), against the same producer (without A_deq)
 feeding cuBLAS FP8 its E4M3 values. Past ``A_DEQ_MAX_M`` tokens the norm -> GEMM chain is timed without and with
 A_deq (``a_deq=True``) against the chain an engine would run on cuBLAS BF16: seam's add + Gemma RMSNorm writing BF16
 rows only (``gemma_fused_add_rms_norm``), then ``torch.mm`` on BF16 weights.
@@ -52,7 +53,8 @@ from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import pick_tile
 from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
-from seam.kernels.wgmma_config import A_DEQ_MAX_M, a_deq_pays
+from seam.kernels.wgmma_config import A_DEQ_MAX_M
+from seam.ops.linear import wants_a_deq
 
 MS = (1, 8, 16, 32, 64, 128)
 #: The TP 4 layers and the QKV projection at TP 2 (nkv 2: N = 39 heads of 128), the widest decode shape.
@@ -153,11 +155,12 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     tile, tl_tile = pick_tile(m, n, k, dev), pick_tile(m, n, k, dev, tl_only=True)
     one = torch.ones((), device=dev)
     r = {"layer": layer, "N": n, "K": k, "M": m, "tile": _tile_name(tile)}
-    if a_deq_pays(m, k, dev) and (deq_tile := pick_tile(m, n, k, dev, a_deq=True)) != tile:
+    reads_a_deq = wants_a_deq(m, weight, dev)
+    if reads_a_deq and (deq_tile := pick_tile(m, n, k, dev, a_deq=True)) != tile:
         r["tile"] += f"; A_deq: {_tile_name(deq_tile)}"  # the `seam A_deq` column's
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
     r["seam A_deq"] = "-"
-    if a_deq_pays(m, k, dev) or (m > A_DEQ_MAX_M and k % 128 == 0 and k >= PERMUTED_MIN_K):
+    if reads_a_deq or (m > A_DEQ_MAX_M and k % 128 == 0 and k >= PERMUTED_MIN_K):
         with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
         r["seam A_deq"] = graph_time_us(lambda: seam.mxfp8_linear(with_deq, mx(), out=out))
     r["seam bf16 x"] = graph_time_us(lambda: seam.mxfp8_linear(x, mx(), out=out))
@@ -227,7 +230,7 @@ def _chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> l
 
 
 def _down_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator) -> list[dict]:
-    """SwiGLU-OAI + MXFP8 (A_deq auto) -> the down projection per pair, against the same producer without A_deq (which
+    """SwiGLU-OAI + MXFP8 (A_deq where the layer wants it, ``wants_a_deq``) -> the down projection per pair, against the same producer without A_deq (which
     cuBLAS would not read) -> cuBLAS FP8 on its E4M3 values (per-tensor scales 1: a lossy stand-in, as in the GEMM
     table); each chain's "adds" is against its own producer alone."""
     n, inter = next((n, k) for layer, n, k in SHAPES if layer == "down")
@@ -239,7 +242,9 @@ def _down_chain_rows(ms: tuple[int, ...], dev: torch.device, g: torch.Generator)
         gate_up = torch.randn(m, 2 * inter, generator=g).to(torch.bfloat16).to(dev)
         out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
 
-        def swiglu(a_deq="auto"):
+        wants = wants_a_deq(m, w, dev)
+
+        def swiglu(a_deq=wants):
             values, scales, *deq = seam.swiglu_oai_mxfp8(gate_up, a_deq=a_deq)  # A_deq returned unless a_deq=False
             return seam.QuantizedActivation(values, scales, torch.bfloat16, (m, inter), a_deq=deq[0] if deq else None)
 

@@ -17,7 +17,7 @@ from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, MMA_ROWS_TILE, Tile, pick_tile
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
-from seam.kernels.wgmma_config import RESIDENT_MAX_M
+from seam.kernels.wgmma_config import A_DEQ_MAX_M, RESIDENT_MAX_M
 from seam.ops.a_deq import check_a_deq_bytes, resolve_a_deq
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
@@ -439,7 +439,8 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     """Whether the producer of an M-token activation for :func:`mxfp8_linear` with ``weight`` on ``device`` should
     write its A_deq: where the GEMM picked there with one reads it (``Tile.reads_a_deq``) and either the "auto" rule
     would write it (:func:`seam.ops.a_deq.resolve_a_deq`) or the GEMM picked on the MXFP8 rows alone dequantizes them
-    first in a launch of its own (:func:`seam.kernels.gluon_launch.dequantizes_first`; not while tracing, as "auto").
+    first in a launch of its own (:func:`seam.kernels.gluon_launch.dequantizes_first`; up to ``A_DEQ_MAX_M`` tokens,
+    not while tracing, as "auto").
     The producers' "auto" knows M and K, not the consumer: it writes A_deq at K 3072-6144 from two tokens for the
     decode kernel, which the 16-row kernel, when it takes the layer, never reads (an unread A_deq made the norm +
     MXFP8 -> gate_up chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284); and it writes none
@@ -458,9 +459,11 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
         return False
     if resolve_a_deq("auto", m, k, device):
         return True
-    # where "auto" writes none, a GEMM that dequantizes the MXFP8 rows first writes A_deq in a launch of its own
-    rows_tile = pick_tile(m, n, k, device)
-    return not runtime.tracing() and dequantizes_first(rows_tile, m, n, k, device, bf16_rows=False)
+    # where "auto" writes none, a GEMM that dequantizes the MXFP8 rows first writes A_deq in a launch of its own (past
+    # A_DEQ_MAX_M the producer's store costs about what that launch does: a_deq_pays)
+    if m > A_DEQ_MAX_M or runtime.tracing():
+        return False
+    return dequantizes_first(pick_tile(m, n, k, device), m, n, k, device, bf16_rows=False)
 
 
 def check_quantized_rows(name: str, qa: QuantizedActivation) -> torch.device:
