@@ -628,7 +628,7 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2048, cpu)] == list(range(1, 385))
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2176, cpu)] == list(range(2, 385))
     assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed
-    # at 65-128 tokens below K 2048 only wide N takes a streamed tile (ws_streamed_short_k), after a launch that
+    # at 65-128 tokens below K 2048 only wide N takes a streamed tile (ws_short_k), after a launch that
     # writes its A_deq: a_deq_pays knows K, not N
     assert mxfp8_gemm_config.pick_wgmma_tile(100, 3072, 768, 132) is None
     assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 500))

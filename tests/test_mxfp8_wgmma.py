@@ -33,8 +33,9 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
     pick_wgmma_tile,
     wgmma_warp_specialized,
-    ws_streamed_short_k,
+    ws_short_k,
     ws_whole_k,
+    WS_SHORT_K_BLOCK_M,
     WS_STAGES,
     TOKEN_TILES_MAX_M,
     pick_token_tiles,
@@ -132,7 +133,7 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
         for m in range(RESIDENT_MAX_M + 1, WGMMA_MAX_M + 1):
             t = pick_wgmma_tile(m, n, k, 132)
             if k < STREAMED_MIN_K:  # the prefill path, but for the unsplit tiles at K <= 768 on wide N (below)
-                assert t is None or ws_streamed_short_k(-(-n // 128), k // 128, 132), (m, n, k)
+                assert t is None or ws_short_k(-(-n // 128), k // 128, 132), (m, n, k)
                 continue
             tiles, steps = -(-n // 128), k // 128
             ws = t.split_k <= WS_MAX_SPLIT  # warp-specialized: 4 stages
@@ -307,7 +308,7 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
     """Runs 190-191: at 33-64 tokens given A_deq the warp-specialized 64-row tile at the one-wave split, 4 stages,
     was 0.75-0.98x the plain decode kernel's pick at all 20 points of ten shapes whose one-wave split is at most 6; not
     at split 8 and 11 (N 2048 and 1536 x 6144), nor measured at K < 2048; without A_deq the plain decode kernel
-    stays (but for the unsplit tile at short K, runs 319-321)."""
+    stays (but for the unsplit tiles at short K, runs 319-331)."""
     for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096), (3072, 2048), (2560, 2048), (2048, 6144)):
         tiles, steps = -(-n // 128), k // 128
         for m in range(2, RESIDENT_MAX_M + 1):
@@ -316,6 +317,9 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
             if m > 32 and (n, k) == (6144, 768):  # unsplit (ws_whole_k, runs 319-321): the one short K here
                 assert given == t == Tile(64, 128, 128, 8, min(4, steps), 1, wgmma=True, warp_specialized=True), \
                     (m, n, k)
+                continue
+            if m > 16 and (n, k) == (6144, 768):  # given A_deq the 32-token tile unsplit (ws_short_k, runs 328-331)
+                assert not t.warp_specialized and given.block_m == 32 and given.warp_specialized, (m, n, k)
                 continue
             assert not t.warp_specialized
             if m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
@@ -353,13 +357,32 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
                         (m, n, k, a_deq)
                 else:
                     assert not t.warp_specialized and t.split_k > 1, (m, n, k, a_deq, t)
-    assert not pick_wgmma_tile(32, 6144, 768, 132, a_deq=True).warp_specialized  # the 32-row tile: not measured
-    assert not pick_wgmma_tile(32, 6144, 768, 132).warp_specialized
+    assert not pick_wgmma_tile(32, 6144, 768, 132).warp_specialized  # 17-32 tokens given A_deq: the next test
     assert ws_whole_k(22, 8, 132) and not ws_whole_k(21, 8, 132) and not ws_whole_k(48, 9, 132)
     assert ws_whole_k(22, 6, 132, a_deq=False) and not ws_whole_k(48, 7, 132, a_deq=False)
     assert not ws_whole_k(21, 6, 132, a_deq=False)
     partials = pick_wgmma_tile(64, 6144, 768, 132, partials=True)  # the fused QKV op's GEMM: no combine to save
     assert not partials.warp_specialized and partials.split_k > 1
+
+
+def test_picker_runs_17_to_32_tokens_unsplit_at_short_k_on_wide_n_given_a_deq():
+    """Runs 328-331 (H100, given A_deq): the warp-specialized 32-token tile over the whole K beat the plain kernel's
+    split 32-row tile at N 6144-9856 x K 512-768 (0.81-0.97x after SwiGLU + MXFP8, 17-32 tokens), was within 2 %
+    either way at N 3072-4608 and lost at K 256: the short-K streamed tiles' bounds (44 N tiles on 132 SMs, 4-6 K
+    steps). On MXFP8 rows without A_deq (not measured) and for the fused QKV op's partials the split tile stays."""
+    for m in (17, 20, 24, 31, 32):
+        for n, k in ((6144, 768), (6144, 512), (5505, 768), (9856, 640), (8192, 512)):
+            assert pick_wgmma_tile(m, n, k, 132, a_deq=True) == Tile(
+                WS_SHORT_K_BLOCK_M, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
+            assert not pick_wgmma_tile(m, n, k, 132).warp_specialized
+            assert not pick_wgmma_tile(m, n, k, 132, a_deq=True, partials=True).warp_specialized
+        for n, k in ((5504, 768), (4608, 768), (3072, 768), (6144, 896), (6144, 1024), (6144, 384), (6144, 256)):
+            t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
+            assert t.block_m == 32 and not t.warp_specialized, (m, n, k, t)
+    for m in (16, 33):  # other token tiles: the 16-row tile and the 64-row tile's own rule
+        assert pick_wgmma_tile(m, 6144, 768, 132, a_deq=True).block_m != WS_SHORT_K_BLOCK_M
+    t = pick_wgmma_tile(32, 6144, 768, 132, a_deq=True)  # its ring fits as measured
+    assert t.num_stages <= mxfp8_wgmma_ws.max_stages(WS_SHORT_K_BLOCK_M, 768, 1)
 
 
 def test_picker_runs_65_to_128_tokens_unsplit_at_short_k_on_wide_n():
@@ -377,22 +400,23 @@ def test_picker_runs_65_to_128_tokens_unsplit_at_short_k_on_wide_n():
             assert pick_wgmma_tile(m, n, k, 132) is None and pick_wgmma_tile(m, n, k, 132, a_deq=True) is None
         assert pick_wgmma_tile(m, 6144, 768, 132, partials=True) is None
     assert pick_wgmma_tile(129, 6144, 768, 132) is None  # 129-256 tokens at short K: not measured
-    assert ws_streamed_short_k(44, 6, 132) and not ws_streamed_short_k(43, 6, 132)
-    assert not ws_streamed_short_k(48, 7, 132) and not ws_streamed_short_k(48, 3, 132) and ws_streamed_short_k(40, 4, 120)
+    assert ws_short_k(44, 6, 132) and not ws_short_k(43, 6, 132)
+    assert not ws_short_k(48, 7, 132) and not ws_short_k(48, 3, 132) and ws_short_k(40, 4, 120)
     for m in (65, 96, 128):  # every such tile fits its ring and compiles as the other streamed tiles do
         t = pick_wgmma_tile(m, 6144, 768, 132)
         assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, 768, 1)
 
 
 def test_warp_specialized_tile_checked_before_launch(device):
-    """A warp_specialized override needs a wgmma tile of 64-128 rows and a ring that fits; the fused QKV op refuses
-    it (its epilogue reads the plain decode kernel's partials)."""
+    """A warp_specialized override needs a wgmma tile the kernel has (32-256 rows) and a ring that fits; the fused
+    QKV op refuses it (its epilogue reads the plain decode kernel's partials)."""
     with pytest.raises(ValueError, match="warp_specialized needs tile.wgmma"):
         check_tile(Tile(64, 128, 128, 8, 2, 1, warp_specialized=True), 2048, 40, device)
     if not wgmma_config.wgmma_supported(device):
         return
-    for bad, m, match in ((Tile(32, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 20,
-                           "warp_specialized needs block_m in \\(64, 72, 80, 96, 128, 136, 144, 160, 192, 256\\), got 32"),
+    for bad, m, match in ((Tile(16, 128, 128, 8, 2, 1, wgmma=True, warp_specialized=True), 12,
+                           "warp_specialized needs block_m in \\(32, 64, 72, 80, 96, 128, 136, 144, 160, 192, 256\\), "
+                           "got 16"),
                           (Tile(128, 128, 128, 8, 5, 1, wgmma=True, warp_specialized=True), 40,
                            "num_stages in \\[1, 4\\]")):
         with pytest.raises(ValueError, match=match):
@@ -459,14 +483,15 @@ def test_launcher_refuses_the_streamed_tile_without_a_stream_before_launch():
 
 
 def test_warp_specialized_launcher_refuses_bad_tiles_before_launch():
-    """The warp-specialized kernel runs the 64-row, 64 + tail, 128-token and wide tiles, at ring depths that fit (CPU
-    tensors: never launched)."""
+    """The warp-specialized kernel runs the 32- and 64-row, 64 + tail, 128-token and wide tiles, at ring depths that
+    fit (CPU tensors: never launched)."""
     x = torch.zeros(100, 2048, dtype=torch.bfloat16)
     w, ws = torch.zeros(128, 2048, dtype=torch.uint8), torch.zeros(128 * 64, dtype=torch.uint8)
     out = torch.empty(100, 128, dtype=torch.bfloat16)
-    assert mxfp8_wgmma_ws.BLOCK_MS == (64, 72, 80, 96, 128, 136, 144, 160, 192, 256)
-    for bm in (8, 32, 512):
-        with pytest.raises(ValueError, match=f"block_m must be one of \\(64, 72, 80, 96, 128, 136, 144, 160, 192, 256\\), got {bm}"):
+    assert mxfp8_wgmma_ws.BLOCK_MS == (32, 64, 72, 80, 96, 128, 136, 144, 160, 192, 256)
+    for bm in (8, 16, 48, 512):
+        with pytest.raises(ValueError, match=f"block_m must be one of \\(32, 64, 72, 80, 96, 128, 136, 144, 160, 192, "
+                                             f"256\\), got {bm}"):
             mxfp8_wgmma_ws.launch_mxfp8_linear_wgmma_ws(x, w, ws, out, bm, 1, 2, out, out, False, 1, combiners=1)
     assert mxfp8_wgmma_ws.max_stages(128, 2048, 1) == 4 and mxfp8_wgmma_ws.max_stages(72, 2048, 8) == 2
     for stages in (0, 5):
@@ -691,14 +716,15 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
 @pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 193)
 def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
-    (warp-specialized where picked so), the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
+    (warp-specialized where picked so) and warp-specialized 32-token tile, the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
     through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
     QKV op's partials-only launches (nkv 1, 2, 4: the same tiles): no spills, shared memory within the limit and,
     on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144), (6144, 256), (6144, 512), (4096, 1024)):
-        for m in (40, 70, 80, 96, 100):  # 40: the 64-row tile picked given A_deq (unsplit at K <= 1024)
-            if (t := pick_wgmma_tile(m, n, k, 132, a_deq=True)) is not None and t.block_m >= 64:
+        # 40: the 64-row tile picked given A_deq (unsplit at K <= 1024); 24: the 32-token one (at K 512-768, wide N)
+        for m in (24, 40, 70, 80, 96, 100):
+            if (t := pick_wgmma_tile(m, n, k, 132, a_deq=True)) is not None and (t.block_m >= 64 or t.warp_specialized):
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, t.warp_specialized)
                          for bf16_mul in (True, False)}
         for m in (129, 160, 192, 256, 384):
@@ -727,7 +753,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
                 runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, True))
     # the 64 + tail tiles' partials as overrides: the plain decode kernel's too
     runs |= {(72, 4, 8, 6144, True, False, False), (96, 4, 3, 6144, True, False, False)}
-    assert any(run[0] == 64 for run in runs)
+    assert any(run[0] == 64 for run in runs) and any(run[0] == 32 for run in runs)
     results = with_tool(
         f"for bm, st, sk, k, partials, bf16_mul, ws in {sorted(runs)!r}:\n"
         "    r = tool.resources('wgmma', bm, split_k=sk, num_stages=st, k=k, partials=partials, bf16_mul=bf16_mul,\n"
@@ -1043,7 +1069,7 @@ def test_bit_exact_64_row_tile_on_rows_gpu(monkeypatch, m, n, k, ws, bf16_rows):
 @pytest.mark.parametrize("m,n,k,ws", [(65, 6144, 768, True), (96, 6144, 512, True), (128, 6000, 768, True),
                                       (100, 3072, 768, False)])
 def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, ws, given):
-    """65-128 tokens at K 512-768 on wide N (ws_streamed_short_k): the unsplit warp-specialized streamed tile, given
+    """65-128 tokens at K 512-768 on wide N (ws_short_k): the unsplit warp-specialized streamed tile, given
     A_deq or after its path's own A_deq launch (MXFP8 and BF16 rows), gives the exact sums' bytes (N 6000: a tile
     partly past N); narrower N keeps the prefill path."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
@@ -1056,6 +1082,24 @@ def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, ws, given
     launched = _spy_decode_kernels(monkeypatch)
     got = seam.mxfp8_linear(act, w)
     assert launched == (["ws"] if ws else [])
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,ws", [(17, 6144, 768, True), (32, 6000, 512, True), (24, 9856, 640, True),
+                                      (32, 4096, 768, False)])
+def test_bit_exact_32_token_tile_at_short_k_gpu(monkeypatch, m, n, k, ws):
+    """17-32 tokens given A_deq at K 512-768 on wide N (ws_short_k): the unsplit warp-specialized 32-token tile gives
+    the exact sums' bytes (N 6000: a tile partly past N; M 17 and 24: padded token columns); narrower N keeps the
+    plain kernel's split 32-row tile."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    tile = pick_tile(m, n, k, x.device, a_deq=True)
+    assert tile.block_m == 32 and tile.warp_specialized == ws and (tile.split_k == 1) == ws, tile
+    launched = _spy_decode_kernels(monkeypatch)
+    got = seam.mxfp8_linear(act, w)
+    assert launched == ["ws" if ws else "landed"]
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 

@@ -172,13 +172,15 @@ WS_WHOLE_K_ROWS_MAX_STEPS = 6
 #: The unsplit tile also needs at least 1 / this of the SMs to hold one of its programs (one per N tile): on 132
 #: SMs 22 tiles, N >= 2689 (the narrowest measured where it won: N 3072).
 WS_WHOLE_K_SM_SHARE = 6
-#: K steps at which 65-128 tokens below :data:`STREAMED_MIN_K` take the warp-specialized streamed tiles unsplit
-#: (:func:`ws_streamed_short_k`): K 512-768, up to the one K measured (log run 328); fewer steps would hold a ring
-#: shallow enough for two programs to share an SM, which the streamed tiles never do (``TAIL_STAGES``).
-WS_SHORT_K_STREAMED_STEPS = range(4, 7)
+#: K steps at which 17-32 tokens given A_deq and 65-128 tokens below :data:`STREAMED_MIN_K` take a warp-specialized
+#: tile unsplit (:func:`ws_short_k`): K 512-768 (log runs 328-331); at K 256 the 32-token tile lost, and fewer steps
+#: would hold a ring shallow enough for two programs to share an SM, which the streamed tiles never do.
+WS_SHORT_K_STEPS = range(4, 7)
 #: Those tiles also need N tiles (one program each) of at least 1 / this of the SMs: on 132 SMs 44 tiles, N >= 5505
-#: (won at N 6144, 48 tiles; mixed at N 3072 and 4096, 24 and 32 tiles).
-WS_SHORT_K_STREAMED_SM_SHARE = 3
+#: (won at N 6144-9856, 48-77 tiles; within 2 % either way or lost at N 3072-4608, 24-36 tiles).
+WS_SHORT_K_SM_SHARE = 3
+#: The token tile that 17-32 tokens given A_deq take warp-specialized and unsplit where :func:`ws_short_k` holds.
+WS_SHORT_K_BLOCK_M = 32
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
@@ -264,7 +266,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     the tl kernel.
 
     Below :data:`STREAMED_MIN_K`, 65-128 tokens take these streamed tiles warp-specialized and unsplit where
-    :func:`ws_streamed_short_k` does (K 512-768, wide N; log run 328), else none (the prefill path).
+    :func:`ws_short_k` does (K 512-768, wide N; log run 328), else none (the prefill path). So do 17-32 tokens given
+    A_deq, on the warp-specialized 32-token tile (log runs 330-331).
 
     From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile streams
     A_deq beside the weight ring (:func:`~seam.kernels.wgmma_config.wgmma_a_stream`); its split fills one wave of
@@ -309,7 +312,7 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     tiles, steps = -(-n // 128), k // 128
     if m > RESIDENT_MAX_M:
         if k < STREAMED_MIN_K:
-            if partials or not ws_streamed_short_k(tiles, steps, sms):
+            if partials or not ws_short_k(tiles, steps, sms):
                 return None
             return Tile(streamed_block_m(m), 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
         split = one_wave_split(tiles, steps, sms)
@@ -322,7 +325,8 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
         return Tile(block_m, 128, 128, 8, min(stages, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                     warp_specialized=ws)
     block_m = max(8, triton.next_power_of_2(m))
-    if block_m == RESIDENT_MAX_M and not partials and ws_whole_k(tiles, steps, sms, a_deq=a_deq):
+    if not partials and (block_m == RESIDENT_MAX_M and ws_whole_k(tiles, steps, sms, a_deq=a_deq)
+                         or block_m == WS_SHORT_K_BLOCK_M and a_deq and ws_short_k(tiles, steps, sms)):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
     if wgmma_warp_specialized(block_m, split := one_wave_split(tiles, steps, sms), k, a_deq=a_deq):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
@@ -446,14 +450,24 @@ def ws_whole_k(tiles: int, steps: int, sms: int, *, a_deq: bool = True) -> bool:
     return steps <= most and tiles * WS_WHOLE_K_SM_SHARE >= sms
 
 
-def ws_streamed_short_k(tiles: int, steps: int, sms: int) -> bool:
-    """Whether :func:`pick_wgmma_tile` runs 65-128 tokens below :data:`STREAMED_MIN_K` (where otherwise the prefill
-    path runs: both operands dequantized, cuBLAS BF16) on the warp-specialized streamed tile for their M (a 64 + tail
-    tile to 96 tokens, else 128) unsplit, one program per N tile, given A_deq or after the launch that writes it: K
-    steps in :data:`WS_SHORT_K_STREAMED_STEPS` and ``tiles`` N tiles at least 1 /
-    :data:`WS_SHORT_K_STREAMED_SM_SHARE` of the ``sms`` SMs.
+def ws_short_k(tiles: int, steps: int, sms: int) -> bool:
+    """Whether :func:`pick_wgmma_tile` runs a warp-specialized tile unsplit, one program per N tile, at short K: K
+    steps in :data:`WS_SHORT_K_STEPS` and ``tiles`` N tiles at least 1 / :data:`WS_SHORT_K_SM_SHARE` of the ``sms``
+    SMs. There 17-32 tokens given A_deq take the :data:`WS_SHORT_K_BLOCK_M`-token tile (else the plain decode kernel's
+    32-row tile, split), and 65-128 tokens below :data:`STREAMED_MIN_K` the streamed tile for their M (a 64 + tail
+    tile to 96 tokens, else 128), given A_deq or after the launch that writes it (else the prefill path: both
+    operands dequantized, cuBLAS BF16).
 
-    The prefill path pays a BF16 copy of the weight and two more launches; the unsplit program streams the weight once.
+    17-32 tokens: the split 32-row tile stores and combines fp32 partials, and its two plain warpgroups meet at a
+    barrier every K step. H100 (2026-12-07, log runs 330-331, ``mxfp8_linear`` given A_deq, weights past L2, us, the
+    pick / the 32-token tile unsplit, back to back | fenced | after SwiGLU + MXFP8 (PDL, "auto" A_deq); 24 and 32
+    tokens): N 6144 x K 768 at 32 tokens 5.43 | 8.48 | 7.14 -> 4.18 | 7.84 | 6.59 (run 328); N 9856 x K 768 5.80 |
+    10.28 | 9.11 -> 5.04 | 8.48 | 7.36; N 8192 x K 768 5.75 | 8.97 | 7.68 -> 4.61 | 8.22 | 7.02; N 8192 x K 512 4.95 |
+    8.11 | 6.86 -> 3.10 | 7.61 | 6.28; N 6144 x K 640 fenced and after SwiGLU 0.90-0.93x, at 17 tokens too; every
+    point from N 6144 at K 512-768 0.81-0.97x after SwiGLU. At N 4096-4608 within 2 % either way (N 4224 x K 768 at
+    17 tokens 1.02x after SwiGLU, N 3072 x K 768 at 24 tokens 1.02x, run 329); at K 256 (N 6144) 1.03x after SwiGLU.
+
+    65-128 tokens: the prefill path pays a BF16 copy of the weight and two more launches; the unsplit program streams the weight once.
     H100 (2026-12-07, ``docs/benchmarks-log.md`` run 328, ``mxfp8_linear``, weights past L2, us, the prefill path /
     this tile, back to back | fenced | after SwiGLU + MXFP8 (PDL; "auto" on MXFP8 rows, which writes no A_deq at
     these M, so the tile's path writes it)): N 6144 x K 768 at 65 tokens on MXFP8 rows 10.51 | 12.13 | 11.90 -> 7.38
@@ -462,9 +476,9 @@ def ws_streamed_short_k(tiles: int, steps: int, sms: int) -> bool:
     mixed at 96 tokens: N 3072 x K 768 on MXFP8 rows 7.98 | 9.58 | 9.60 -> 7.58 | 11.00 | 9.62, given A_deq -> 6.09 |
     9.71 | 8.77; N 4096 x K 1024 on MXFP8 rows 9.73 | 11.34 | 11.34 -> 9.07 | 12.45 | 11.07, given A_deq -> 7.63 |
     11.20 | 10.23. Split 2 was slower than split 1 at every point. Not measured: N 5505-6143 and above 6144, K 512-640,
-    129-256 tokens at short K, SM counts other than 132; the fused QKV op's partials (``partials``) keep the prefill
-    path."""
-    return steps in WS_SHORT_K_STREAMED_STEPS and tiles * WS_SHORT_K_STREAMED_SM_SHARE >= sms
+    129-256 tokens at short K, 17-32 tokens on MXFP8 rows without A_deq ("auto" writes it there at these K), SM counts
+    other than 132; the fused QKV op's partials (``partials``) keep their split tiles and the prefill path."""
+    return steps in WS_SHORT_K_STEPS and tiles * WS_SHORT_K_SM_SHARE >= sms
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:
@@ -703,7 +717,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     :func:`pick_mma_rows_tile` does and ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the
     GEMM, the fused QKV op's partials); else M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token
     where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048 (at K 512-768 on wide N
-    too: :func:`ws_streamed_short_k`); 129 <= M <= 384 the
+    too: :func:`ws_short_k`); 129 <= M <= 384 the
     warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits a
     wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the shape;
     385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any CUDA GPU, M >=

@@ -34,9 +34,10 @@ and the producer :data:`PRODUCER_REGISTERS` (the 256-token tile: :data:`WIDEST_C
 :data:`WIDEST_PRODUCER_REGISTERS`); every picked tile compiles without spills (``tools/sm90_resources.py``).
 With ``PARTIALS`` (the fused QKV op's GEMM at 65-1024 tokens) each consumer stores its rows of the program's partial
 in the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's
-wait, as there. At 33-64 tokens ``mxfp8_linear`` runs the 64-row tile here where the activations come with their A_deq, and unsplit at
+wait, as there. At 17-32 tokens given A_deq ``mxfp8_linear`` runs the 32-token tile here unsplit at K 512-768 on wide N
+(``mxfp8_gemm_config.ws_short_k``). At 33-64 tokens it runs the 64-row tile here where the activations come with their A_deq, and unsplit at
 K <= 768 without one too (``mxfp8_gemm_config.ws_whole_k``, after a launch that writes it), at 65-128 tokens
-its streamed tiles unsplit at K 512-768 on wide N (``mxfp8_gemm_config.ws_streamed_short_k``), and at 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
+its streamed tiles unsplit at K 512-768 on wide N (``mxfp8_gemm_config.ws_short_k``), and at 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
 every token tile's half-tiles on counters and partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
 operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
@@ -79,9 +80,9 @@ from seam.kernels.wgmma_combine import check_combiners, store_tile
 #: 128 (``seam.kernels.mxfp8_gemm_config.wide_block_m``), so the MMAs run no more padding than 7, 15, 31 or 63 tokens.
 #: The 256-token tile takes 2 ring stages (82 KB each), the others 3 or 4.
 WIDE_TILES = (136, 144, 160, 192, 256)
-#: The tiles (``block_m``) this kernel runs: the 64-row tile (given A_deq), the 64 + tail tiles, the 128-token tile and
-#: the :data:`WIDE_TILES`.
-BLOCK_MS = (64, *TAIL_TILES, 128, *WIDE_TILES)
+#: The tiles (``block_m``) this kernel runs: the 32- and 64-row tiles (given A_deq), the 64 + tail tiles, the
+#: 128-token tile and the :data:`WIDE_TILES`.
+BLOCK_MS = (32, 64, *TAIL_TILES, 128, *WIDE_TILES)
 
 
 def second_tokens(block_m: int) -> int:

@@ -43,7 +43,7 @@ WS_MAX_SPLIT = 6
 WGMMA_MAX_M = STREAMED_BLOCK_M
 #: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
 #: kernel) on any N; below it the prefill path, but for K 512-768 on wide N at 65-128 tokens
-#: (``mxfp8_gemm_config.ws_streamed_short_k``).
+#: (``mxfp8_gemm_config.ws_short_k``).
 STREAMED_MIN_K = 2048
 #: Most tokens that :func:`~seam.kernels.mxfp8_gemm_config.pick_token_tiles` runs on the warp-specialized decode
 #: kernel, over token tiles.

@@ -354,7 +354,7 @@ def mxfp8_linear(
         - 1: the Gluon decode kernel where N >= 2560 (``WGMMA_ONE_TOKEN_MIN_N``), else a CUDA-core GEMV on
           fp32-dequantized tiles (``seam.kernels.mxfp8_gemm_config.GEMV_TILE``).
         - 2-64 (K a multiple of 128), and 65-128 where K >= 2048 (at K 512-768 where the N tiles are at least a
-          third of the SMs: unsplit, warp-specialized, ``ws_streamed_short_k``): the Gluon decode kernel
+          third of the SMs: unsplit, warp-specialized, ``ws_short_k``): the Gluon decode kernel
           (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``); 65-96 tokens on its 64 + tail
           tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile. On those tiles always, on its 64-row tile at K
           1536-2048 or where its launch takes two waves or it runs warp-specialized and unsplit (K <= 768, N tiles
