@@ -34,8 +34,10 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_wgmma_tile,
     wgmma_warp_specialized,
     ws_short_k,
+    ws_small_split,
     ws_whole_k,
-    WS_SHORT_K_BLOCK_M,
+    WS_SMALL_BLOCK_M,
+    WS_SMALL_MAX_SPLIT,
     WS_STAGES,
     TOKEN_TILES_MAX_M,
     pick_token_tiles,
@@ -322,6 +324,9 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
                 assert not t.warp_specialized and given.block_m == 32 and given.warp_specialized, (m, n, k)
                 continue
             assert not t.warp_specialized
+            if 16 < m <= 32 and k >= STREAMED_MIN_K and split <= WS_SMALL_MAX_SPLIT:  # the next test
+                assert given.block_m == 32 and given.warp_specialized, (m, n, k)
+                continue
             if m > 32 and k >= STREAMED_MIN_K and split <= WS_MAX_SPLIT:
                 assert given == Tile(64, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                                      warp_specialized=True), (m, n, k)
@@ -334,6 +339,27 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
     assert not pick_wgmma_tile(64, 1536, 6144, 132, a_deq=True).warp_specialized  # split 11
     assert not wgmma_warp_specialized(64, 2, 1536, a_deq=True)  # K below 2048
     assert not wgmma_warp_specialized(32, 2, 6144, a_deq=True) and not wgmma_warp_specialized(256, 2, 6144, a_deq=True)
+
+
+def test_picker_runs_17_to_32_tokens_on_the_32_token_tile_at_one_wave_splits_up_to_3_given_a_deq():
+    """Runs 335-336 (H100, given A_deq, K >= 2048): the warp-specialized 32-token tile at the one-wave split beat the
+    plain decode kernel's 32-row tile at splits 1-3 (0.84-0.97x fenced, one point 1.02-1.03x after SwiGLU: N 8192 x
+    K 2048), was mixed at 4 and lost at 5-6; not for the fused QKV op's partials, nor without A_deq."""
+    cases = {(9856, 6144): 1, (6144, 4096): 2, (6144, 3072): 2, (6144, 2048): 2, (8192, 2048): 2, (4992, 6144): 3}
+    for m in (17, 24, 32):
+        for (n, k), split in cases.items():
+            assert one_wave_split(-(-n // 128), k // 128, 132) == split
+            assert pick_wgmma_tile(m, n, k, 132, a_deq=True) == Tile(
+                WS_SMALL_BLOCK_M, 128, 128, 8, 4, split, wgmma=True, warp_specialized=True), (m, n, k)
+            for kw in ({}, {"a_deq": True, "partials": True}):
+                t = pick_wgmma_tile(m, n, k, 132, **kw)
+                assert t.block_m == 32 and not t.warp_specialized, (m, n, k, kw)
+        for n, k in ((4096, 2048), (4096, 4096), (3072, 6144), (2560, 6144), (1536, 6144)):  # one-wave split 4-11
+            t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
+            assert t.block_m == 32 and not t.warp_specialized, (m, n, k)
+    assert ws_small_split(3, 2048, a_deq=True) and not ws_small_split(4, 2048, a_deq=True)
+    assert not ws_small_split(1, 1920, a_deq=True) and not ws_small_split(1, 6144, a_deq=False)
+    assert pick_wgmma_tile(16, 9856, 6144, 132, a_deq=True).block_m == 16  # 9-16 tokens: the 16-row tile
 
 
 def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
@@ -373,16 +399,16 @@ def test_picker_runs_17_to_32_tokens_unsplit_at_short_k_on_wide_n_given_a_deq():
     for m in (17, 20, 24, 31, 32):
         for n, k in ((6144, 768), (6144, 512), (5505, 768), (9856, 640), (8192, 512)):
             assert pick_wgmma_tile(m, n, k, 132, a_deq=True) == Tile(
-                WS_SHORT_K_BLOCK_M, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
+                WS_SMALL_BLOCK_M, 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
             assert not pick_wgmma_tile(m, n, k, 132).warp_specialized
             assert not pick_wgmma_tile(m, n, k, 132, a_deq=True, partials=True).warp_specialized
         for n, k in ((5504, 768), (4608, 768), (3072, 768), (6144, 896), (6144, 1024), (6144, 384), (6144, 256)):
             t = pick_wgmma_tile(m, n, k, 132, a_deq=True)
             assert t.block_m == 32 and not t.warp_specialized, (m, n, k, t)
     for m in (16, 33):  # other token tiles: the 16-row tile and the 64-row tile's own rule
-        assert pick_wgmma_tile(m, 6144, 768, 132, a_deq=True).block_m != WS_SHORT_K_BLOCK_M
+        assert pick_wgmma_tile(m, 6144, 768, 132, a_deq=True).block_m != WS_SMALL_BLOCK_M
     t = pick_wgmma_tile(32, 6144, 768, 132, a_deq=True)  # its ring fits as measured
-    assert t.num_stages <= mxfp8_wgmma_ws.max_stages(WS_SHORT_K_BLOCK_M, 768, 1)
+    assert t.num_stages <= mxfp8_wgmma_ws.max_stages(WS_SMALL_BLOCK_M, 768, 1)
 
 
 def test_picker_runs_65_to_128_tokens_unsplit_at_short_k_on_wide_n():
@@ -1086,20 +1112,22 @@ def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, ws, given
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,ws", [(17, 6144, 768, True), (32, 6000, 512, True), (24, 9856, 640, True),
-                                      (32, 4096, 768, False)])
-def test_bit_exact_32_token_tile_at_short_k_gpu(monkeypatch, m, n, k, ws):
-    """17-32 tokens given A_deq at K 512-768 on wide N (ws_short_k): the unsplit warp-specialized 32-token tile gives
-    the exact sums' bytes (N 6000: a tile partly past N; M 17 and 24: padded token columns); narrower N keeps the
-    plain kernel's split 32-row tile."""
+@pytest.mark.parametrize("m,n,k,split", [(17, 6144, 768, 1), (32, 6000, 512, 1), (24, 9856, 640, 1),
+                                         (32, 4096, 768, None), (20, 6144, 2048, 2), (24, 4992, 6144, 3),
+                                         (32, 4096, 2048, None)])
+def test_bit_exact_32_token_tile_gpu(monkeypatch, m, n, k, split):
+    """17-32 tokens given A_deq on the warp-specialized 32-token tile: unsplit at K 512-768 on wide N (ws_short_k),
+    at the one-wave split 2-3 from K 2048 (ws_small_split), with the exact sums' bytes (N 6000: a tile partly past N;
+    M 17-24: padded token columns); elsewhere (``split`` None) the plain kernel's split 32-row tile."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
     tile = pick_tile(m, n, k, x.device, a_deq=True)
-    assert tile.block_m == 32 and tile.warp_specialized == ws and (tile.split_k == 1) == ws, tile
+    assert tile.block_m == 32 and tile.warp_specialized == (split is not None), tile
+    assert split is None or tile.split_k == split, tile
     launched = _spy_decode_kernels(monkeypatch)
     got = seam.mxfp8_linear(act, w)
-    assert launched == ["ws" if ws else "landed"]
+    assert launched == ["landed" if split is None else "ws"]
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 

@@ -179,8 +179,12 @@ WS_SHORT_K_STEPS = range(4, 7)
 #: Those tiles also need N tiles (one program each) of at least 1 / this of the SMs: on 132 SMs 44 tiles, N >= 5505
 #: (won at N 6144-9856, 48-77 tiles; within 2 % either way or lost at N 3072-4608, 24-36 tiles).
 WS_SHORT_K_SM_SHARE = 3
-#: The token tile that 17-32 tokens given A_deq take warp-specialized and unsplit where :func:`ws_short_k` holds.
-WS_SHORT_K_BLOCK_M = 32
+#: The warp-specialized kernel's smallest token tile, for 17-32 tokens given A_deq: unsplit at short K where
+#: :func:`ws_short_k` holds, and at the one-wave split from :data:`STREAMED_MIN_K` where :func:`ws_small_split` does.
+WS_SMALL_BLOCK_M = 32
+#: Most K split of that tile from :data:`STREAMED_MIN_K` (:func:`ws_small_split`; log runs 335-336: it won at one-wave
+#: splits 1-3, lost at 4-6).
+WS_SMALL_MAX_SPLIT = 3
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
@@ -326,9 +330,11 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
                     warp_specialized=ws)
     block_m = max(8, triton.next_power_of_2(m))
     if not partials and (block_m == RESIDENT_MAX_M and ws_whole_k(tiles, steps, sms, a_deq=a_deq)
-                         or block_m == WS_SHORT_K_BLOCK_M and a_deq and ws_short_k(tiles, steps, sms)):
+                         or block_m == WS_SMALL_BLOCK_M and a_deq and ws_short_k(tiles, steps, sms)):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
-    if wgmma_warp_specialized(block_m, split := one_wave_split(tiles, steps, sms), k, a_deq=a_deq):
+    split = one_wave_split(tiles, steps, sms)
+    if wgmma_warp_specialized(block_m, split, k, a_deq=a_deq) or (
+            block_m == WS_SMALL_BLOCK_M and not partials and ws_small_split(split, k, a_deq=a_deq)):
         return Tile(block_m, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma.max_steps(k, split)), split, wgmma=True,
                     warp_specialized=True)
 
@@ -450,10 +456,29 @@ def ws_whole_k(tiles: int, steps: int, sms: int, *, a_deq: bool = True) -> bool:
     return steps <= most and tiles * WS_WHOLE_K_SM_SHARE >= sms
 
 
+def ws_small_split(split_k: int, k: int, *, a_deq: bool) -> bool:
+    """Whether :func:`pick_wgmma_tile` runs 17-32 tokens on the warp-specialized :data:`WS_SMALL_BLOCK_M`-token tile at
+    the one-wave split ``split_k`` (:func:`one_wave_split`, as the 64-row tile's :func:`wgmma_warp_specialized`): given
+    A_deq (``a_deq``), K >= :data:`STREAMED_MIN_K`, ``split_k`` at most :data:`WS_SMALL_MAX_SPLIT`; else the plain
+    decode kernel's 32-row tile (two programs an SM). Not for the fused QKV op's partials
+    (not measured there).
+
+    H100 (2026-12-07, ``docs/benchmarks-log.md`` runs 335-336, ``mxfp8_linear`` given A_deq, weights past L2, us at
+    32 / 24 or 17 tokens, the pick / this tile, back to back | fenced | after SwiGLU + MXFP8 (PDL, "auto" A_deq)):
+    one-wave split 1: N 9856 x K 6144 at 32 tokens 30.41 | 33.82 | 33.29 -> 25.56 | 29.49 | 29.22 (0.84-0.88x at 17
+    too); split 2: N 6144 x K 4096 13.29 | 16.86 | 16.06 -> 12.25 | 15.81 | 15.66 (17 tokens 0.89-0.95x), N 6144 x K
+    3072 0.90-0.99x, N 6144 x K 2048 1.00-1.07x back to back but 0.93-0.96x fenced and after SwiGLU, N 8192 x K 2048
+    0.93-0.97x back to back and fenced, 1.02-1.03x after SwiGLU (the one loss there); split 3: the TP 2 QKV N 4992 x K
+    6144 15.20 | 19.27 | 19.13 -> 14.30 | 18.16 | 18.06 (0.93-0.94x at 24 tokens). At split 4 mixed (N 4096 x K
+    4096 0.85-1.01x; N 4096 x K 2048 1.08-1.10x after SwiGLU), at 5-6 lost (N 3072 and 2560 x K 6144: 1.04-1.10x
+    fenced and after SwiGLU)."""
+    return a_deq and k >= STREAMED_MIN_K and split_k <= WS_SMALL_MAX_SPLIT
+
+
 def ws_short_k(tiles: int, steps: int, sms: int) -> bool:
     """Whether :func:`pick_wgmma_tile` runs a warp-specialized tile unsplit, one program per N tile, at short K: K
     steps in :data:`WS_SHORT_K_STEPS` and ``tiles`` N tiles at least 1 / :data:`WS_SHORT_K_SM_SHARE` of the ``sms``
-    SMs. There 17-32 tokens given A_deq take the :data:`WS_SHORT_K_BLOCK_M`-token tile (else the plain decode kernel's
+    SMs. There 17-32 tokens given A_deq take the :data:`WS_SMALL_BLOCK_M`-token tile (else the plain decode kernel's
     32-row tile, split), and 65-128 tokens below :data:`STREAMED_MIN_K` the streamed tile for their M (a 64 + tail
     tile to 96 tokens, else 128), given A_deq or after the launch that writes it (else the prefill path: both
     operands dequantized, cuBLAS BF16).
