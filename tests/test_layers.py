@@ -451,7 +451,8 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     assert [m for m in ms if gate_up.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if qkv.wants_a_deq(m)] == list(range(2, 129))
     # "auto" stops at 64 below K 2048, but at 65-128 the down projection's warp-specialized streamed tile dequantizes
-    # the MXFP8 rows in a launch of its own first; the narrower layer's prefill path ignores A_deq there
+    # the MXFP8 rows in a launch of its own first; the narrower layer's path there writes none of its own (on a GPU the
+    # prefill path, which reads A_deq only from K 2048; the tl kernel in this patched CPU run)
     assert [m for m in ms if down.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if narrow.wants_a_deq(m)] == list(range(17, 65))
     # past 384 tokens (A_DEQ_MAX_M) the producer's store costs about what the token tiles' own launch does

@@ -343,8 +343,8 @@ def test_picker_runs_the_64_row_tile_warp_specialized_given_a_deq():
 
 def test_picker_runs_17_to_32_tokens_on_the_32_token_tile_at_one_wave_splits_up_to_3_given_a_deq():
     """Runs 335-336 (H100, given A_deq, K >= 2048): the warp-specialized 32-token tile at the one-wave split beat the
-    plain decode kernel's 32-row tile at splits 1-3 (0.84-0.97x fenced, one point 1.02-1.03x after SwiGLU: N 8192 x
-    K 2048), was mixed at 4 and lost at 5-6; not for the fused QKV op's partials, nor without A_deq."""
+    plain decode kernel's 32-row tile at splits 1-3 (0.87-0.97x fenced, one point 1.02-1.03x after SwiGLU: N 8192 x
+    K 2048), was mixed at 4 and lost at 6 (5 not run); not for the fused QKV op's partials, nor without A_deq."""
     cases = {(9856, 6144): 1, (6144, 4096): 2, (6144, 3072): 2, (6144, 2048): 2, (8192, 2048): 2, (4992, 6144): 3}
     for m in (17, 24, 32):
         for (n, k), split in cases.items():
@@ -393,8 +393,8 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
 
 def test_picker_runs_17_to_32_tokens_unsplit_at_short_k_on_wide_n_given_a_deq():
     """Runs 328-331 (H100, given A_deq): the warp-specialized 32-token tile over the whole K beat the plain kernel's
-    split 32-row tile at N 6144-9856 x K 512-768 (0.81-0.97x after SwiGLU + MXFP8, 17-32 tokens), was within 2 %
-    either way at N 3072-4608 and lost at K 256: the short-K streamed tiles' bounds (44 N tiles on 132 SMs, 4-6 K
+    split 32-row tile at N 6144-9856 x K 512-768 (0.81-0.97x after SwiGLU + MXFP8, 17-32 tokens), was 0.94-1.04x
+    at N 3072-4608 (won at N 4608 x K 768, lost at 17 tokens) and lost at K 256: the short-K streamed tiles' bounds (44 N tiles on 132 SMs, 4-6 K
     steps). On MXFP8 rows without A_deq (not measured) and for the fused QKV op's partials the split tile stays."""
     for m in (17, 20, 24, 31, 32):
         for n, k in ((6144, 768), (6144, 512), (5505, 768), (9856, 640), (8192, 512)):

@@ -63,7 +63,7 @@ class Tile:
     #: The prefill path (:data:`BF16_MM_TILE` only): both operands dequantized to BF16 by
     #: :mod:`seam.kernels.mxfp8_dequant`, then one cuBLAS GEMM accumulating in fp32 (``torch.mm``).
     bf16_mm: bool = False
-    #: A ``wgmma`` tile of 64-256 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
+    #: A ``wgmma`` tile of 32-256 rows run warp-specialized (:mod:`seam.kernels.mxfp8_wgmma_ws`, ``block_m`` in its
     #: ``BLOCK_MS``; :func:`wgmma_warp_specialized`): the decode kernel's bytes (its partials too, for the fused QKV
     #: op), A_deq streamed (written first by the dequantization launch where none comes); the wide tiles (128 + 8-128
     #: tokens) are this kernel's only.
@@ -152,8 +152,8 @@ DECODE_WAVES = 2
 #: Ring depth of the 64 + tail tiles: it also holds more shared memory than two programs of an SM may
 #: (``seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES``), so one program per SM (:func:`pick_wgmma_tile`).
 TAIL_STAGES = 4
-#: Ring depth of the warp-specialized tiles (``seam.kernels.mxfp8_wgmma_ws``; 64-128 rows): one program per SM
-#: (measured at this depth, runs 190-191).
+#: Ring depth of the warp-specialized tiles (``seam.kernels.mxfp8_wgmma_ws``; 32-128 rows): one program per SM
+#: (measured at this depth, runs 190-191; the 32-token tile runs 330-336).
 WS_STAGES = 4
 #: Fewest weight rows N at which one token takes the Gluon decode kernel's 8-row tile rather than the tl
 #: GEMV (:data:`GEMV_TILE`). H200 (2026-12-02, ``docs/benchmarks-log.md`` runs 122-123, M 1, the GEMM alone,
@@ -177,7 +177,8 @@ WS_WHOLE_K_SM_SHARE = 6
 #: would hold a ring shallow enough for two programs to share an SM, which the streamed tiles never do.
 WS_SHORT_K_STEPS = range(4, 7)
 #: Those tiles also need N tiles (one program each) of at least 1 / this of the SMs: on 132 SMs 44 tiles, N >= 5505
-#: (won at N 6144-9856, 48-77 tiles; within 2 % either way or lost at N 3072-4608, 24-36 tiles).
+#: (won at N 6144-9856, 48-77 tiles; at N 3072-4608, 24-36 tiles, 0.94-1.04x: won at N 4608 x K 768 at 24-32
+#: tokens, lost at 17 tokens and at N 3072).
 WS_SHORT_K_SM_SHARE = 3
 #: The warp-specialized kernel's smallest token tile, for 17-32 tokens given A_deq: unsplit at short K where
 #: :func:`ws_short_k` holds, and at the one-wave split from :data:`STREAMED_MIN_K` where :func:`ws_small_split` does.
@@ -270,8 +271,10 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     the tl kernel.
 
     Below :data:`STREAMED_MIN_K`, 65-128 tokens take these streamed tiles warp-specialized and unsplit where
-    :func:`ws_short_k` does (K 512-768, wide N; log run 328), else none (the prefill path). So do 17-32 tokens given
-    A_deq, on the warp-specialized 32-token tile (log runs 330-331).
+    :func:`ws_short_k` does (K 512-768, wide N; log run 328), else none (the prefill path). 17-32 tokens given A_deq
+    take the warp-specialized :data:`WS_SMALL_BLOCK_M`-token tile unsplit where :func:`ws_short_k` does (log runs
+    330-331), and from :data:`STREAMED_MIN_K` at the one-wave split where :func:`ws_small_split` does (1-3; runs
+    335-336); else, and always for ``partials``, the plain decode kernel's 32-row tile.
 
     From 65 tokens (K >= :data:`STREAMED_MIN_K`; from 97, see below) one :data:`STREAMED_BLOCK_M`-token tile streams
     A_deq beside the weight ring (:func:`~seam.kernels.wgmma_config.wgmma_a_stream`); its split fills one wave of
@@ -466,12 +469,12 @@ def ws_small_split(split_k: int, k: int, *, a_deq: bool) -> bool:
     H100 (2026-12-07, ``docs/benchmarks-log.md`` runs 335-336, ``mxfp8_linear`` given A_deq, weights past L2, us at
     32 / 24 or 17 tokens, the pick / this tile, back to back | fenced | after SwiGLU + MXFP8 (PDL, "auto" A_deq)):
     one-wave split 1: N 9856 x K 6144 at 32 tokens 30.41 | 33.82 | 33.29 -> 25.56 | 29.49 | 29.22 (0.84-0.88x at 17
-    too); split 2: N 6144 x K 4096 13.29 | 16.86 | 16.06 -> 12.25 | 15.81 | 15.66 (17 tokens 0.89-0.95x), N 6144 x K
+    too); split 2: N 6144 x K 4096 13.29 | 16.86 | 16.06 -> 12.25 | 15.81 | 15.66 (17 tokens 0.88-0.95x), N 6144 x K
     3072 0.90-0.99x, N 6144 x K 2048 1.00-1.07x back to back but 0.93-0.96x fenced and after SwiGLU, N 8192 x K 2048
     0.93-0.97x back to back and fenced, 1.02-1.03x after SwiGLU (the one loss there); split 3: the TP 2 QKV N 4992 x K
     6144 15.20 | 19.27 | 19.13 -> 14.30 | 18.16 | 18.06 (0.93-0.94x at 24 tokens). At split 4 mixed (N 4096 x K
-    4096 0.85-1.01x; N 4096 x K 2048 1.08-1.10x after SwiGLU), at 5-6 lost (N 3072 and 2560 x K 6144: 1.04-1.10x
-    fenced and after SwiGLU)."""
+    4096 0.85-1.01x; N 4096 x K 2048 1.08-1.10x after SwiGLU), at 6 lost (N 2560 x K 6144: 1.05-1.10x fenced and
+    after SwiGLU; N 3072 x K 6144, one-wave split 5, was run at split 4: 1.05-1.06x fenced)."""
     return a_deq and k >= STREAMED_MIN_K and split_k <= WS_SMALL_MAX_SPLIT
 
 
@@ -489,7 +492,7 @@ def ws_short_k(tiles: int, steps: int, sms: int) -> bool:
     tokens): N 6144 x K 768 at 32 tokens 5.43 | 8.48 | 7.14 -> 4.18 | 7.84 | 6.59 (run 328); N 9856 x K 768 5.80 |
     10.28 | 9.11 -> 5.04 | 8.48 | 7.36; N 8192 x K 768 5.75 | 8.97 | 7.68 -> 4.61 | 8.22 | 7.02; N 8192 x K 512 4.95 |
     8.11 | 6.86 -> 3.10 | 7.61 | 6.28; N 6144 x K 640 fenced and after SwiGLU 0.90-0.93x, at 17 tokens too; every
-    point from N 6144 at K 512-768 0.81-0.97x after SwiGLU. At N 4096-4608 within 2 % either way (N 4224 x K 768 at
+    point from N 6144 at K 512-768 0.81-0.97x after SwiGLU. At N 4096-4608 0.94-1.02x (won at N 4608 x K 768 at 24-32 tokens, 0.94-0.975x; N 4224 x K 768 at
     17 tokens 1.02x after SwiGLU, N 3072 x K 768 at 24 tokens 1.02x, run 329); at K 256 (N 6144) 1.03x after SwiGLU.
 
     65-128 tokens: the prefill path pays a BF16 copy of the weight and two more launches; the unsplit program streams the weight once.

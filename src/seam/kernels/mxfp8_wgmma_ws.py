@@ -1,6 +1,6 @@
 """MXFP8 decode GEMM for Hopper in Gluon, warp-specialized: the streamed tiles (65-128 tokens, and 129-2048 over token
-tiles) of :mod:`seam.kernels.mxfp8_wgmma`, and its 64-row tile given A_deq, with the copies and the math in separate
-warps.
+tiles) of :mod:`seam.kernels.mxfp8_wgmma`, and its 64-row tile and a 32-token tile given A_deq, with the copies and
+the math in separate warps.
 
 Same operands, products and sums as that kernel's streamed tiles (``A_STREAM``: register-A weights, K-permuted
 A_deq as the shared B operand, the 64 + tail split of :data:`seam.kernels.mxfp8_wgmma.TAIL_TILES`), so the same
@@ -35,7 +35,7 @@ and the producer :data:`PRODUCER_REGISTERS` (the 256-token tile: :data:`WIDEST_C
 With ``PARTIALS`` (the fused QKV op's GEMM at 65-1024 tokens) each consumer stores its rows of the program's partial
 in the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigger comes after the producer's
 wait, as there. At 17-32 tokens given A_deq ``mxfp8_linear`` runs the 32-token tile here unsplit at K 512-768 on wide N
-(``mxfp8_gemm_config.ws_short_k``). At 33-64 tokens it runs the 64-row tile here where the activations come with their A_deq, and unsplit at
+(``mxfp8_gemm_config.ws_short_k``) and from K 2048 at one-wave splits 1-3 (``mxfp8_gemm_config.ws_small_split``). At 33-64 tokens it runs the 64-row tile here where the activations come with their A_deq, and unsplit at
 K <= 768 without one too (``mxfp8_gemm_config.ws_whole_k``, after a launch that writes it), at 65-128 tokens
 its streamed tiles unsplit at K 512-768 on wide N (``mxfp8_gemm_config.ws_short_k``), and at 129-384 tokens the streamed tiles over token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each,
 every token tile's half-tiles on counters and partials of their own;

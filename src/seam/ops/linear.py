@@ -281,7 +281,7 @@ def mxfp8_linear(
             scales, devices, strides, tile sizes, a split_k that does not divide K, a
             max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
             tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 64-128 rows or a wide tile (136, 144, 160, 192 or 256), a bf16_mm tile other than
+            not a wgmma tile of 32-128 rows (32, 64, 72, 80, 96, 128) or a wide tile (136, 144, 160, 192 or 256), a bf16_mm tile other than
             ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
