@@ -30,12 +30,13 @@ def within_reordering_error(out: torch.Tensor, xq, xs, weight: seam.MXFP8Weight)
     return ok, f"{equal:.2f}% equal to bf16(ref), max err/bound {float((err / (bound + 1e-30)).max()):.3f}"
 
 
-def _run(ctx: Context, m: int, n: int, k: int, tile=None) -> Outcome:
+def _run(ctx: Context, m: int, n: int, k: int, tile=None, *, a_deq: bool = False) -> Outcome:
+    """MXFP8 rows (with their A_deq where ``a_deq``) into the GEMM's pick, or ``tile``: within the bound."""
     x = ctx.randn(m, k, seed=m)
     w_bf16 = ctx.randn(n, k, seed=m + 1, scale=k**-0.5)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
     xq, xs = seam.mxfp8_quantize(x)
-    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k))
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs) if a_deq else None)
     out = seam.mxfp8_linear(act, weight, tile=tile)
     ok, detail = within_reordering_error(out, xq, xs, weight)
     return Outcome(
@@ -141,6 +142,14 @@ def checks(ctx: Context) -> list[Check]:
         Check("mxfp8_linear[MXFP8 hand-off, BF16 separate]", m, f"N={n_down} K={k_down}",
               lambda m=m: _run_hand_off(ctx, m, n_down, k_down), rule=HAND_OFF_RULE)
         for m in ctx.pick([1, 8], [2])
+    ]
+    # given A_deq, the warp-specialized tiles a Hopper GPU picks only then or only at short K: the down projection's
+    # shape at 24 tokens (the 32-token tile, unsplit) and 100 (the streamed tile, unsplit), o_proj's (N 6144 x K
+    # 2048) at 24 (the 32-token tile at split 2)
+    out += [
+        Check("mxfp8_linear[given A_deq]", m, f"N={n_} K={k_}",
+              lambda m=m, n_=n_, k_=k_: _run(ctx, m, n_, k_, a_deq=True), rule=RULE)
+        for m, n_, k_ in ctx.pick([(24, 6144, 768), (100, 6144, 768), (24, 6144, 2048)], [(20, 256, 256)])
     ]
     out += [
         Check("mxfp8_linear[in_gemm quant]", m, f"N={n} K={k}", lambda m=m: _run_in_gemm(ctx, m, n, k),
