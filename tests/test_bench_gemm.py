@@ -61,3 +61,21 @@ def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
     assert rows == [{"M": 1, "norm": 2.0, "norm + GEMM": 5.0, "GEMM adds": 3.0, "norm + GEMM, A_deq auto": 4.5},
                     {"M": m, "norm + GEMM": 30.0, "norm + GEMM, A_deq": 27.0, "BF16 norm + cuBLAS BF16": 25.0,
                      "best seam / cuBLAS BF16 chain": 27.0 / 25.0}]
+
+
+def test_gemm_table_splits_times_from_ratios(monkeypatch):
+    """The per-call times and their ratios print as two tables (one of 20 columns wrapped cell by cell in a
+    terminal), each row's layer and shape in both; every column is one the bench writes into a row (a CPU row here,
+    the timer stubbed: nothing it times runs)."""
+    monkeypatch.setattr(gemm, "graph_time_us", lambda fn, **_: 2.0)
+    monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
+    written = gemm._row("down", 256, 256, 24, torch.device("cpu"), torch.Generator().manual_seed(0), False)
+    assert set(gemm.TIME_COLS + gemm.RATIO_COLS) <= set(written)
+    row = dict(written, **{"seam A_deq": 4.15, "cuBLAS FP8": 4.67, "seam A_deq / cuBLAS FP8": 4.15 / 4.67})
+    times, ratios = gemm._gemm_tables([row])
+    assert [c.header for c in times.columns] == gemm.TIME_COLS
+    assert [c.header for c in ratios.columns] == gemm.RATIO_COLS
+    assert gemm.TIME_COLS[:4] == gemm.RATIO_COLS[:4] == ["layer", "N", "K", "M"]
+    assert not set(gemm.TIME_COLS[4:]) & set(gemm.RATIO_COLS)  # no column in both
+    assert list(ratios.columns[gemm.RATIO_COLS.index("seam A_deq / cuBLAS FP8")].cells) == ["0.89"]
+    assert list(times.columns[gemm.TIME_COLS.index("seam A_deq")].cells) == ["4.15"]

@@ -29,7 +29,9 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   import or there is no CUDA device (the reason is printed once), ``mismatch <err>`` where its output is off
   x @ W_deq^T (``_humming_us``), ``error`` where it raised (printed);
 * ``floor``: MXFP8 weight bytes (values + scales) / 4.23 TB/s + one 0.54 us launch;
-* ``seam TFLOP/s``: 2 M N K / ``seam``; ``seam / cuBLAS BF16`` and ``seam A_deq / cuBLAS BF16``: time ratios.
+* ``seam TFLOP/s``: 2 M N K / ``seam``; ``seam / cuBLAS FP8``, ``seam A_deq / cuBLAS FP8``, ``seam / humming``,
+  ``seam / cuBLAS BF16``, ``seam A_deq / cuBLAS BF16``, ``seam / tl`` and ``floor / seam``: ratios, in a second table
+  after the times.
 
 A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused
 norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph)
@@ -183,6 +185,8 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     r["seam / cuBLAS BF16"] = r["seam"] / r["cuBLAS BF16"]
     r["seam A_deq / cuBLAS BF16"] = (r["seam A_deq"] / r["cuBLAS BF16"] if isinstance(r["seam A_deq"], float)
                                      else float("nan"))
+    r["seam A_deq / cuBLAS FP8"] = (r["seam A_deq"] / r["cuBLAS FP8"] if isinstance(r["seam A_deq"], float)
+                                    else float("nan"))
     return r
 
 
@@ -274,6 +278,21 @@ def _table(title: str, rows: list[dict], cols: list[str]) -> Table:
     return table
 
 
+#: The GEMM table's times (us) and, in a second table, their ratios: one table of both was 20 columns, which a
+#: terminal wraps cell by cell.
+TIME_COLS = ["layer", "N", "K", "M", "tile", "seam", "seam A_deq", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16",
+             "humming", "floor"]
+RATIO_COLS = ["layer", "N", "K", "M", "seam / cuBLAS FP8", "seam A_deq / cuBLAS FP8", "seam / humming",
+              "seam / cuBLAS BF16", "seam A_deq / cuBLAS BF16", "seam / tl", "floor / seam", "seam TFLOP/s"]
+
+
+def _gemm_tables(rows: list[dict]) -> list[Table]:
+    """The per-call times, then their ratios (:data:`TIME_COLS`, :data:`RATIO_COLS`), one row per layer and M."""
+    return [_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, TIME_COLS),
+            _table("mxfp8_linear: time ratios (seam / a peer below 1: seam faster), floor / seam, TFLOP/s", rows,
+                   RATIO_COLS)]
+
+
 def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
     dev = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -289,10 +308,8 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             console.print(f"{layer} M {m}: seam {r['seam']:.2f} us ({r['tile']}), tl {r['seam tl']:.2f}, "
                           f"cuBLAS FP8 {r['cuBLAS FP8']:.2f}, BF16 {r['cuBLAS BF16']:.2f}, "
                           f"humming {_cell(r['humming'])}")
-    cols = ["layer", "N", "K", "M", "tile", "seam", "seam A_deq", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16",
-            "humming", "floor", "seam / tl", "seam / cuBLAS FP8", "seam / humming", "floor / seam", "seam TFLOP/s",
-            "seam / cuBLAS BF16", "seam A_deq / cuBLAS BF16"]
-    console.print(_table("mxfp8_linear vs cuBLAS and humming, us per call (weights from HBM)", rows, cols))
+    for table in _gemm_tables(rows):
+        console.print(table)
     decode, prefill = tuple(m for m in ms if m <= 128), tuple(m for m in ms if m > A_DEQ_MAX_M)
     chain = _chain_rows(decode + prefill, dev, g)
     chain, prefill = chain[:len(decode)], chain[len(decode):]
