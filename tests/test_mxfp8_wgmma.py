@@ -393,9 +393,10 @@ def test_picker_runs_the_64_row_tile_unsplit_at_short_k_given_a_deq():
 
 def test_picker_runs_17_to_32_tokens_unsplit_at_short_k_on_wide_n_given_a_deq():
     """Runs 328-331 (H100, given A_deq): the warp-specialized 32-token tile over the whole K beat the plain kernel's
-    split 32-row tile at N 6144-9856 x K 512-768 (0.81-0.97x after SwiGLU + MXFP8, 17-32 tokens), was 0.94-1.04x
-    at N 3072-4608 (won at N 4608 x K 768, lost at 17 tokens) and lost at K 256: the short-K streamed tiles' bounds (44 N tiles on 132 SMs, 4-6 K
-    steps). On MXFP8 rows without A_deq (not measured) and for the fused QKV op's partials the split tile stays."""
+    split 32-row tile at N 6144-9856 x K 512-768 (0.81-0.97x after SwiGLU + MXFP8, 17-32 tokens), was 0.94-1.04x at N
+    3072-4608 (won at N 4608 x K 768, lost at 17 tokens) and lost at K 256: the short-K streamed tiles' bounds (44 N
+    tiles on 132 SMs, 4-6 K steps). On MXFP8 rows without A_deq (not measured) and for the fused QKV op's partials the
+    split tile stays."""
     for m in (17, 20, 24, 31, 32):
         for n, k in ((6144, 768), (6144, 512), (5505, 768), (9856, 640), (8192, 512)):
             assert pick_wgmma_tile(m, n, k, 132, a_deq=True) == Tile(
@@ -742,10 +743,10 @@ def test_streamed_a_deq_kernels_compile_for_sm90_two_per_sm():
 @pytest.mark.timeout(450)  # dozens of compiles: past 150 s under the GPU suite's load (run 193)
 def test_streamed_tiles_compile_for_sm90_without_spills():
     """Every 64 + tail and 128-token kernel the picker takes at the benchmarked shapes, and its 64-row tile given A_deq
-    (warp-specialized where picked so) and warp-specialized 32-token tile, the token tiles at 129-384 tokens (pick_token_tiles; the split reaches the code
-    through its steps, combiners and combine group), with BF16-multiply and fp32 weight dequantization, and the
-    QKV op's partials-only launches (nkv 1, 2, 4: the same tiles): no spills, shared memory within the limit and,
-    on the 64 + tail tiles, above two programs' share (one per SM)."""
+    (warp-specialized where picked so) and warp-specialized 32-token tile, the token tiles at 129-384 tokens
+    (pick_token_tiles; the split reaches the code through its steps, combiners and combine group), with BF16-multiply
+    and fp32 weight dequantization, and the QKV op's partials-only launches (nkv 1, 2, 4: the same tiles): no spills,
+    shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144), (6144, 256), (6144, 512), (4096, 1024)):
         # 40: the 64-row tile picked given A_deq (unsplit at K <= 1024); 24: the 32-token one (at K 512-768, wide N)

@@ -5,12 +5,12 @@ decode shape) and token count M, us per call (CUDA-graph replay of 200
 back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceeding 2x the
 60 MiB L2, so every call streams them from HBM):
 
-* ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the
-  Gluon decode kernel at 2 <= M <= 64 on Hopper, one token at N >= 2560 and 65 <= M <= 128 where K >= 2048 (K 512-768
-  on wide N, ``ws_short_k``),
+* ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the Gluon decode kernel at 2 <=
+  M <= 64 on Hopper, one token at N >= 2560 and 65 <= M <= 128 where K >= 2048 (K 512-768 on wide N, ``ws_short_k``),
   ``seam.kernels.mxfp8_wgmma``; at 129 <= M <= 384 its warp-specialized token tiles or a wide tile (136-256 tokens),
-  ``pick_token_tiles``, and at 385-2048 its token tiles where ``pick_prefill_token_tiles`` takes them; the Gluon ring kernel at 129 <= M <= 256 where ``pick_ring_tile`` takes the shape,
-  ``seam.kernels.mxfp8_wgmma_ring``; the prefill path from 65 tokens elsewhere, ``BF16_MM_TILE``);
+  ``pick_token_tiles``, and at 385-2048 its token tiles where ``pick_prefill_token_tiles`` takes them; the Gluon ring
+  kernel at 129 <= M <= 256 where ``pick_ring_tile`` takes the shape, ``seam.kernels.mxfp8_wgmma_ring``; the prefill
+  path from 65 tokens elsewhere, ``BF16_MM_TILE``);
 * ``seam A_deq``: the same activation carrying its A_deq (``seam.formats.a_deq``, made outside the timing, as
   a producer writes it) where the layer wants one (``seam.ops.linear.wants_a_deq``: the GEMM reads it, and "auto"
   writes it or the GEMM would dequantize first), and past
@@ -33,13 +33,13 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   ``seam / cuBLAS BF16``, ``seam A_deq / cuBLAS BF16``, ``seam / tl`` and ``floor / seam``: ratios, in a second table
   after the times.
 
-A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused
-norm + MXFP8 kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph)
-without A_deq and with the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone; another
-the down projection after its producer, ``swiglu_oai_mxfp8`` (A_deq where the layer wants one), against the same producer (without A_deq)
-feeding cuBLAS FP8 its E4M3 values. Past ``A_DEQ_MAX_M`` tokens the norm -> GEMM chain is timed without and with
-A_deq (``a_deq=True``) against the chain an engine would run on cuBLAS BF16: seam's add + Gemma RMSNorm writing BF16
-rows only (``gemma_fused_add_rms_norm``), then ``torch.mm`` on BF16 weights.
+A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused norm + MXFP8
+kernel, then ``mxfp8_linear`` on its activation, both PDL launches, back to back in one graph) without A_deq and with
+the producer's default (``a_deq="auto"``), and what the GEMM adds to the norm alone; another the down projection after
+its producer, ``swiglu_oai_mxfp8`` (A_deq where the layer wants one), against the same producer (without A_deq) feeding
+cuBLAS FP8 its E4M3 values. Past ``A_DEQ_MAX_M`` tokens the norm -> GEMM chain is timed without and with A_deq
+(``a_deq=True``) against the chain an engine would run on cuBLAS BF16: seam's add + Gemma RMSNorm writing BF16 rows only
+(``gemma_fused_add_rms_norm``), then ``torch.mm`` on BF16 weights.
 """
 
 from __future__ import annotations

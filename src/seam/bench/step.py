@@ -140,6 +140,8 @@ class MiniMaxBoundary:
         self.gate_up = [MXFP8Linear.from_bf16(_randn(g, 2 * s.shared_i, h, scale=h**-0.5, device=device)) for _ in range(tp)]
         self.down = [MXFP8Linear.from_bf16(_randn(g, h, s.shared_i, scale=s.shared_i**-0.5, device=device)) for _ in range(tp)]
         self.qkv = [MXFP8Weight.from_bf16(_randn(g, self.n_qkv, h, scale=h**-0.5, device=device)) for _ in range(tp)]
+        # the producers' a_deq for gate_up's and down's input at this M: one shape on every rank, so picked once
+        self.gate_up_a_deq, self.down_a_deq = (layer[0].wants_a_deq(m) for layer in (self.gate_up, self.down))
         # Routed experts (outside seam's scope): each rank's unweighted GEMM2 rows, permuted.
         self.gemm2 = [_randn(g, m * s.top_k, h, scale=0.3, device=device) for _ in range(tp)]
         self.idx = torch.randperm(m * s.top_k, generator=g).to(torch.int32).reshape(m, s.top_k).to(device)
@@ -231,12 +233,12 @@ class MiniMaxBoundary:
         for r in range(s.tp):
             # the normed rows feed the router (BF16) and gate_up: A_deq only where gate_up's GEMM reads it
             qa, residual, normed = self.allreduce.collect_gemma_rms_norm_mxfp8(
-                self.residual, self.w_post, eps, also_bf16=True, rank=r, a_deq=self.gate_up[r].wants_a_deq(self.m)
+                self.residual, self.w_post, eps, also_bf16=True, rank=r, a_deq=self.gate_up_a_deq
             )
             weights = self._route(normed)
             self.gate_up[r].set_prequant(normed, qa)
             gu = self.gate_up[r](normed)  # consumes the hand-off: no quantizer launch
-            values, scales, *a_deq = seam.swiglu_oai_mxfp8(gu, a_deq=self.down[r].wants_a_deq(self.m))
+            values, scales, *a_deq = seam.swiglu_oai_mxfp8(gu, a_deq=self.down_a_deq)
             act = seam.QuantizedActivation(values, scales, a_deq=a_deq[0] if a_deq else None)
             shared = self.down[r](act)
             moe = seam.MoEOutput(seam.UnfinalizedMoEOutput(self.gemm2[r], weights, self.idx), shared)

@@ -489,13 +489,15 @@ def ws_short_k(tiles: int, steps: int, sms: int) -> bool:
     17-32 tokens: the split 32-row tile stores and combines fp32 partials, and its two plain warpgroups meet at a
     barrier every K step. H100 (2026-12-07, log runs 330-331, ``mxfp8_linear`` given A_deq, weights past L2, us, the
     pick / the 32-token tile unsplit, back to back | fenced | after SwiGLU + MXFP8 (PDL, "auto" A_deq); 24 and 32
-    tokens): N 6144 x K 768 at 32 tokens 5.43 | 8.48 | 7.14 -> 4.18 | 7.84 | 6.59 (run 328); N 9856 x K 768 5.80 |
-    10.28 | 9.11 -> 5.04 | 8.48 | 7.36; N 8192 x K 768 5.75 | 8.97 | 7.68 -> 4.61 | 8.22 | 7.02; N 8192 x K 512 4.95 |
-    8.11 | 6.86 -> 3.10 | 7.61 | 6.28; N 6144 x K 640 fenced and after SwiGLU 0.90-0.93x, at 17 tokens too; every
-    point from N 6144 at K 512-768 0.81-0.97x after SwiGLU. At N 4096-4608 0.94-1.02x (won at N 4608 x K 768 at 24-32 tokens, 0.94-0.975x; N 4224 x K 768 at
-    17 tokens 1.02x after SwiGLU, N 3072 x K 768 at 24 tokens 1.02x, run 329); at K 256 (N 6144) 1.03x after SwiGLU.
+    tokens): N 6144 x K 768 at 32 tokens 5.43 | 8.48 | 7.14 -> 4.18 | 7.84 | 6.59 (run 328); N 9856 x K 768 5.80 | 10.28
+    | 9.11 -> 5.04 | 8.48 | 7.36; N 8192 x K 768 5.75 | 8.97 | 7.68 -> 4.61 | 8.22 | 7.02; N 8192 x K 512 4.95 | 8.11 |
+    6.86 -> 3.10 | 7.61 | 6.28; N 6144 x K 640 fenced and after SwiGLU 0.90-0.93x, at 17 tokens too; every point from N
+    6144 at K 512-768 0.81-0.97x after SwiGLU. At N 4096-4608 0.94-1.02x (won at N 4608 x K 768 at 24-32 tokens,
+    0.94-0.975x; N 4224 x K 768 at 17 tokens 1.02x after SwiGLU, N 3072 x K 768 at 24 tokens 1.02x, run 329); at K 256
+    (N 6144) 1.03x after SwiGLU.
 
-    65-128 tokens: the prefill path pays a BF16 copy of the weight and two more launches; the unsplit program streams the weight once.
+    65-128 tokens: the prefill path pays a BF16 copy of the weight and two more launches; the unsplit program streams
+    the weight once.
     H100 (2026-12-07, ``docs/benchmarks-log.md`` run 328, ``mxfp8_linear``, weights past L2, us, the prefill path /
     this tile, back to back | fenced | after SwiGLU + MXFP8 (PDL; "auto" on MXFP8 rows, which writes no A_deq at
     these M, so the tile's path writes it)): N 6144 x K 768 at 65 tokens on MXFP8 rows 10.51 | 12.13 | 11.90 -> 7.38

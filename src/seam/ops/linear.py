@@ -277,12 +277,11 @@ def mxfp8_linear(
         TypeError: x not a BF16 tensor / QuantizedActivation, weight not an MXFP8Weight,
             out not BF16, tile (or its max_registers or flags) of the wrong type,
             quantize not a str or :class:`LinearQuantize`.
-        ValueError: shapes (K mismatch, K not a multiple of 32, a 0-d x), row-major activation
-            scales, devices, strides, tile sizes, a split_k that does not divide K, a
-            max_registers outside [24, 255], f16_operands on the one-token tile, a wgmma
-            tile off a Hopper GPU or outside its sizes (shared memory included), a warp_specialized tile that is
-            not a wgmma tile of 32-128 rows (32, 64, 72, 80, 96, 128) or a wide tile (136, 144, 160, 192 or 256), a bf16_mm tile other than
-            ``BF16_MM_TILE``, an unknown
+        ValueError: shapes (K mismatch, K not a multiple of 32, a 0-d x), row-major activation scales, devices, strides,
+            tile sizes, a split_k that does not divide K, a max_registers outside [24, 255], f16_operands on the
+            one-token tile, a wgmma tile off a Hopper GPU or outside its sizes (shared memory included), a
+            warp_specialized tile that is not a wgmma tile of 32-128 rows (32, 64, 72, 80, 96, 128) or a wide tile (136,
+            144, 160, 192 or 256), a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
             MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose bytes changed since its record
