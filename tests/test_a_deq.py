@@ -609,8 +609,10 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     the decode kernel from 2 tokens to 64 (from one at K <= 2048: those inputs feed wide layers, whose
     one token takes the Gluon tile; at K 6144 a narrow one's GEMV would not read it) but not at 1-8 tokens where the
     16-row kernel takes its short K (512 or 768; it reads MXFP8 rows; at its long K the QKV projection, two waves
-    wide for it, reads the A_deq), and at 65-384 tokens where
-    K >= 2048 on its streamed tile and token tiles (which take no smaller K; past 384 the GEMMs read a given one,
+    wide for it, reads the A_deq), at 65-384 tokens where
+    K >= 2048 on its streamed tile and token tiles, and at 65-128 tokens from K 256 (two 64-token tiles, the streamed
+    tile at short K; the prefill path, which takes narrower layers there, ignores it below K 2048; past 384 the GEMMs
+    read a given one,
     but the producer's store costs what they save); never off whole 128-column steps,
     nowhere on a device without those kernels; resolve_a_deq checks the argument itself first."""
     from seam.kernels import mxfp8_gemm_config, wgmma_config
@@ -622,15 +624,18 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
     for k in (3072, 6144, 7168):  # the 16-row kernel's long K too (and 7168, outside it)
         assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(2, 385)), k
     for k in (512, 768):  # the 16-row kernel's K
-        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(9, 65)), k
-    for k in (256, 640, 1024):
-        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(1, 65)), k
+        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(9, 129)), k
+    for k in (256, 640, 1024, 1920):
+        assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, k, cpu)] == list(range(1, 129)), k
+    assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 128, cpu)] == list(range(1, 65))
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2048, cpu)] == list(range(1, 385))
     assert [m for m in range(1, 500) if wgmma_config.a_deq_pays(m, 2176, cpu)] == list(range(2, 385))
-    assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132).block_m > 64 for m in range(65, 129))  # streamed
-    # at 65-128 tokens below K 2048 only wide N takes a streamed tile (ws_short_k), after a launch that
-    # writes its A_deq: a_deq_pays knows K, not N
-    assert mxfp8_gemm_config.pick_wgmma_tile(100, 3072, 768, 132) is None
+    assert all(mxfp8_gemm_config.pick_wgmma_tile(m, 2560, 6144, 132, partials=True).block_m > 64
+               for m in range(65, 129))  # streamed
+    # at 65-128 tokens below K 2048 two 64-token tiles or a streamed tile read it, where they take the shape; the
+    # prefill path, else, does not (a_deq_pays knows K, not N)
+    assert mxfp8_gemm_config.pick_wgmma_tile(100, 3072, 768, 132).reads_a_deq
+    assert mxfp8_gemm_config.pick_wgmma_tile(100, 896, 768, 132) is None
     assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 500))
     assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)
     assert not resolve_a_deq("auto", 16, 6100, cpu)  # "auto" never raises: no A_deq off whole 128-column steps

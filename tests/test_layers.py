@@ -438,7 +438,8 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     Hopper GPU (patched here) gate_up (N 1536 x K 6144) takes the 16-row kernel at 2-8 tokens, which ignores it, the
     decode kernel from 9; the QKV-wide N 2560 (two waves of 16-row programs) the decode kernel from 2; the down
     projection (K 768, N 6144) the 16-row kernel at 1-8 tokens, a narrower one (N 2048) at 1-16 (its 16-token tile);
-    one token at K 6144 no A_deq ("auto" writes none); off Hopper never."""
+    one token at K 6144 no A_deq ("auto" writes none); at 65-128 tokens below K 2048 the prefill path of a layer
+    narrower than N 1024 none (it reads A_deq from K 2048); off Hopper never."""
     from seam.kernels import wgmma_config
 
     gate_up, qkv, down, narrow = (MXFP8Linear(seam.MXFP8Weight(torch.zeros(n, k, dtype=torch.float8_e4m3fn),
@@ -450,11 +451,16 @@ def test_wants_a_deq_where_its_gemm_reads_one(monkeypatch):
     ms = range(1, 129)
     assert [m for m in ms if gate_up.wants_a_deq(m)] == list(range(9, 129))
     assert [m for m in ms if qkv.wants_a_deq(m)] == list(range(2, 129))
-    # "auto" stops at 64 below K 2048, but at 65-128 the down projection's warp-specialized streamed tile dequantizes
-    # the MXFP8 rows in a launch of its own first; the narrower layer's path there writes none of its own (on a GPU the
-    # prefill path, which reads A_deq only from K 2048; the tl kernel in this patched CPU run)
+    # at 65-128 tokens below K 2048 both take two 64-token tiles, which read it ("auto" writes it there)
     assert [m for m in ms if down.wants_a_deq(m)] == list(range(9, 129))
-    assert [m for m in ms if narrow.wants_a_deq(m)] == list(range(17, 65))
+    assert [m for m in ms if narrow.wants_a_deq(m)] == list(range(17, 129))
+    # where a GPU takes the prefill path (N 896 at 65-128 tokens), it reads A_deq from K 2048 only
+    monkeypatch.setattr("seam.kernels.mxfp8_gemm_config.bf16_mm_supported", lambda device: True)
+    tiny, tiny_long = (MXFP8Linear(seam.MXFP8Weight(torch.zeros(896, k, dtype=torch.float8_e4m3fn),
+                                                     torch.full((896 * k // 32,), 127, dtype=torch.uint8)))
+                       for k in (768, 2048))
+    assert not any(tiny.wants_a_deq(m) for m in range(65, 129)) and tiny.wants_a_deq(64)
+    assert all(tiny_long.wants_a_deq(m) for m in range(65, 129))
     # past 384 tokens (A_DEQ_MAX_M) the producer's store costs about what the token tiles' own launch does
     assert not any(layer.wants_a_deq(m) for layer in (gate_up, qkv, down) for m in (385, 512, 2048))
     for bad, exc, match in ((0, ValueError, "m must be a positive token count, got 0"),

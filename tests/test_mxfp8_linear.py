@@ -498,7 +498,7 @@ def test_dequantize_kernel_quantizes_bf16_activations_in_the_same_launch(r, r_w,
 @pytest.mark.parametrize("hopper", [False, True], ids=["cuda", "hopper"])
 def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
     """From 65 tokens on a CUDA GPU, where no Gluon kernel takes the shape (on Hopper the decode kernel takes
-    65-128 tokens at K >= 2048 (at K 512-768 on wide N), its token tiles 129-384 where they fit a wave and 385-2048 where
+    65-128 tokens at K >= 2048 and at K 256-1920 from N 1024 where two 64-token tiles fit a wave, its token tiles 129-384 where they fit a wave and 385-2048 where
     pick_prefill_token_tiles takes them, and the ring kernel some shapes up to 256): the prefill path (runs 156-157:
     faster than the tl kernel at all 30 points of ten shapes at 65-128 tokens). Below 65 tokens and under the
     interpreter it is never picked."""
@@ -507,15 +507,15 @@ def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
     monkeypatch.setattr("seam.kernels.wgmma_config.wgmma_supported", lambda device: hopper)
     monkeypatch.setattr("seam.runtime.num_sms", lambda device: 132)
     cuda = torch.device("cuda")
-    prefill = [(65, 3072, 768), (128, 6144, 1024), (96, 256, 256), (100, 6144, 800), (385, 1536, 6144),
+    prefill = [(65, 9856, 1024), (128, 896, 768), (96, 256, 256), (100, 6144, 800), (385, 1536, 6144),
                (384, 6144, 2048), (2048, 6144, 768), (2048, 2560, 6144), (8192, 1536, 6144)]
     for m, n, k in prefill + ([] if hopper else [(65, 2560, 6144), (128, 1536, 6144), (129, 2560, 6144)]):
         assert pick_tile(m, n, k, cuda) == BF16_MM_TILE, (m, n, k)
         assert not pick_tile(m, n, k, cuda, tl_only=True).bf16_mm
         assert pick_qkv_tile(m, n, k, cuda) == BF16_MM_TILE  # the QKV op: this GEMM, then its epilogue kernel
         assert not pick_qkv_tile(m, n, k, cuda, tl_only=True).bf16_mm
-    for m, n, k in [(64, 6144, 768), (64, 256, 800)] + ([(65, 2560, 6144), (128, 1536, 6144), (65, 6144, 768)]
-                                                       if hopper else []):
+    for m, n, k in [(64, 6144, 768), (64, 256, 800)] + ([(65, 2560, 6144), (128, 1536, 6144), (65, 6144, 768),
+                                                        (65, 3072, 768), (128, 6144, 1024)] if hopper else []):
         assert not pick_tile(m, n, k, cuda).bf16_mm, (m, n, k)
     if hopper:  # the token tiles, ahead of this path (the fused QKV op's the same)
         assert pick_tile(129, 2560, 6144, cuda).warp_specialized

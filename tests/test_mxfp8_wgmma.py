@@ -33,6 +33,7 @@ from seam.kernels.mxfp8_gemm_config import (
     pick_tile,
     pick_wgmma_tile,
     wgmma_warp_specialized,
+    two_token_tiles_split,
     ws_short_k,
     ws_small_split,
     ws_whole_k,
@@ -125,45 +126,92 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
     measured splits, kept), 3 stages where the split is at most 2, else 2 (faster at 21 of 22 points). Run 184:
     65-96 tokens on the 64 + tail tiles (72, 80, 96) at the same split, 4 stages, one program per SM: 0.85-0.97x
     the 128-token tile's time at all 15 points of five shapes. Runs 190-191: both warp-specialized at splits up to
-    6, 4 stages (wgmma_warp_specialized)."""
+    6, 4 stages (wgmma_warp_specialized). 97-128 tokens run two 64-token tiles instead where
+    two_token_tiles_split says (below), and so does the fused QKV op's GEMM never."""
     assert (RESIDENT_MAX_M, STREAMED_BLOCK_M, WGMMA_MAX_M, STREAMED_MIN_K) == (64, 128, 128, 2048)
     assert (TAIL_MAX_M, TAIL_STAGES, mxfp8_wgmma.TAIL_TILES) == (96, 4, (72, 80, 96))
     assert pick_wgmma_tile(129, 2560, 6144, 132) is None  # beyond the decode kernel
-    assert pick_wgmma_tile(100, 6144, 1920, 132) is None  # K below the measured range: the prefill path
+    assert pick_wgmma_tile(100, 9856, 1920, 132) is None  # K below 2048, two token tiles past a wave: prefill path
     assert pick_wgmma_tile(100, 2560, 6112, 132) is None  # K not a multiple of 128
     for n, k in SHAPES + ((9856, 6144), (8192, 2048), (4096, 4096)):
         for m in range(RESIDENT_MAX_M + 1, WGMMA_MAX_M + 1):
-            t = pick_wgmma_tile(m, n, k, 132)
-            if k < STREAMED_MIN_K:  # the prefill path, but for the unsplit tiles at K <= 768 on wide N (below)
-                assert t is None or ws_short_k(-(-n // 128), k // 128, 132), (m, n, k)
-                continue
-            tiles, steps = -(-n // 128), k // 128
-            ws = t.split_k <= WS_MAX_SPLIT  # warp-specialized: 4 stages
-            if m <= TAIL_MAX_M:  # 64 + the tail's tokens rounded up to 8, 16 or 32
-                bm = 72 if m <= 72 else 80 if m <= 80 else 96
-                assert t == Tile(bm, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k, wgmma=True,
-                                 warp_specialized=ws)
-                assert t.split_k == pick_wgmma_tile(100, n, k, 132).split_k  # the 128-token tile's split
-                smem = (t.num_stages * mxfp8_wgmma_ws.stage_bytes(bm) if ws else
-                        mxfp8_wgmma.shared_bytes(bm, k, t.split_k, t.num_stages, 0, a_stream=True))
-                assert smem > mxfp8_wgmma.TWO_PER_SM_BYTES  # one program per SM
-            else:
-                stages = min(4, mxfp8_wgmma.max_steps(k, t.split_k)) if ws else streamed_stages(t.split_k)
-                assert t == Tile(128, 128, 128, 8, stages, t.split_k, wgmma=True, warp_specialized=ws) and not t.ring
-            assert t.warp_specialized == ws == wgmma_warp_specialized(t.block_m, t.split_k, k, a_deq=False)
-            assert pick_wgmma_tile(m, n, k, 132, a_deq=True) == t  # the streamed tiles read A_deq either way
-            assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k)
-            assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
-            assert (t.split_k == 1 or tiles * (t.split_k + 1) > 132 or steps // (t.split_k + 1) < 4)
-            assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
-                mxfp8_wgmma.SHARED_BUDGET
-    # the measured splits and depths
-    got = {(n, k): (lambda t: (t.split_k, t.num_stages))(pick_wgmma_tile(100, n, k, 132))
+            for partials in (False, True):
+                t = pick_wgmma_tile(m, n, k, 132, partials=partials)
+                tiles, steps = -(-n // 128), k // 128
+                if k < STREAMED_MIN_K:  # the prefill path, but for the unsplit tiles at K <= 768 on wide N and
+                    # two token tiles (below)
+                    assert t is None or t.block_m == RESIDENT_MAX_M or ws_short_k(tiles, steps, 132), (m, n, k)
+                    continue
+                if t.block_m == RESIDENT_MAX_M:  # two token tiles, never for the QKV op's partials
+                    assert not partials and m > TAIL_MAX_M and t.warp_specialized, (m, n, k, t)
+                    continue
+                ws = t.split_k <= WS_MAX_SPLIT  # warp-specialized: 4 stages
+                if m <= TAIL_MAX_M:  # 64 + the tail's tokens rounded up to 8, 16 or 32
+                    bm = 72 if m <= 72 else 80 if m <= 80 else 96
+                    assert t == Tile(bm, 128, 128, 8, min(4, mxfp8_wgmma.max_steps(k, t.split_k)), t.split_k,
+                                     wgmma=True, warp_specialized=ws)
+                    assert t.split_k == pick_wgmma_tile(100, n, k, 132, partials=True).split_k  # the 128 tile's
+                    smem = (t.num_stages * mxfp8_wgmma_ws.stage_bytes(bm) if ws else
+                            mxfp8_wgmma.shared_bytes(bm, k, t.split_k, t.num_stages, 0, a_stream=True))
+                    assert smem > mxfp8_wgmma.TWO_PER_SM_BYTES  # one program per SM
+                else:
+                    stages = min(4, mxfp8_wgmma.max_steps(k, t.split_k)) if ws else streamed_stages(t.split_k)
+                    assert t == Tile(128, 128, 128, 8, stages, t.split_k, wgmma=True, warp_specialized=ws)
+                    assert not t.ring
+                assert t.warp_specialized == ws == wgmma_warp_specialized(t.block_m, t.split_k, k, a_deq=False)
+                assert pick_wgmma_tile(m, n, k, 132, a_deq=True, partials=partials) == t  # they read A_deq anyway
+                assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, k, t.split_k)
+                assert tiles * t.split_k <= max(132, tiles) and (t.split_k == 1 or steps // t.split_k >= 4)
+                assert (t.split_k == 1 or tiles * (t.split_k + 1) > 132 or steps // (t.split_k + 1) < 4)
+                assert mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, 0, a_stream=True) <= \
+                    mxfp8_wgmma.SHARED_BUDGET
+    # the measured splits and depths of the 128-token tile (the QKV op's partials keep it)
+    got = {(n, k): (lambda t: (t.split_k, t.num_stages))(pick_wgmma_tile(100, n, k, 132, partials=True))
            for n, k in ((6144, 2048), (2560, 6144), (4992, 6144), (1536, 6144), (9856, 6144), (3072, 2048))}
     assert got == {(6144, 2048): (2, 4), (2560, 6144): (6, 4), (4992, 6144): (3, 4), (1536, 6144): (11, 2),
                    (9856, 6144): (1, 4), (3072, 2048): (4, 4)}
     assert (WS_STAGES, WS_MAX_SPLIT) == (4, 6)
     assert [streamed_stages(s) for s in (1, 2, 3, 11)] == [3, 3, 2, 2]
+
+
+def test_picker_runs_65_to_128_tokens_over_two_64_token_tiles_where_measured():
+    """Runs 340-342 (H100, given A_deq): two token tiles of the warp-specialized 64-token tile (grid axis 1). Below
+    K 2048 at 65-128 tokens: unsplit, split 2 from 12 K steps where those programs hold at most half the SMs
+    (0.42-0.89x the prefill path's time back to back, 0.59-0.87x after SwiGLU); against the unsplit streamed tile at
+    K 512-768 only to 7/8 of the SMs (N 8192 x K 768, 128 programs, lost after SwiGLU). From K 2048 at 97-128 tokens,
+    at the two tiles' one-wave split where that wave holds >= 9/10 of the 128-token tile's programs."""
+    def two(m, n, k):
+        t = pick_wgmma_tile(m, n, k, 132)
+        return t and t.block_m == RESIDENT_MAX_M and (t.split_k, t.num_stages)
+    for m in (65, 80, 96, 97, 112, 128):
+        for a_deq in (False, True):
+            assert pick_wgmma_tile(m, 6144, 768, 132, a_deq=a_deq) == Tile(64, 128, 128, 8, 4, 1, wgmma=True,
+                                                                          warp_specialized=True)
+        # below K 2048: unsplit, ring no deeper than the steps; split 2 at K 1536 within half the SMs
+        assert [two(m, n, k) for n, k in ((3072, 768), (1024, 768), (2048, 512), (4096, 1024), (6144, 1536),
+                                           (8192, 1536), (2560, 1536), (4096, 256), (6144, 384), (7168, 768))] == \
+            [(1, 4)] * 7 + [(1, 2), (1, 3), (1, 4)]
+        assert two(m, 2048, 1536) == two(m, 1024, 1536) == two(m, 2048, 1920) == (2, 4)
+        # not: the streamed tile at 128 programs, two tiles past a wave, one K step, the QKV op's partials
+        assert pick_wgmma_tile(m, 8192, 768, 132).block_m == streamed_block_m(m)
+        assert pick_wgmma_tile(m, 9856, 640, 132).block_m == streamed_block_m(m)
+        assert pick_wgmma_tile(m, 9856, 1024, 132) is None and pick_wgmma_tile(m, 6144, 128, 132) is None
+        assert pick_wgmma_tile(m, 896, 768, 132) is None  # N 896: narrower than measured
+        assert pick_wgmma_tile(m, 6144, 768, 132, partials=True) is None
+        assert pick_wgmma_tile(m, 6144, 1536, 132, partials=True) is None
+        # from K 2048 at 97-128 tokens (the 64 + tail tiles keep 65-96)
+        want = {(6144, 2048): 1, (8192, 2048): 1, (4096, 2048): 2, (6144, 4096): 1, (4096, 4096): 2, (1536, 6144): 5,
+                (2048, 6144): 4, (2560, 6144): 3, (3072, 6144): None, (4992, 6144): None, (9856, 6144): None}
+        for (n, k), split in want.items():
+            got = two(m, n, k)
+            assert got == ((split, 4) if split and m > TAIL_MAX_M else False), (m, n, k, got)
+            assert pick_wgmma_tile(m, n, k, 132, partials=True).block_m == streamed_block_m(m)
+    assert two_token_tiles_split(100, 66, 6, 132, None) == 1 and two_token_tiles_split(100, 67, 6, 132, None) is None
+    assert two_token_tiles_split(100, 57, 6, 132, 1) == 1 and two_token_tiles_split(100, 58, 6, 132, 1) is None
+    assert two_token_tiles_split(100, 16, 12, 132, None) == 2 and two_token_tiles_split(100, 17, 12, 132, None) == 1
+    assert two_token_tiles_split(100, 16, 11, 132, None) == 1 and two_token_tiles_split(100, 20, 1, 132, None) is None
+    assert two_token_tiles_split(100, 8, 6, 132, None) == 1 and two_token_tiles_split(100, 7, 6, 132, None) is None
+    assert two_token_tiles_split(100, 12, 48, 132, 11) == 5 and two_token_tiles_split(100, 24, 48, 132, 5) is None
 
 
 def test_picker_takes_129_to_384_tokens_on_token_tiles_that_fit_one_wave():
@@ -417,20 +465,20 @@ def test_picker_runs_65_to_128_tokens_unsplit_at_short_k_on_wide_n():
     0.57-0.82x the prefill path's time back to back and 0.72-0.90x after SwiGLU + MXFP8, on MXFP8 rows and given
     A_deq; at N 3072 x K 768 and N 4096 x K 1024 (96 tokens) it was mixed. The bounds: 44 N tiles on 132 SMs
     (N 5505) and 4-6 K steps (fewer: a ring shallow enough for two programs an SM); never for the fused QKV op's
-    partials."""
+    partials. Where two 64-token tiles fit 7/8 of the SMs they run instead (two_token_tiles_split)."""
     for m in (65, 72, 73, 80, 96, 97, 128):
-        for n, k in ((6144, 768), (6144, 512), (5505, 768), (9856, 640)):
+        for n, k in ((8192, 768), (8192, 512), (7424, 768), (9856, 640)):
             for a_deq in (False, True):
                 assert pick_wgmma_tile(m, n, k, 132, a_deq=a_deq) == Tile(
                     streamed_block_m(m), 128, 128, 8, 4, 1, wgmma=True, warp_specialized=True), (m, n, k)
-        for n, k in ((5504, 768), (3072, 768), (6144, 896), (4096, 1024), (6144, 1920), (6144, 384), (6144, 256)):
+        for n, k in ((9856, 896), (9856, 1024), (9856, 1920), (9856, 384), (9856, 256)):
             assert pick_wgmma_tile(m, n, k, 132) is None and pick_wgmma_tile(m, n, k, 132, a_deq=True) is None
-        assert pick_wgmma_tile(m, 6144, 768, 132, partials=True) is None
+        assert pick_wgmma_tile(m, 8192, 768, 132, partials=True) is None
     assert pick_wgmma_tile(129, 6144, 768, 132) is None  # 129-256 tokens at short K: not measured
     assert ws_short_k(44, 6, 132) and not ws_short_k(43, 6, 132)
     assert not ws_short_k(48, 7, 132) and not ws_short_k(48, 3, 132) and ws_short_k(40, 4, 120)
     for m in (65, 96, 128):  # every such tile fits its ring and compiles as the other streamed tiles do
-        t = pick_wgmma_tile(m, 6144, 768, 132)
+        t = pick_wgmma_tile(m, 8192, 768, 132)
         assert t.num_stages <= mxfp8_wgmma_ws.max_stages(t.block_m, 768, 1)
 
 
@@ -481,7 +529,8 @@ def test_streamed_tiles_stream_every_launch_and_dequantize_first():
     wait."""
     for n, k in ((6144, 2048), (2560, 6144), (200, 2048)):
         for m in (65, 80, 96, 100):
-            t = pick_wgmma_tile(m, n, k, 132)
+            t = pick_wgmma_tile(m, n, k, 132, partials=True)  # the streamed tile (at 100 tokens two 64-token tiles
+            # stream A_deq too: the warp-specialized kernel always does)
             programs = -(-n // 128) * t.split_k
             assert wgmma_a_stream(t.block_m, k, t.split_k, t.num_stages, programs, 132)
             for bf16_rows in (False, True):
@@ -749,7 +798,8 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     shared memory within the limit and, on the 64 + tail tiles, above two programs' share (one per SM)."""
     runs = set()
     for n, k in SHAPES + ((9856, 6144), (6144, 256), (6144, 512), (4096, 1024)):
-        # 40: the 64-row tile picked given A_deq (unsplit at K <= 1024); 24: the 32-token one (at K 512-768, wide N)
+        # 40: the 64-row tile picked given A_deq (unsplit at K <= 1024); 24: the 32-token one (at K 512-768, wide N);
+        # 70-100: the streamed tiles, or two 64-token tiles (K 256-1536 and 100 tokens at K >= 2048)
         for m in (24, 40, 70, 80, 96, 100):
             if (t := pick_wgmma_tile(m, n, k, 132, a_deq=True)) is not None and (t.block_m >= 64 or t.warp_specialized):
                 runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, t.warp_specialized)
@@ -760,6 +810,10 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
         for m in (385, 512, 768, 1024, 1536, 2048):  # the token tiles past 384 (pick_prefill_token_tiles)
             if (t := pick_prefill_token_tiles(m, n, k, 132)) is not None:
                 runs.add((t.block_m, t.num_stages, t.split_k, k, False, True, True))
+    for n, k in ((6144, 384), (2048, 1536), (8192, 768)):  # two 64-token tiles at 3 stages and at split 2; the
+        # streamed tile unsplit where they would take more than 7/8 of the SMs
+        t = pick_wgmma_tile(100, n, k, 132, a_deq=True)
+        runs |= {(t.block_m, t.num_stages, t.split_k, k, False, bf16_mul, True) for bf16_mul in (True, False)}
     # the 192-token tile (128 + 64 tokens) at splits beyond its pick's: its combine (2 combiners at split 3), partials
     runs |= {(192, 3, split, 6144, partials, not partials, True) for split in (1, 3, 6) for partials in (False, True)}
     # the 128 + 128-token tile (two [64, 128] accumulators per consumer) at one and two combiners, and its partials
@@ -770,7 +824,7 @@ def test_streamed_tiles_compile_for_sm90_without_spills():
     for nkv in (1, 2, 4):
         n = (19 * nkv + 1) * 128
         for m in (70, 100):  # a 64 + tail tile and the 128-token tile, as pick_qkv_tile runs them
-            t = pick_wgmma_tile(m, n, 6144, 132)
+            t = pick_wgmma_tile(m, n, 6144, 132, partials=True)
             runs.add((t.block_m, t.num_stages, t.split_k, 6144, True, False, t.warp_specialized))
         for m in (129, 160, 193, 257, 384):  # the token tiles, the wide tiles at nkv 2 (136, 160, 256) included
             if (t := pick_token_tiles(m, n, 6144, 132)) is not None:
@@ -842,7 +896,8 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
     assert pick_tile(1, 2560, 6144, cuda) == pick_wgmma_tile(2, 2560, 6144, 132)  # one token, N >= 2560
     assert not pick_tile(1, 1536, 6144, cuda).wgmma  # one token, narrower: the GEMV
     assert pick_tile(65, 2560, 6144, cuda) == pick_wgmma_tile(65, 2560, 6144, 132)  # a 64 + tail tile
-    assert pick_tile(65, 2560, 6144, cuda).block_m == 72 and pick_tile(97, 2560, 6144, cuda).block_m == 128
+    assert pick_tile(65, 2560, 6144, cuda).block_m == 72 and pick_tile(97, 4992, 6144, cuda).block_m == 128
+    assert pick_tile(97, 2560, 6144, cuda).block_m == 64  # two 64-token tiles
     assert not pick_tile(128, 2560, 6144, cuda).ring
     # the fused QKV op takes the same GEMM (into an fp32 accumulator, then its epilogue kernel)
     for m in (2, 20, 64):
@@ -850,12 +905,14 @@ def test_default_pick_on_hopper_is_the_gluon_tile(monkeypatch):
             n = (19 * nkv + 1) * 128
             assert pick_qkv_tile(m, n, 6144, cuda) == pick_tile(m, n, 6144, cuda)
             assert not pick_qkv_tile(m, n, 6144, cuda, tl_only=True).wgmma
-    # and past 64 tokens: the 64 + tail tiles to 96 tokens (log run 207), then the 128-token tile
+    # and past 64 tokens: the 64 + tail tiles to 96 tokens (log run 207), then the 128-token tile (not the two
+    # 64-token tiles mxfp8_linear takes at nkv 1 from 97 tokens: not measured for the partials)
     for m in (65, 80, 96, 100, 128):
         for nkv in (1, 2, 4):
             n = (19 * nkv + 1) * 128
             t, q = pick_tile(m, n, 6144, cuda), pick_qkv_tile(m, n, 6144, cuda)
-            assert (t.block_m in mxfp8_wgmma.TAIL_TILES) == (m <= 96) and q == t
+            assert (q.block_m in mxfp8_wgmma.TAIL_TILES) == (m <= 96) and q.block_m > 64
+            assert q == t or nkv == 1 and m > 96 and t.block_m == 64
 
 
 def test_wgmma_tiles_rejected_where_they_cannot_run(device):
@@ -1093,23 +1150,48 @@ def test_bit_exact_64_row_tile_on_rows_gpu(monkeypatch, m, n, k, ws, bf16_rows):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("given", ["a_deq", "rows", "bf16"])
-@pytest.mark.parametrize("m,n,k,ws", [(65, 6144, 768, True), (96, 6144, 512, True), (128, 6000, 768, True),
-                                      (100, 3072, 768, False)])
-def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, ws, given):
-    """65-128 tokens at K 512-768 on wide N (ws_short_k): the unsplit warp-specialized streamed tile, given
-    A_deq or after its path's own A_deq launch (MXFP8 and BF16 rows), gives the exact sums' bytes (N 6000: a tile
-    partly past N); narrower N keeps the prefill path."""
+@pytest.mark.parametrize("m,n,k,block_m", [(65, 8192, 768, 72), (96, 8064, 512, 96), (128, 8000, 768, 128),
+                                           (100, 896, 768, None)])
+def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, block_m, given):
+    """65-128 tokens at K 512-768 on N too wide for two 64-token tiles in 7/8 of the SMs but within ws_short_k: the
+    unsplit warp-specialized streamed tile, given A_deq or after its path's own A_deq launch (MXFP8 and BF16 rows),
+    gives the exact sums' bytes (N 8000, 8064: a tile partly past N); N below 1024 keeps the prefill path."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
     xq, xs = seam.mxfp8_quantize(x)
     act = (x if given == "bf16" else
            seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs) if given == "a_deq"
                                     else None))
     tile = pick_tile(m, n, k, x.device, a_deq=given == "a_deq")
-    assert tile.warp_specialized == ws and (tile.split_k == 1 if ws else tile.bf16_mm)
+    assert (tile.block_m, tile.split_k, tile.warp_specialized) == (block_m, 1, True) if block_m else tile.bf16_mm, tile
     launched = _spy_decode_kernels(monkeypatch)
     got = seam.mxfp8_linear(act, w)
-    assert launched == (["ws"] if ws else [])
+    assert launched == (["ws"] if block_m else [])
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,split", [(65, 6144, 768, 1), (128, 6000, 768, 1), (100, 3072, 768, 1),
+                                         (112, 2000, 1536, 2), (65, 1024, 1920, 2), (128, 4096, 256, 1),
+                                         (80, 1152, 384, 1), (100, 6144, 2048, 1), (128, 1536, 6144, 5),
+                                         (97, 2560, 6144, 3), (120, 4000, 4096, 2)])
+def test_bit_exact_two_64_token_tiles_gpu(monkeypatch, m, n, k, split):
+    """65-128 tokens over two 64-token tiles of the warp-specialized kernel where two_token_tiles_split takes them
+    (below K 2048 at 65-128 tokens, from K 2048 at 97-128): the exact sums' bytes given A_deq and on MXFP8 and BF16 rows
+    (after the path's own A_deq launch), into NaN-poisoned outputs; the second token tile's 1-64 tokens (65, 97, 128),
+    N tiles partly past N (6000, 2000, 4000), an uneven K split (K 1920: 8 + 7 steps), a ring as deep as two steps
+    (K 256)."""
+    x, w, want = exact_block_inputs(m, n, k, seed=m + n + k)
+    xq, xs = seam.mxfp8_quantize(x)
+    act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
+    tile = pick_tile(m, n, k, x.device, a_deq=True)
+    assert tile == pick_tile(m, n, k, x.device)  # the same tile on the rows alone
+    assert (tile.block_m, tile.split_k, tile.warp_specialized) == (RESIDENT_MAX_M, split, True), tile
+    launched = _spy_decode_kernels(monkeypatch)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=x.device)
+    got = [seam.mxfp8_linear(act, w, out=out).clone()] + linear_both_paths(x, w, tile)
+    assert launched == ["ws"] * 3
+    for y in got:
+        assert torch.equal(y.view(torch.int16), want.view(torch.int16)), tile
 
 
 @pytest.mark.gpu
@@ -1163,7 +1245,8 @@ def test_warp_specialized_writes_the_landed_kernels_bytes_gpu(monkeypatch, m, n,
     each 64-row half-tile combined in split order (4 combiners per half-tile at split 6, a half-tile wholly past N
     at N 136, an uneven split); twice in a row (its arrival counters return to zero)."""
     w, a = _random_operands_with_a_deq(m, n, k)
-    tile = pick_tile(m, n, k, w.values.device, a_deq=True)
+    # past 64 tokens the streamed tiles (the fused QKV op's; mxfp8_linear takes two 64-token tiles at some shapes)
+    tile = pick_tile(m, n, k, w.values.device, a_deq=True, partials=m > RESIDENT_MAX_M)
     assert split is not None or tile.warp_specialized
     if split is not None:
         tile = dataclasses.replace(tile, split_k=split, num_stages=4, warp_specialized=True)

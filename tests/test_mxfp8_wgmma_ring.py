@@ -67,7 +67,7 @@ def test_default_pick_on_hopper(monkeypatch):
         assert pick_tile(m, 2560, 6144, cuda) == pick_wgmma_tile(m, 2560, 6144, 132) and pick_ring_tile(
             m, 2560, 6144, 132) is None
         assert not pick_tile(m, 2560, 6144, cuda, tl_only=True).wgmma
-        assert pick_tile(m, 3072, 768, cuda) == BF16_MM_TILE  # small K, narrow N: the prefill path
+        assert pick_tile(m, 896, 768, cuda) == BF16_MM_TILE  # small K, N below 1024: the prefill path
     for m in (129, 256):  # the fused QKV op runs it into partials, then its epilogue kernel, where pick_tile does
         # (nkv 4: 77 N tiles x 2 token tiles are more than a wave); at nkv 2 the token tiles (log run 207)
         assert pick_qkv_tile(m, 9856, 6144, cuda) == pick_ring_tile(m, 9856, 6144, 132) == pick_tile(m, 9856, 6144, cuda)

@@ -181,8 +181,7 @@ class MXFP8Linear(torch.nn.Module):
         """Whether the producer of this layer's next input, M tokens on the weight's device, should write its A_deq:
         pass it as the producer's ``a_deq`` (``seam.allreduce_gemma_rms_norm_mxfp8(..., a_deq=layer.wants_a_deq(m))``,
         ``seam.swiglu_oai_mxfp8``, the Lamport consumers). True where the GEMM this layer runs at M reads it and either
-        the producers' "auto" would write it or that GEMM would write it itself in a launch of its own (the
-        warp-specialized streamed tile at 65-128 tokens on wide short-K layers, where "auto" writes none); False where
+        the producers' "auto" would write it or that GEMM would write it itself in a launch of its own; False where
         the 16-row kernel takes the layer (it reads the MXFP8 rows: at K 3072-6144 from two tokens "auto" writes an
         A_deq it never reads, 1.0-1.5 us of the norm -> gate_up chain, H100, ``docs/benchmarks-log.md`` runs 278 and
         284), and off Hopper. The bytes of the forward are the same either way. Spec: ``docs/spec/integration.md``

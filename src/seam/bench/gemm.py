@@ -6,7 +6,8 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
 60 MiB L2, so every call streams them from HBM):
 
 * ``seam``: ``mxfp8_linear`` on an MXFP8 ``QuantizedActivation`` with the default tile (the Gluon decode kernel at 2 <=
-  M <= 64 on Hopper, one token at N >= 2560 and 65 <= M <= 128 where K >= 2048 (K 512-768 on wide N, ``ws_short_k``),
+  M <= 64 on Hopper, one token at N >= 2560 and 65 <= M <= 128 where K >= 2048 (K 512-768 on wide N, ``ws_short_k``;
+  two 64-token tiles below K 2048 and at 97-128 tokens from it where ``two_token_tiles_split`` takes them),
   ``seam.kernels.mxfp8_wgmma``; at 129 <= M <= 384 its warp-specialized token tiles or a wide tile (136-256 tokens),
   ``pick_token_tiles``, and at 385-2048 its token tiles where ``pick_prefill_token_tiles`` takes them; the Gluon ring
   kernel at 129 <= M <= 256 where ``pick_ring_tile`` takes the shape, ``seam.kernels.mxfp8_wgmma_ring``; the prefill

@@ -186,6 +186,17 @@ WS_SMALL_BLOCK_M = 32
 #: Most K split of that tile from :data:`STREAMED_MIN_K` (:func:`ws_small_split`; log runs 335-336: it won at one-wave
 #: splits 1-3, lost at 4-6).
 WS_SMALL_MAX_SPLIT = 3
+#: Fewest K steps (K 1536) at which 65-128 tokens below :data:`STREAMED_MIN_K` split K in two over their two 64-token
+#: tiles (:func:`two_token_tiles_split`), where the split's programs hold at most 1 / :data:`TWO_TOKEN_TILES_SPLIT_SM_SHARE`
+#: of the SMs; at K 1024 the unsplit tiles were faster at every N measured (log runs 341-342).
+TWO_TOKEN_TILES_SPLIT_MIN_STEPS = 12
+TWO_TOKEN_TILES_SPLIT_SM_SHARE = 2
+#: Where the unsplit streamed tile (:func:`ws_short_k`) takes the shape, the two 64-token tiles only while their
+#: programs hold at most this share of the SMs: after SwiGLU + MXFP8 they won at 96-112 programs on 132 SMs and lost
+#: at 128 (N 8192 x K 768: 1.05-1.16x; log runs 341-342).
+TWO_TOKEN_TILES_SHORT_K_SM_SHARE = (7, 8)
+#: Fewest N tiles of those two token tiles: N 1024, the narrowest measured (a narrower layer keeps the prefill path).
+TWO_TOKEN_TILES_MIN_TILES = 8
 #: A 64-token program's fixed cost (staging its activations, storing and combining its partial) in K steps:
 #: fit to the H200 sweep of run 53 (``docs/benchmarks-log.md``), where it orders every split as measured.
 WGMMA_PROGRAM_COST_STEPS = 3
@@ -270,8 +281,12 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     26.43, 5 28.91, 12 28.16). A shape with no split that fits (a very wide K at 64 tokens) stays on
     the tl kernel.
 
-    Below :data:`STREAMED_MIN_K`, 65-128 tokens take these streamed tiles warp-specialized and unsplit where
-    :func:`ws_short_k` does (K 512-768, wide N; log run 328), else none (the prefill path). 17-32 tokens given A_deq
+    65-128 tokens run two token tiles (grid axis 1) of the warp-specialized 64-row tile where
+    :func:`two_token_tiles_split` says: below :data:`STREAMED_MIN_K` from K 256 on N >= 1024 within a wave, and at
+    97-128 tokens from it where their one-wave split keeps 9/10 of the 128-token tile's programs (log runs 340-342);
+    not for ``partials``. Otherwise below :data:`STREAMED_MIN_K`, 65-128 tokens take these streamed tiles
+    warp-specialized and unsplit where :func:`ws_short_k` does (K 512-768, wide N; log run 328), else none (the
+    prefill path). 17-32 tokens given A_deq
     take the warp-specialized :data:`WS_SMALL_BLOCK_M`-token tile unsplit where :func:`ws_short_k` does (log runs
     330-331), and from :data:`STREAMED_MIN_K` at the one-wave split where :func:`ws_small_split` does (1-3; runs
     335-336); else, and always for ``partials``, the plain decode kernel's 32-row tile.
@@ -319,10 +334,17 @@ def pick_wgmma_tile(m: int, n: int, k: int, sms: int, *, a_deq: bool = False, pa
     tiles, steps = -(-n // 128), k // 128
     if m > RESIDENT_MAX_M:
         if k < STREAMED_MIN_K:
-            if partials or not ws_short_k(tiles, steps, sms):
+            split = 1 if ws_short_k(tiles, steps, sms) else None
+        else:
+            split = one_wave_split(tiles, steps, sms)
+        two = None if partials else two_token_tiles_split(m, tiles, steps, sms, split)
+        if two is not None:
+            return Tile(RESIDENT_MAX_M, 128, 128, 8, min(WS_STAGES, mxfp8_wgmma_ws.max_stages(RESIDENT_MAX_M, k, two)),
+                        two, wgmma=True, warp_specialized=True)
+        if k < STREAMED_MIN_K:
+            if partials or split is None:
                 return None
             return Tile(streamed_block_m(m), 128, 128, 8, min(WS_STAGES, steps), 1, wgmma=True, warp_specialized=True)
-        split = one_wave_split(tiles, steps, sms)
         block_m = streamed_block_m(m)
         ws = wgmma_warp_specialized(block_m, split, k, a_deq=a_deq)
         if ws:
@@ -509,6 +531,54 @@ def ws_short_k(tiles: int, steps: int, sms: int) -> bool:
     129-256 tokens at short K, 17-32 tokens on MXFP8 rows without A_deq ("auto" writes it there at these K), SM counts
     other than 132; the fused QKV op's partials (``partials``) keep their split tiles and the prefill path."""
     return steps in WS_SHORT_K_STEPS and tiles * WS_SHORT_K_SM_SHARE >= sms
+
+
+def two_token_tiles_split(m: int, tiles: int, steps: int, sms: int, streamed_split: int | None) -> int | None:
+    """The K split at which :func:`pick_wgmma_tile` runs 65-128 tokens over two token tiles (grid axis 1) of the
+    warp-specialized 64-token tile, or None where it keeps the streamed tile it picked at ``streamed_split`` (None:
+    no streamed tile, the prefill path). ``tiles`` N tiles of 128 rows (at least :data:`TWO_TOKEN_TILES_MIN_TILES`),
+    ``steps`` K steps of 128, ``sms`` SMs.
+
+    Each program converts its weight tile for 64 tokens, so two token tiles convert every weight twice; they still
+    win where the streamed tile's K split is what fills the SMs: two token tiles double the programs without a
+    split-K combine, and each program's MMA has 64 tokens, not 72-128.
+
+    - Below :data:`STREAMED_MIN_K` (K 256-1920), 65-128 tokens, unsplit (split 2 from
+      :data:`TWO_TOKEN_TILES_SPLIT_MIN_STEPS` K steps where those programs hold at most 1 /
+      :data:`TWO_TOKEN_TILES_SPLIT_SM_SHARE` of the SMs). Against the prefill path (both operands dequantized, cuBLAS
+      BF16) they took 0.40-0.79x its time back to back and 0.59-0.94x after SwiGLU + MXFP8 at all 48 points of 16
+      shapes (N 1024-8192 x K 256-1536; fenced 0.57-1.07x, the losses at N 1024); where :func:`ws_short_k` takes the
+      unsplit streamed tile, 0.83-1.00x at N 6144-7168 x K 512-768 (12 points, all three timings) while their
+      programs hold at most :data:`TWO_TOKEN_TILES_SHORT_K_SM_SHARE` of the SMs.
+    - From :data:`STREAMED_MIN_K`, 97-128 tokens (the 128-token tile; the 64 + tail tiles at 65-96 were mixed) at
+      the one-wave split of the two tiles' programs (at most :data:`WS_MAX_SPLIT`), where that wave holds at least
+      9 / 10 of the streamed tile's programs: 0.78-0.99x back to back at 32 points of eleven shapes at 97-128 tokens
+      (fenced 0.79-1.02x, after SwiGLU + MXFP8 0.80-0.99x at 10). Fewer lost: N 3072 x K 6144 at split 2 against 5,
+      1.04-1.08x; N 4992 x K 6144 at split 1 against 3, 1.17-1.27x.
+
+    H100 (2026-12-07, ``docs/benchmarks-log.md`` runs 340-342, ``mxfp8_linear`` given A_deq, weights past L2, us at
+    128 tokens, the pick before / two token tiles, back to back | fenced | after SwiGLU + MXFP8 writing A_deq (PDL)):
+    N 6144 x K 2048 12.94 | 17.60 -> 10.49 | 14.28 (at 97 tokens the chain 17.48 -> 14.09); N 8192 x K 2048 (112
+    tokens) 14.33 | 18.27 | 19.03 -> 11.22 | 14.42 | 15.26; N 6144 x K 4096 18.60 | 23.01 -> 18.20 | 21.64; N 1536 x
+    K 6144 (split 11 -> 5) 11.35 | 14.94 -> 10.43 | 14.40; N 2560 x K 6144 (6 -> 3) 14.00 | 18.52 -> 13.91 | 17.64;
+    N 6144 x K 768 (the unsplit streamed tile) 6.93 | 10.89 | 9.75 -> 5.73 | 9.23 | 8.24; N 8192 x K 768 7.06 |
+    11.19 | 10.05 -> 6.45 | 9.70 | 10.59 (so not there); N 6144 x K 1536 (the prefill path) 16.34 | 17.86 | 18.00
+    -> 8.72 | 12.18 | 12.15; N 2048 x K 1536 (split 2) 10.02 | 11.36 | 11.30 -> 6.96 | 10.61 | 9.58; N 4096 x K
+    256 6.67 | 8.07 | 7.89 -> 2.68 | 6.14 | 4.86. Not measured: K 128 (one step; left out), 129-256 tokens, MXFP8 or
+    BF16 rows without A_deq (the tiles' path writes it first, as the streamed tile's does), SM counts other than
+    132; the fused QKV op's partials keep the streamed tiles (:func:`pick_wgmma_tile`)."""
+    if not TWO_TOKEN_TILES_MIN_TILES <= tiles <= sms // 2 or steps < 2:
+        return None
+    if steps * mxfp8_wgmma.BLOCK_K.value < STREAMED_MIN_K:
+        share, whole = TWO_TOKEN_TILES_SHORT_K_SM_SHARE
+        if streamed_split is not None and 2 * tiles * whole > share * sms:
+            return None
+        two = steps >= TWO_TOKEN_TILES_SPLIT_MIN_STEPS and 2 * tiles * 2 * TWO_TOKEN_TILES_SPLIT_SM_SHARE <= sms
+        return 2 if two else 1
+    if m <= TAIL_MAX_M:
+        return None
+    split = min(WS_MAX_SPLIT, one_wave_split(2 * tiles, steps, sms))
+    return split if 10 * 2 * split >= 9 * streamed_split else None
 
 
 def one_wave_split(tiles: int, steps: int, sms: int) -> int:
@@ -747,7 +817,7 @@ def pick_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = F
     :func:`pick_mma_rows_tile` does and ``mma_rows`` allows (MXFP8 rows into BF16; False: BF16 rows quantized in the
     GEMM, the fused QKV op's partials); else M <= 64 takes the Gluon decode kernel (:func:`pick_wgmma_tile`; one token
     where N >= :data:`WGMMA_ONE_TOKEN_MIN_N`), and so does 65 <= M <= 128 where K >= 2048 (at K 512-768 on wide N
-    too: :func:`ws_short_k`); 129 <= M <= 384 the
+    too: :func:`ws_short_k`; from K 256 over two 64-token tiles: :func:`two_token_tiles_split`); 129 <= M <= 384 the
     warp-specialized decode kernel over token tiles where K >= 2048 and one program per N tile and token tile fits a
     wave (:func:`pick_token_tiles`), else up to 256 the Gluon ring kernel where :func:`pick_ring_tile` takes the shape;
     385 <= M <= 2048 that kernel's token tiles where :func:`pick_prefill_token_tiles` takes them; on any CUDA GPU, M >=

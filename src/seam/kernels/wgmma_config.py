@@ -42,8 +42,8 @@ WS_MAX_SPLIT = 6
 #: Largest M of the Gluon decode kernel (the MMA's N side: one 128-token tile).
 WGMMA_MAX_M = STREAMED_BLOCK_M
 #: Smallest K at which M above :data:`RESIDENT_MAX_M` takes a Gluon kernel (the streamed decode tile, the ring
-#: kernel) on any N; below it the prefill path, but for K 512-768 on wide N at 65-128 tokens
-#: (``mxfp8_gemm_config.ws_short_k``).
+#: kernel) on any N; below it the prefill path, but at 65-128 tokens for two 64-token tiles where they fit a wave and
+#: K 512-768 on wide N (``mxfp8_gemm_config.two_token_tiles_split``, ``ws_short_k``).
 STREAMED_MIN_K = 2048
 #: Most tokens that :func:`~seam.kernels.mxfp8_gemm_config.pick_token_tiles` runs on the warp-specialized decode
 #: kernel, over token tiles.
@@ -53,6 +53,9 @@ TOKEN_TILES_MAX_M = 384
 #: (:data:`TOKEN_TILES_MAX_M`; past it the producer's store costs about what the GEMM saves, :func:`a_deq_pays`).
 A_DEQ_MIN_M = 2
 A_DEQ_MAX_M = TOKEN_TILES_MAX_M
+#: Smallest K at which 65-128 tokens below :data:`STREAMED_MIN_K` have their producer write A_deq (:func:`a_deq_pays`):
+#: two K steps, the shortest at which ``mxfp8_gemm_config.two_token_tiles_split`` takes two 64-token tiles.
+A_DEQ_TWO_TOKEN_TILES_MIN_K = 256
 #: Widest K at which one token's producer writes A_deq: the layers with such inputs (o_proj, and down where the
 #: 16-row kernel does not take it) are wide (N >= :data:`~seam.kernels.mxfp8_gemm_config.WGMMA_ONE_TOKEN_MIN_N`, so
 #: one token runs the Gluon decode tile, which reads it); at K 6144 the input may feed a narrow projection (gate_up,
@@ -134,7 +137,12 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     weights rotated, us, without -> with, M 512 / 1024 / 2048): N 1536 x K 6144 36.87 -> 35.85 / 56.04 -> 55.80 /
     95.04 -> 93.13; N 2560 x K 6144 45.14 -> 44.22 / 74.26 -> 73.67 / 139.12 -> 139.27; N 4992 x K 6144 66.04 ->
     65.40 / 127.91 -> 129.33 / 248.92 -> 253.88 (the norm's store 1.3-1.6 us at 512, 6.6-6.9 at 1024, 8.9-9.0 at
-    2048), so "auto" stops at 384. At 129-384 tokens (H200, 2026-12-05,
+    2048), so "auto" stops at 384. At 65-128 tokens below :data:`STREAMED_MIN_K` (from
+    :data:`A_DEQ_TWO_TOKEN_TILES_MIN_K`) the GEMM reads it too: on two 64-token tiles, or the streamed tile at short K
+    on wide N (``mxfp8_gemm_config.two_token_tiles_split``, ``ws_short_k``), whose path otherwise writes it in a launch
+    of its own first (H100, 2026-12-07, log runs 341-342: the chains there had SwiGLU + MXFP8 write it); layers
+    narrower than N 1024 or too wide for one wave take the prefill path there, which ignores it below K 2048 (a
+    per-layer choice: ``seam.ops.linear.wants_a_deq``). At 129-384 tokens (H200, 2026-12-05,
     log run 204, norm + MXFP8 -> ``mxfp8_linear`` on the token tiles, weights rotated, us, without -> with): N 2560 x
     K 6144 M 160 22.72 -> 21.55, 256 26.43 -> 24.41, 384 34.22 -> 32.57; N 1536 x K 6144 18.52 -> 17.21, 21.71 ->
     20.02, 27.78 -> 26.39.
@@ -168,7 +176,8 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     if k <= MMA_ROWS_MAX_K and m <= MMA_ROWS_EVERY_N_MAX_M and mma_rows_k(m, k):
         return False
     min_m = 1 if k <= A_DEQ_ONE_TOKEN_MAX_K else A_DEQ_MIN_M
-    return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K)
+    return min_m <= m <= A_DEQ_MAX_M and (m <= RESIDENT_MAX_M or k >= STREAMED_MIN_K
+                                          or m <= WGMMA_MAX_M and k >= A_DEQ_TWO_TOKEN_TILES_MIN_K)
 
 
 def wgmma_early_steps(block_m: int, k: int, split_k: int, smem_steps: int) -> int:

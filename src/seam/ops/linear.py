@@ -14,6 +14,7 @@ from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
 from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
+from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, MMA_ROWS_TILE, Tile, pick_tile
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
@@ -332,7 +333,8 @@ def mxfp8_linear(
         kernel runs where TMA cannot read an operand: base or row stride not 16-byte aligned); ``f16_operands``
         applies to MXFP8 activations (same bytes either way); ``warp_specialized`` (with ``wgmma``, ``block_m``
         64-128 or a wide tile) runs the warp-specialized decode kernel (at M <= block_m the plain decode kernel's bytes; the
-        picker takes it, at K splits up to 6, at 65-128 tokens, at 33-64 where ``x`` carries its A_deq (unsplit at K <=
+        picker takes it, at K splits up to 6, at 65-128 tokens (over two 64-row token tiles where
+        ``mxfp8_gemm_config.two_token_tiles_split`` says), at 33-64 where ``x`` carries its A_deq (unsplit at K <=
         1024, and at K <= 768 without one), and at 129-2048
         over token tiles, at most 65535 of them, a wide tile at 129-256 where it fills the wave 1.5x better);
         ``mxfp8_gemm_config.BF16_MM_TILE`` asks for the prefill path at any M, on any device.
@@ -355,7 +357,10 @@ def mxfp8_linear(
         - 2-64 (K a multiple of 128), and 65-128 where K >= 2048 (at K 512-768 where the N tiles are at least a
           third of the SMs: unsplit, warp-specialized, ``ws_short_k``): the Gluon decode kernel
           (``seam.kernels.mxfp8_wgmma``: TMA weight stream, register-A ``wgmma``); 65-96 tokens on its 64 + tail
-          tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile. On those tiles always, on its 64-row tile at K
+          tiles of 72, 80 or 96 rows, 97-128 on its 128-row tile; or, at 65-128 tokens from K 256 below K 2048
+          (N >= 1024, two programs per N tile within a wave) and at 97-128 from K 2048 where the split that fills
+          the wave keeps 9/10 of the 128-row tile's programs, two token tiles of its warp-specialized 64-row tile
+          (``two_token_tiles_split``). On those tiles always, on its 64-row tile at K
           1536-2048 or where its launch takes two waves or it runs warp-specialized and unsplit (K <= 768, N tiles
           at least a sixth of the SMs, ``ws_whole_k``), and for BF16 x on its 32- and 64-row tiles, activations
           without ``a_deq`` are dequantized by a launch before it (2*M*K bytes of temporary BF16,
@@ -442,10 +447,11 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     not while tracing, as "auto").
     The producers' "auto" knows M and K, not the consumer: it writes A_deq at K 3072-6144 from two tokens for the
     decode kernel, which the 16-row kernel, when it takes the layer, never reads (an unread A_deq made the norm +
-    MXFP8 -> gate_up chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284); and it writes none
-    at 65-128 tokens below K 2048, where on wide N the warp-specialized streamed tile dequantizes first (H100, log run
-    328, SwiGLU + MXFP8 -> N 6144 x K 768 at 65 tokens, us: 9.57 with the GEMM's launch, 8.64 with the producer's
-    A_deq).
+    MXFP8 -> gate_up chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284), and at 65-128 tokens
+    from K 256, which the prefill path, picked there for layers narrower than N 1024, ignores below K 2048. Where it
+    writes none (e.g. up to 8 tokens at K 512-768, where the 16-row kernel takes most layers), a GEMM that
+    dequantizes the rows first does better with the producer's store than with its own launch (H100, log run 328,
+    SwiGLU + MXFP8 -> N 6144 x K 768 at 65 tokens, us: 9.57 with the GEMM's launch, 8.64 with the producer's A_deq).
 
     Raises:
         TypeError: ``m`` not an int. ValueError: ``m`` not positive.
@@ -454,7 +460,8 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     if m < 1:
         raise ValueError(f"m must be a positive token count, got {m}")
     n, k = weight.values.shape
-    if not pick_tile(m, n, k, device, a_deq=True).reads_a_deq:
+    tile = pick_tile(m, n, k, device, a_deq=True)
+    if not tile.reads_a_deq or tile.bf16_mm and k < PERMUTED_MIN_K:  # the prefill path reads it from K 2048
         return False
     if resolve_a_deq("auto", m, k, device):
         return True
