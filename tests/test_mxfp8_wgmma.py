@@ -140,7 +140,8 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
                 tiles, steps = -(-n // 128), k // 128
                 if k < STREAMED_MIN_K:  # the prefill path, but for the unsplit tiles at K <= 768 on wide N and
                     # two token tiles (below)
-                    assert t is None or t.block_m == RESIDENT_MAX_M or ws_short_k(tiles, steps, 132), (m, n, k)
+                    assert (t is None or not partials and t.block_m == RESIDENT_MAX_M
+                            or ws_short_k(tiles, steps, 132) and t.block_m == streamed_block_m(m)), (m, n, k)
                     continue
                 if t.block_m == RESIDENT_MAX_M:  # two token tiles, never for the QKV op's partials
                     assert not partials and m > TAIL_MAX_M and t.warp_specialized, (m, n, k, t)
@@ -175,11 +176,12 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
 
 
 def test_picker_runs_65_to_128_tokens_over_two_64_token_tiles_where_measured():
-    """Runs 340-342 (H100, given A_deq): two token tiles of the warp-specialized 64-token tile (grid axis 1). Below
-    K 2048 at 65-128 tokens: unsplit, split 2 from 12 K steps where those programs hold at most half the SMs
-    (0.42-0.89x the prefill path's time back to back, 0.59-0.87x after SwiGLU); against the unsplit streamed tile at
-    K 512-768 only to 7/8 of the SMs (N 8192 x K 768, 128 programs, lost after SwiGLU). From K 2048 at 97-128 tokens,
-    at the two tiles' one-wave split where that wave holds >= 9/10 of the 128-token tile's programs."""
+    """Runs 340-342 (H100, given A_deq): two token tiles of the warp-specialized 64-token tile (grid axis 1), from N
+    1024. Below K 2048 at 65-128 tokens: unsplit, from 12 K steps split 4 or 2 where each program keeps >= 3 steps and
+    the programs hold at most 2/3 of the SMs (0.40-0.79x the prefill path's time back to back, 0.59-0.94x after
+    SwiGLU); against the unsplit streamed tile at K 512-768 only to 7/8 of the SMs (N 8192 x K 768, 128 programs,
+    lost after SwiGLU). From K 2048 at 97-128 tokens, at the two tiles' one-wave split where that wave holds >= 9/10
+    of the 128-token tile's programs."""
     def two(m, n, k):
         t = pick_wgmma_tile(m, n, k, 132)
         return t and t.block_m == RESIDENT_MAX_M and (t.split_k, t.num_stages)
@@ -187,10 +189,12 @@ def test_picker_runs_65_to_128_tokens_over_two_64_token_tiles_where_measured():
         for a_deq in (False, True):
             assert pick_wgmma_tile(m, 6144, 768, 132, a_deq=a_deq) == Tile(64, 128, 128, 8, 4, 1, wgmma=True,
                                                                           warp_specialized=True)
-        # below K 2048: unsplit, ring no deeper than the steps; split 2 at K 1536 within half the SMs
+        # below K 2048: unsplit, ring no deeper than the steps; split 4 or 2 from K 1536 within 2/3 of the SMs
         assert [two(m, n, k) for n, k in ((3072, 768), (1024, 768), (2048, 512), (4096, 1024), (6144, 1536),
-                                           (8192, 1536), (2560, 1536), (4096, 256), (6144, 384), (7168, 768))] == \
+                                           (8192, 1536), (3072, 1536), (4096, 256), (6144, 384), (7168, 768))] == \
             [(1, 4)] * 7 + [(1, 2), (1, 3), (1, 4)]
+        assert [two(m, n, k) for n, k in ((1024, 1536), (2048, 1536), (2560, 1536), (1024, 1920), (2048, 1920))] == \
+            [(4, 3), (2, 4), (2, 4), (4, 4), (2, 4)]
         assert two(m, 2048, 1536) == two(m, 1024, 1536) == two(m, 2048, 1920) == (2, 4)
         # not: the streamed tile at 128 programs, two tiles past a wave, one K step, the QKV op's partials
         assert pick_wgmma_tile(m, 8192, 768, 132).block_m == streamed_block_m(m)
@@ -208,7 +212,8 @@ def test_picker_runs_65_to_128_tokens_over_two_64_token_tiles_where_measured():
             assert pick_wgmma_tile(m, n, k, 132, partials=True).block_m == streamed_block_m(m)
     assert two_token_tiles_split(100, 66, 6, 132, None) == 1 and two_token_tiles_split(100, 67, 6, 132, None) is None
     assert two_token_tiles_split(100, 57, 6, 132, 1) == 1 and two_token_tiles_split(100, 58, 6, 132, 1) is None
-    assert two_token_tiles_split(100, 16, 12, 132, None) == 2 and two_token_tiles_split(100, 17, 12, 132, None) == 1
+    assert two_token_tiles_split(100, 11, 12, 132, None) == 4 and two_token_tiles_split(100, 12, 12, 132, None) == 2
+    assert two_token_tiles_split(100, 22, 12, 132, None) == 2 and two_token_tiles_split(100, 23, 12, 132, None) == 1
     assert two_token_tiles_split(100, 16, 11, 132, None) == 1 and two_token_tiles_split(100, 20, 1, 132, None) is None
     assert two_token_tiles_split(100, 8, 6, 132, None) == 1 and two_token_tiles_split(100, 7, 6, 132, None) is None
     assert two_token_tiles_split(100, 12, 48, 132, 11) == 5 and two_token_tiles_split(100, 24, 48, 132, 5) is None
@@ -1171,14 +1176,14 @@ def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, block_m, 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,split", [(65, 6144, 768, 1), (128, 6000, 768, 1), (100, 3072, 768, 1),
-                                         (112, 2000, 1536, 2), (65, 1024, 1920, 2), (128, 4096, 256, 1),
+                                         (112, 2000, 1536, 2), (65, 1024, 1920, 4), (128, 4096, 256, 1),
                                          (80, 1152, 384, 1), (100, 6144, 2048, 1), (128, 1536, 6144, 5),
                                          (97, 2560, 6144, 3), (120, 4000, 4096, 2)])
 def test_bit_exact_two_64_token_tiles_gpu(monkeypatch, m, n, k, split):
     """65-128 tokens over two 64-token tiles of the warp-specialized kernel where two_token_tiles_split takes them
     (below K 2048 at 65-128 tokens, from K 2048 at 97-128): the exact sums' bytes given A_deq and on MXFP8 and BF16 rows
     (after the path's own A_deq launch), into NaN-poisoned outputs; the second token tile's 1-64 tokens (65, 97, 128),
-    N tiles partly past N (6000, 2000, 4000), an uneven K split (K 1920: 8 + 7 steps), a ring as deep as two steps
+    N tiles partly past N (6000, 2000, 4000), an uneven K split (K 1920: 4 + 4 + 4 + 3 steps), a ring as deep as two steps
     (K 256)."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n + k)
     xq, xs = seam.mxfp8_quantize(x)

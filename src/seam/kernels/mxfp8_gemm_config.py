@@ -186,11 +186,16 @@ WS_SMALL_BLOCK_M = 32
 #: Most K split of that tile from :data:`STREAMED_MIN_K` (:func:`ws_small_split`; log runs 335-336: it won at one-wave
 #: splits 1-3, lost at 4-6).
 WS_SMALL_MAX_SPLIT = 3
-#: Fewest K steps (K 1536) at which 65-128 tokens below :data:`STREAMED_MIN_K` split K in two over their two 64-token
-#: tiles (:func:`two_token_tiles_split`), where the split's programs hold at most 1 / :data:`TWO_TOKEN_TILES_SPLIT_SM_SHARE`
-#: of the SMs; at K 1024 the unsplit tiles were faster at every N measured (log runs 341-342).
+#: Fewest K steps (K 1536) at which 65-128 tokens below :data:`STREAMED_MIN_K` split K over their two 64-token tiles
+#: (:func:`two_token_tiles_split`): at K 1024 the unsplit tiles were the faster after SwiGLU at every N measured (log
+#: runs 341-342).
 TWO_TOKEN_TILES_SPLIT_MIN_STEPS = 12
-TWO_TOKEN_TILES_SPLIT_SM_SHARE = 2
+#: Those splits, the larger first, where each program keeps at least :data:`TWO_TOKEN_TILES_SPLIT_MIN_PROGRAM_STEPS`
+#: K steps and the programs hold at most :data:`TWO_TOKEN_TILES_SPLIT_SM_SHARE` of the SMs (at K 1536: N 1024 split
+#: 4, 64 programs; N 2048 and 2560 split 2, 64 and 80; N 2048 at split 4, 128 programs, lost after SwiGLU).
+TWO_TOKEN_TILES_SPLITS = (4, 2)
+TWO_TOKEN_TILES_SPLIT_MIN_PROGRAM_STEPS = 3
+TWO_TOKEN_TILES_SPLIT_SM_SHARE = (2, 3)
 #: Where the unsplit streamed tile (:func:`ws_short_k`) takes the shape, the two 64-token tiles only while their
 #: programs hold at most this share of the SMs: after SwiGLU + MXFP8 they won at 96-112 programs on 132 SMs and lost
 #: at 128 (N 8192 x K 768: 1.05-1.16x; log runs 341-342).
@@ -543,9 +548,8 @@ def two_token_tiles_split(m: int, tiles: int, steps: int, sms: int, streamed_spl
     win where the streamed tile's K split is what fills the SMs: two token tiles double the programs without a
     split-K combine, and each program's MMA has 64 tokens, not 72-128.
 
-    - Below :data:`STREAMED_MIN_K` (K 256-1920), 65-128 tokens, unsplit (split 2 from
-      :data:`TWO_TOKEN_TILES_SPLIT_MIN_STEPS` K steps where those programs hold at most 1 /
-      :data:`TWO_TOKEN_TILES_SPLIT_SM_SHARE` of the SMs). Against the prefill path (both operands dequantized, cuBLAS
+    - Below :data:`STREAMED_MIN_K` (K 256-1920), 65-128 tokens, unsplit (from
+      :data:`TWO_TOKEN_TILES_SPLIT_MIN_STEPS` K steps split 4 or 2 where :data:`TWO_TOKEN_TILES_SPLITS` says). Against the prefill path (both operands dequantized, cuBLAS
       BF16) they took 0.40-0.79x its time back to back and 0.59-0.94x after SwiGLU + MXFP8 at all 48 points of 16
       shapes (N 1024-8192 x K 256-1536; fenced 0.57-1.07x, the losses at N 1024); where :func:`ws_short_k` takes the
       unsplit streamed tile, 0.83-1.00x at N 6144-7168 x K 512-768 (12 points, all three timings) while their
@@ -573,8 +577,12 @@ def two_token_tiles_split(m: int, tiles: int, steps: int, sms: int, streamed_spl
         share, whole = TWO_TOKEN_TILES_SHORT_K_SM_SHARE
         if streamed_split is not None and 2 * tiles * whole > share * sms:
             return None
-        two = steps >= TWO_TOKEN_TILES_SPLIT_MIN_STEPS and 2 * tiles * 2 * TWO_TOKEN_TILES_SPLIT_SM_SHARE <= sms
-        return 2 if two else 1
+        if steps >= TWO_TOKEN_TILES_SPLIT_MIN_STEPS:
+            share, whole = TWO_TOKEN_TILES_SPLIT_SM_SHARE
+            for split in TWO_TOKEN_TILES_SPLITS:
+                if steps // split >= TWO_TOKEN_TILES_SPLIT_MIN_PROGRAM_STEPS and 2 * tiles * split * whole <= share * sms:
+                    return split
+        return 1
     if m <= TAIL_MAX_M:
         return None
     split = min(WS_MAX_SPLIT, one_wave_split(2 * tiles, steps, sms))
