@@ -498,7 +498,8 @@ def test_dequantize_kernel_quantizes_bf16_activations_in_the_same_launch(r, r_w,
 @pytest.mark.parametrize("hopper", [False, True], ids=["cuda", "hopper"])
 def test_prefill_path_picked_from_65_tokens_on_cuda(monkeypatch, hopper):
     """From 65 tokens on a CUDA GPU, where no Gluon kernel takes the shape (on Hopper the decode kernel takes
-    65-128 tokens at K >= 2048 and at K 256-1920 from N 1024 where two 64-token tiles fit a wave, its token tiles 129-384 where they fit a wave and 385-2048 where
+    65-128 tokens at K >= 2048, and below it from K 256 over two 64-token tiles from N 1024 where they fit a wave (at K
+    512-768 on wider N its streamed tile: ws_short_k), its token tiles 129-384 where they fit a wave and 385-2048 where
     pick_prefill_token_tiles takes them, and the ring kernel some shapes up to 256): the prefill path (runs 156-157:
     faster than the tl kernel at all 30 points of ten shapes at 65-128 tokens). Below 65 tokens and under the
     interpreter it is never picked."""

@@ -178,7 +178,7 @@ def test_picker_takes_65_to_128_tokens_on_the_streamed_tiles_at_k_from_2048():
 def test_picker_runs_65_to_128_tokens_over_two_64_token_tiles_where_measured():
     """Runs 340-342 (H100, given A_deq): two token tiles of the warp-specialized 64-token tile (grid axis 1), from N
     1024. Below K 2048 at 65-128 tokens: unsplit, from 12 K steps split 4 or 2 where each program keeps >= 3 steps and
-    the programs hold at most 2/3 of the SMs (0.40-0.79x the prefill path's time back to back, 0.59-0.94x after
+    the programs hold at most 2/3 of the SMs (0.40-0.73x the prefill path's time back to back, 0.59-0.88x after
     SwiGLU); against the unsplit streamed tile at K 512-768 only to 7/8 of the SMs (N 8192 x K 768, 128 programs,
     lost after SwiGLU). From K 2048 at 97-128 tokens, at the two tiles' one-wave split where that wave holds >= 9/10
     of the 128-token tile's programs."""
@@ -1180,10 +1180,10 @@ def test_bit_exact_streamed_tiles_at_short_k_gpu(monkeypatch, m, n, k, block_m, 
                                          (97, 2560, 6144, 3), (120, 4000, 4096, 2)])
 def test_bit_exact_two_64_token_tiles_gpu(monkeypatch, m, n, k, split):
     """65-128 tokens over two 64-token tiles of the warp-specialized kernel where two_token_tiles_split takes them
-    (below K 2048 at 65-128 tokens, from K 2048 at 97-128): the exact sums' bytes given A_deq and on MXFP8 and BF16 rows
-    (after the path's own A_deq launch), into NaN-poisoned outputs; the second token tile's 1-64 tokens (65, 97, 128),
-    N tiles partly past N (6000, 2000, 4000), an uneven K split (K 1920: 4 + 4 + 4 + 3 steps), a ring as deep as two steps
-    (K 256)."""
+    (below K 2048 at 65-128 tokens, from K 2048 at 97-128): the exact sums' bytes given A_deq and on MXFP8 and BF16
+    rows (after the path's own A_deq launch), into NaN-poisoned outputs; the second token tile's 1-64 tokens (65, 97,
+    128), N tiles partly past N (6000, 2000, 4000), an uneven K split (K 1920: 4 + 4 + 4 + 3 steps), a ring as deep as
+    two steps (K 256)."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n + k)
     xq, xs = seam.mxfp8_quantize(x)
     act = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))

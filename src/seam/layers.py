@@ -180,12 +180,12 @@ class MXFP8Linear(torch.nn.Module):
     def wants_a_deq(self, m: int) -> bool:
         """Whether the producer of this layer's next input, M tokens on the weight's device, should write its A_deq:
         pass it as the producer's ``a_deq`` (``seam.allreduce_gemma_rms_norm_mxfp8(..., a_deq=layer.wants_a_deq(m))``,
-        ``seam.swiglu_oai_mxfp8``, the Lamport consumers). True where the GEMM this layer runs at M reads it and either
-        the producers' "auto" would write it or that GEMM would write it itself in a launch of its own; False where
-        the 16-row kernel takes the layer (it reads the MXFP8 rows: at K 3072-6144 from two tokens "auto" writes an
-        A_deq it never reads, 1.0-1.5 us of the norm -> gate_up chain, H100, ``docs/benchmarks-log.md`` runs 278 and
-        284), and off Hopper. The bytes of the forward are the same either way. Spec: ``docs/spec/integration.md``
-        (A_deq).
+        ``seam.swiglu_oai_mxfp8``, the Lamport consumers). True where the GEMM this layer runs at M reads it and the
+        producers' "auto" would write it; False where the 16-row kernel takes the layer (it reads the MXFP8 rows: at K
+        3072-6144 from two tokens "auto" writes an A_deq it never reads, 1.0-1.5 us of the norm -> gate_up chain,
+        H100, ``docs/benchmarks-log.md`` runs 278 and 284), where the prefill path takes it below K 2048 (at 65-128
+        tokens on layers narrower than N 1024 or too wide for one wave of two 64-token tiles), and off Hopper. The bytes
+        of the forward are the same either way. Spec: ``docs/spec/integration.md`` (A_deq).
 
         Raises:
             TypeError: ``m`` not an int. ValueError: ``m`` not positive.

@@ -172,9 +172,10 @@ WS_WHOLE_K_ROWS_MAX_STEPS = 6
 #: The unsplit tile also needs at least 1 / this of the SMs to hold one of its programs (one per N tile): on 132
 #: SMs 22 tiles, N >= 2689 (the narrowest measured where it won: N 3072).
 WS_WHOLE_K_SM_SHARE = 6
-#: K steps at which 17-32 tokens given A_deq and 65-128 tokens below :data:`STREAMED_MIN_K` take a warp-specialized
-#: tile unsplit (:func:`ws_short_k`): K 512-768 (log runs 328-331); at K 256 the 32-token tile lost, and fewer steps
-#: would hold a ring shallow enough for two programs to share an SM, which the streamed tiles never do.
+#: K steps at which 17-32 tokens given A_deq and 65-128 tokens below :data:`STREAMED_MIN_K` (where two 64-token tiles
+#: would hold more than 7/8 of the SMs) take a warp-specialized tile unsplit (:func:`ws_short_k`): K 512-768 (log
+#: runs 328-331); at K 256 the 32-token tile lost, and fewer steps would hold a ring shallow enough for two programs to
+#: share an SM, which the streamed tiles never do.
 WS_SHORT_K_STEPS = range(4, 7)
 #: Those tiles also need N tiles (one program each) of at least 1 / this of the SMs: on 132 SMs 44 tiles, N >= 5505
 #: (won at N 6144-9856, 48-77 tiles; at N 3072-4608, 24-36 tiles, 0.94-1.04x: won at N 4608 x K 768 at 24-32
@@ -510,8 +511,9 @@ def ws_short_k(tiles: int, steps: int, sms: int) -> bool:
     steps in :data:`WS_SHORT_K_STEPS` and ``tiles`` N tiles at least 1 / :data:`WS_SHORT_K_SM_SHARE` of the ``sms``
     SMs. There 17-32 tokens given A_deq take the :data:`WS_SMALL_BLOCK_M`-token tile (else the plain decode kernel's
     32-row tile, split), and 65-128 tokens below :data:`STREAMED_MIN_K` the streamed tile for their M (a 64 + tail
-    tile to 96 tokens, else 128), given A_deq or after the launch that writes it (else the prefill path: both
-    operands dequantized, cuBLAS BF16).
+    tile to 96 tokens, else 128), given A_deq or after the launch that writes it, where two 64-token tiles would hold
+    more than :data:`TWO_TOKEN_TILES_SHORT_K_SM_SHARE` of the SMs (:func:`two_token_tiles_split`; on 132 SMs from 58
+    N tiles); else those two tiles.
 
     17-32 tokens: the split 32-row tile stores and combines fp32 partials, and its two plain warpgroups meet at a
     barrier every K step. H100 (2026-12-07, log runs 330-331, ``mxfp8_linear`` given A_deq, weights past L2, us, the
@@ -548,12 +550,12 @@ def two_token_tiles_split(m: int, tiles: int, steps: int, sms: int, streamed_spl
     win where the streamed tile's K split is what fills the SMs: two token tiles double the programs without a
     split-K combine, and each program's MMA has 64 tokens, not 72-128.
 
-    - Below :data:`STREAMED_MIN_K` (K 256-1920), 65-128 tokens, unsplit (from
-      :data:`TWO_TOKEN_TILES_SPLIT_MIN_STEPS` K steps split 4 or 2 where :data:`TWO_TOKEN_TILES_SPLITS` says). Against the prefill path (both operands dequantized, cuBLAS
-      BF16) they took 0.40-0.79x its time back to back and 0.59-0.94x after SwiGLU + MXFP8 at all 48 points of 16
-      shapes (N 1024-8192 x K 256-1536; fenced 0.57-1.07x, the losses at N 1024); where :func:`ws_short_k` takes the
-      unsplit streamed tile, 0.83-1.00x at N 6144-7168 x K 512-768 (12 points, all three timings) while their
-      programs hold at most :data:`TWO_TOKEN_TILES_SHORT_K_SM_SHARE` of the SMs.
+    - Below :data:`STREAMED_MIN_K` (K 256-1920), 65-128 tokens, unsplit (from :data:`TWO_TOKEN_TILES_SPLIT_MIN_STEPS` K
+      steps split 4 or 2 where :data:`TWO_TOKEN_TILES_SPLITS` says). Against the prefill path (both operands
+      dequantized, cuBLAS BF16) they took 0.40-0.73x its time back to back and 0.59-0.88x after SwiGLU + MXFP8 at all 48
+      points of 16 shapes (N 1024-8192 x K 256-1536; fenced 0.57-1.01x, the loss at N 1024 x K 768); where
+      :func:`ws_short_k` takes the unsplit streamed tile, 0.83-1.00x at N 6144-7168 x K 512-768 (12 points, all three
+      timings) while their programs hold at most :data:`TWO_TOKEN_TILES_SHORT_K_SM_SHARE` of the SMs.
     - From :data:`STREAMED_MIN_K`, 97-128 tokens (the 128-token tile; the 64 + tail tiles at 65-96 were mixed) at
       the one-wave split of the two tiles' programs (at most :data:`WS_MAX_SPLIT`), where that wave holds at least
       9 / 10 of the streamed tile's programs: 0.78-0.99x back to back at 32 points of eleven shapes at 97-128 tokens
@@ -580,7 +582,8 @@ def two_token_tiles_split(m: int, tiles: int, steps: int, sms: int, streamed_spl
         if steps >= TWO_TOKEN_TILES_SPLIT_MIN_STEPS:
             share, whole = TWO_TOKEN_TILES_SPLIT_SM_SHARE
             for split in TWO_TOKEN_TILES_SPLITS:
-                if steps // split >= TWO_TOKEN_TILES_SPLIT_MIN_PROGRAM_STEPS and 2 * tiles * split * whole <= share * sms:
+                fits = 2 * tiles * split * whole <= share * sms
+                if fits and steps // split >= TWO_TOKEN_TILES_SPLIT_MIN_PROGRAM_STEPS:
                     return split
         return 1
     if m <= TAIL_MAX_M:

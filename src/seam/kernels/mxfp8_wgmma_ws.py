@@ -37,11 +37,11 @@ the plain decode kernel's layout, which the QKV epilogue sums, and the PDL trigg
 there. At 17-32 tokens given A_deq ``mxfp8_linear`` runs the 32-token tile here unsplit at K 512-768 on wide N
 (``mxfp8_gemm_config.ws_short_k``) and from K 2048 at one-wave splits 1-3 (``mxfp8_gemm_config.ws_small_split``). At
 33-64 tokens it runs the 64-row tile here where the activations come with their A_deq, and unsplit at K <= 768 without
-one too (``mxfp8_gemm_config.ws_whole_k``, after a launch that writes it); at 65-128 tokens two token tiles of the 64-row
-tile (below K 2048, and at 97-128 tokens from it: ``mxfp8_gemm_config.two_token_tiles_split``) or its streamed tiles
-(unsplit at K 512-768 on wide N: ``mxfp8_gemm_config.ws_short_k``), and at 129-384 tokens the streamed tiles over token tiles
-(grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each, every token tile's half-tiles on counters and partials of
-their own;
+one too (``mxfp8_gemm_config.ws_whole_k``, after a launch that writes it); at 65-128 tokens two token tiles of the
+64-row tile (below K 2048, and at 97-128 tokens from it: ``mxfp8_gemm_config.two_token_tiles_split``) or its streamed
+tiles (unsplit at K 512-768 on wide N: ``mxfp8_gemm_config.ws_short_k``), and at 129-384 tokens the streamed tiles over
+token tiles (grid axis 1: ``MP`` tokens from ``program_id(1) * MP`` each, every token tile's half-tiles on counters and
+partials of their own;
 :func:`seam.kernels.mxfp8_gemm_config.pick_token_tiles`): the weights stream once per token tile as the register
 operand, with no BF16 weight copy (run 201: 0.64-0.91x the prefill path's or the ring kernel's time). Its
 :data:`WIDE_TILES` (128 + 8-128 tokens on two accumulators, one weight conversion for both) take 129-256 tokens

@@ -128,8 +128,9 @@ def a_deq_pays(m: int, k: int, device: torch.device) -> bool:
     tokens, for the layers one wave does not cover: a norm of hidden 6144 feeds gate_up, N 1536, where the 16-row
     kernel ignores it, and the QKV projection, N 2560, and its fused op, which read it), where the GEMM's saved
     staging outweighs the producer's extra BF16 store, up to
-    :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K`,
-    where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their dequantization launch
+    :data:`RESIDENT_MAX_M` tokens; and above, up to :data:`A_DEQ_MAX_M` tokens at K >= :data:`STREAMED_MIN_K` (to
+    128 tokens from K 256, below), where its streamed tile (to 128 tokens) or its token tiles (129-384) then skip their
+    dequantization launch
     (measured to 128 tokens with the ring kernel, which had the same launch and took those M until 2026-12-04; a
     ring kernel picked for a wide layer at 129-256 ignores A_deq, whose K order it does not read). Past 384 tokens
     the GEMMs read a given A_deq too (the token tiles, and the prefill path where K >= 2048), but there the

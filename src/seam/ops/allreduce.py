@@ -187,7 +187,7 @@ class LamportAllReduce(LamportBase):
             a_deq: True: the same launch also writes the activation's A_deq (``seam.formats.a_deq``; hidden
                 a multiple of 128), which :func:`seam.mxfp8_linear`'s and the fused QKV op's Hopper Gluon
                 GEMM then reads; "auto" (default): where that GEMM gains (Hopper, 2-64 tokens, 1-64 at
-                hidden <= 2048 but 9-64 at hidden 512 and 768, 65-384 at hidden >= 2048,
+                hidden <= 2048 but 9-64 at hidden 512 and 768, 65-384 at hidden >= 2048 and 65-128 from 256,
                 :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.
 
         Returns:

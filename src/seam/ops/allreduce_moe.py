@@ -212,7 +212,8 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
                 a multiple of 128), which the next layer's Hopper GEMM then reads (the fused QKV op's
                 ``a_deq=``, or :func:`seam.mxfp8_linear` on the activation); "auto" (default): where that
                 GEMM gains (Hopper, 2-64 tokens, 1-64 at hidden <= 2048 but 9-64 at hidden 512 and 768,
-                65-384 at hidden >= 2048, :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.
+                65-384 at hidden >= 2048 and 65-128 from 256, :func:`seam.kernels.wgmma_config.a_deq_pays`); False:
+                never.
 
         Returns:
             QuantizedActivation (values float8_e4m3fn [M, hidden], 128x4 swizzled scales

@@ -58,7 +58,7 @@ def allreduce_gemma_rms_norm_mxfp8(
             QKV op's Hopper GEMMs then read instead of dequantizing the MXFP8 rows: 2 bytes
             per element more written here, the GEMM's dequantization saved there; "auto" (default): where
             that trade gains (Hopper, 2-64 tokens, 1-64 at hidden <= 2048 but 9-64 at hidden 512 and 768,
-            65-384 at hidden >= 2048, :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.
+            65-384 at hidden >= 2048 and 65-128 from 256, :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.
 
     Returns:
         ``(QuantizedActivation, residual_out)`` or with ``also_bf16``

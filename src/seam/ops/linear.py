@@ -18,7 +18,7 @@ from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, MMA_ROWS_TILE, Tile, pick_tile
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
-from seam.kernels.wgmma_config import A_DEQ_MAX_M, RESIDENT_MAX_M
+from seam.kernels.wgmma_config import RESIDENT_MAX_M
 from seam.ops.a_deq import check_a_deq_bytes, resolve_a_deq
 from seam.ops.mxfp8 import check_mxfp8_out
 from seam.ops.registry import register
@@ -441,17 +441,13 @@ def mxfp8_linear(
 
 def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     """Whether the producer of an M-token activation for :func:`mxfp8_linear` with ``weight`` on ``device`` should
-    write its A_deq: where the GEMM picked there with one reads it (``Tile.reads_a_deq``) and either the "auto" rule
-    would write it (:func:`seam.ops.a_deq.resolve_a_deq`) or the GEMM picked on the MXFP8 rows alone dequantizes them
-    first in a launch of its own (:func:`seam.kernels.gluon_launch.dequantizes_first`; up to ``A_DEQ_MAX_M`` tokens,
-    not while tracing, as "auto").
-    The producers' "auto" knows M and K, not the consumer: it writes A_deq at K 3072-6144 from two tokens for the
-    decode kernel, which the 16-row kernel, when it takes the layer, never reads (an unread A_deq made the norm +
-    MXFP8 -> gate_up chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284), and at 65-128 tokens
-    from K 256, which the prefill path, picked there for layers narrower than N 1024, ignores below K 2048. Where it
-    writes none (e.g. up to 8 tokens at K 512-768, where the 16-row kernel takes most layers), a GEMM that
-    dequantizes the rows first does better with the producer's store than with its own launch (H100, log run 328,
-    SwiGLU + MXFP8 -> N 6144 x K 768 at 65 tokens, us: 9.57 with the GEMM's launch, 8.64 with the producer's A_deq).
+    write its A_deq: where the producers' "auto" rule would (:func:`seam.ops.a_deq.resolve_a_deq`) and the GEMM
+    picked there with one reads it (``Tile.reads_a_deq``; the prefill path from K 2048 only).
+    "auto" knows M and K, not the consumer: it writes A_deq at K 3072-6144 from two tokens for the decode kernel,
+    which the 16-row kernel, when it takes the layer, never reads (an unread A_deq made the norm + MXFP8 -> gate_up
+    chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284), and at 65-128 tokens from K 256,
+    which the prefill path ignores below K 2048 (picked there for layers narrower than N 1024 or too wide for
+    one wave of two 64-token tiles).
 
     Raises:
         TypeError: ``m`` not an int. ValueError: ``m`` not positive.
@@ -461,15 +457,9 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
         raise ValueError(f"m must be a positive token count, got {m}")
     n, k = weight.values.shape
     tile = pick_tile(m, n, k, device, a_deq=True)
-    if not tile.reads_a_deq or tile.bf16_mm and k < PERMUTED_MIN_K:  # the prefill path reads it from K 2048
+    if not tile.reads_a_deq or tile.bf16_mm and k < PERMUTED_MIN_K:
         return False
-    if resolve_a_deq("auto", m, k, device):
-        return True
-    # where "auto" writes none, a GEMM that dequantizes the MXFP8 rows first writes A_deq in a launch of its own (past
-    # A_DEQ_MAX_M the producer's store costs about what that launch does: a_deq_pays)
-    if m > A_DEQ_MAX_M or runtime.tracing():
-        return False
-    return dequantizes_first(pick_tile(m, n, k, device), m, n, k, device, bf16_rows=False)
+    return resolve_a_deq("auto", m, k, device)
 
 
 def check_quantized_rows(name: str, qa: QuantizedActivation) -> torch.device:

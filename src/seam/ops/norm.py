@@ -305,7 +305,7 @@ def gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16: bool = Fals
     A_deq (BF16 [M, hidden], ``seam.formats.a_deq``; hidden a multiple of 128), which
     :func:`seam.mxfp8_linear`'s and the fused QKV op's Hopper GEMM then reads instead of
     dequantizing the MXFP8 rows; "auto" (default): where that GEMM gains (Hopper, 2-64 tokens, 1-64 at
-    hidden <= 2048 but 9-64 at hidden 512 and 768, 65-384 at hidden >= 2048,
+    hidden <= 2048 but 9-64 at hidden 512 and 768, 65-384 at hidden >= 2048 and 65-128 from 256,
     :func:`seam.kernels.wgmma_config.a_deq_pays`); False: never.
     Raises as :func:`gemma_fused_add_rms_norm_mxfp8`; TypeError for ``a_deq`` neither a bool nor a string,
     ValueError for another string or ``a_deq`` True with hidden not a multiple of 128.

@@ -132,7 +132,7 @@ def swiglu_oai_mxfp8(
             multiple of 128, swizzled scales), for a :class:`seam.QuantizedActivation` whose Hopper
             GEMM (the down projection) then reads it instead of dequantizing the MXFP8 rows; "auto": where
             that GEMM gains (Hopper, 2-64 tokens, 1-64 at I <= 2048 but 9-64 at I 512 and 768,
-            65-384 at I >= 2048, swizzled scales,
+            65-384 at I >= 2048 and 65-128 from 256, swizzled scales,
             :func:`seam.kernels.wgmma_config.a_deq_pays`); False (default): never.
 
     Returns:

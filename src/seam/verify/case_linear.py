@@ -144,12 +144,13 @@ def checks(ctx: Context) -> list[Check]:
         for m in ctx.pick([1, 8], [2])
     ]
     # given A_deq, the warp-specialized tiles a Hopper GPU picks only then or only at short K: the down projection's
-    # shape at 24 tokens (the 32-token tile, unsplit) and 100 (the streamed tile, unsplit), o_proj's (N 6144 x K
-    # 2048) at 24 (the 32-token tile at split 2)
+    # shape at 24 tokens (the 32-token tile, unsplit) and 100 (two 64-token tiles), o_proj's (N 6144 x K 2048) at 24
+    # (the 32-token tile at split 2) and 100 (two 64-token tiles), N 8192 x K 768 at 100 (the streamed tile, unsplit)
     out += [
         Check("mxfp8_linear[given A_deq]", m, f"N={n_} K={k_}",
               lambda m=m, n_=n_, k_=k_: _run(ctx, m, n_, k_, a_deq=True), rule=RULE)
-        for m, n_, k_ in ctx.pick([(24, 6144, 768), (100, 6144, 768), (24, 6144, 2048)], [(20, 256, 256)])
+        for m, n_, k_ in ctx.pick([(24, 6144, 768), (100, 6144, 768), (24, 6144, 2048), (100, 6144, 2048),
+                                   (100, 8192, 768)], [(20, 256, 256)])
     ]
     out += [
         Check("mxfp8_linear[in_gemm quant]", m, f"N={n} K={k}", lambda m=m: _run_in_gemm(ctx, m, n, k),
