@@ -54,8 +54,8 @@ import seam
 from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
+from seam.kernels import mxfp8_dequant
 from seam.kernels.mxfp8_gemm_config import pick_tile
-from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
 from seam.kernels.wgmma_config import A_DEQ_MAX_M
 from seam.ops.linear import wants_a_deq
 
@@ -163,7 +163,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
         r["tile"] += f"; A_deq: {_tile_name(deq_tile)}"  # the `seam A_deq` column's
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
     r["seam A_deq"] = "-"
-    if reads_a_deq or (m > A_DEQ_MAX_M and k % 128 == 0 and k >= PERMUTED_MIN_K):
+    if reads_a_deq or (m > A_DEQ_MAX_M and mxfp8_dequant.reads_a_deq(k)):
         with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
         r["seam A_deq"] = graph_time_us(lambda: seam.mxfp8_linear(with_deq, mx(), out=out))
     r["seam bf16 x"] = graph_time_us(lambda: seam.mxfp8_linear(x, mx(), out=out))

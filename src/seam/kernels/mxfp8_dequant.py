@@ -170,12 +170,17 @@ def _mm_bf16(a: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tenso
         matmul.allow_bf16_reduced_precision_reduction = before
 
 
-#: Smallest K at which the prefill path multiplies its operands in A_deq's K order (and so reads a given A_deq, which
-#: "auto" writes past 64 tokens only at K >= 2048, ``seam.kernels.wgmma_config.a_deq_pays``); below it natural order:
-#: the weight's permuted copy cost more there. H100 (2026-12-05, ``docs/benchmarks-log.md`` run 248, the weight's
+#: Smallest K at which the prefill path multiplies its operands in A_deq's K order (and so reads a given A_deq:
+#: :func:`reads_a_deq`); below it natural order: the weight's permuted copy cost more there. H100 (2026-12-05, ``docs/benchmarks-log.md`` run 248, the weight's
 #: dequantization alone, us, natural / permuted): N 6144 x K 768 4.80 / 5.56; at K >= 2048 -0.7 to +4 %
 #: (N 1536 x 6144 8.53 / 8.59, 2560 x 6144 15.39 / 16.05, 6144 x 2048 11.19 / 11.11, 4992 x 6144 33.43 / 33.85).
 PERMUTED_MIN_K = 2048
+
+
+def reads_a_deq(k: int) -> bool:
+    """Whether the prefill path at this K multiplies in A_deq's K order, and so reads a given A_deq
+    (:func:`launch_mxfp8_linear_bf16_mm`): K a multiple of 128 from :data:`PERMUTED_MIN_K`."""
+    return k % A_DEQ_STEP == 0 and k >= PERMUTED_MIN_K
 
 
 def launch_mxfp8_linear_bf16_mm(
@@ -194,7 +199,7 @@ def launch_mxfp8_linear_bf16_mm(
     GEMM runs on the fp32 copies of the same values, rounded by :func:`round_bf16_kernel`. Temporary memory:
     2 * (M + N) * K bytes of BF16 operands (2 * N * K where it reads ``a_deq``)."""
     m, k = xq.shape
-    permuted = k % A_DEQ_STEP == 0 and k >= PERMUTED_MIN_K
+    permuted = reads_a_deq(k)
     w = torch.empty(wq.shape, dtype=torch.bfloat16, device=out.device)
     if a_deq is not None and permuted:  # the weight alone: the activations' launch programs are none
         launch_mxfp8_dequant(xq[:0], xs, a_deq[:0], (wq, ws, w), permuted=True)

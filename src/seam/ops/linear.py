@@ -12,9 +12,8 @@ from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
-from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
+from seam.kernels import mxfp8_dequant, mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
-from seam.kernels.mxfp8_dequant import PERMUTED_MIN_K
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, MMA_ROWS_TILE, Tile, pick_tile
 from seam.kernels.mxfp8_quant import launch_mxfp8_quant
@@ -457,7 +456,7 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
         raise ValueError(f"m must be a positive token count, got {m}")
     n, k = weight.values.shape
     tile = pick_tile(m, n, k, device, a_deq=True)
-    if not tile.reads_a_deq or tile.bf16_mm and k < PERMUTED_MIN_K:
+    if not tile.reads_a_deq or tile.bf16_mm and not mxfp8_dequant.reads_a_deq(k):
         return False
     return resolve_a_deq("auto", m, k, device)
 
