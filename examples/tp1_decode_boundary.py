@@ -48,7 +48,7 @@ seam.init_fused_moe_finalize(hidden_size=H, max_num_tokens=M, top_k=TOP_K, fp32_
 attn_out, residual = rand(M, H), rand(M, H)
 
 # 1. residual add + post-attention Gemma RMSNorm + MXFP8 (and the BF16 rows, for the router): one launch
-qa, residual, normed = seam.allreduce_gemma_rms_norm_mxfp8(attn_out, residual, post_norm_w, EPS, group=None,
+qa, residual, normed = seam.allreduce_gemma_rms_norm_mxfp8(attn_out, residual, post_norm_w, EPS, comm=None,
                                                           also_bf16=True)
 
 # 2. shared expert: gate_up reads the norm's MXFP8 rows (no second quantization); SwiGLU-OAI + MXFP8 in one launch

@@ -60,7 +60,7 @@ def test_lamport_path_single_simulated_rank(device):
 def test_defer_still_checks_the_group(device):
     # A wrongly wired group surfaces while the caller defers, not only once it stops deferring.
     x, r, w = _inputs(device)
-    with pytest.raises(TypeError, match="group must be None or a seam.LamportAllReduce, got int"):
+    with pytest.raises(TypeError, match="comm must be None or a seam.LamportAllReduce, got int"):
         allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, 123, defer=True)
     with pytest.raises(TypeError, match="defer"):
         allreduce_gemma_rms_norm_mxfp8(x, r, w, 1e-6, defer="yes")

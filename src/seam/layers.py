@@ -185,7 +185,7 @@ class MXFP8Linear(torch.nn.Module):
         3072-6144 from two tokens "auto" writes an A_deq it never reads, 1.0-1.5 us of the norm -> gate_up chain,
         H100, ``docs/benchmarks-log.md`` runs 278 and 284), where the prefill path takes it below K 2048 (at 65-128
         tokens on layers narrower than N 1024 or too wide for one wave of two 64-token tiles), and off Hopper. The bytes
-        of the forward are the same either way. Spec: ``docs/spec/integration.md`` (A_deq).
+        of the forward are the same either way. Spec: ``docs/spec/integration.md`` (QuantizedActivation: its A_deq).
 
         Raises:
             TypeError: ``m`` not an int. ValueError: ``m`` not positive.

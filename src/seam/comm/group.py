@@ -127,6 +127,12 @@ class SimulatedGroup(Group):
     Args:
         tp: number of simulated ranks, 1 to :data:`MAX_SIMULATED_TP`.
         device: where the mailboxes live; default ``seam.runtime.kernel_device()``.
+
+    Raises:
+        TypeError: ``tp`` not an int; ``device`` not a torch.device, device string or CUDA index.
+        ValueError: ``tp`` outside [1, :data:`MAX_SIMULATED_TP`]; ``device`` one seam's kernels do not run on here
+            (meta, or CUDA on a machine without it).
+        RuntimeError: seam's kernels cannot run in this process (``seam.runtime.KERNELS_UNAVAILABLE``).
     """
 
     def __init__(self, tp: int, device: torch.device | str | None = None) -> None:

@@ -1,6 +1,6 @@
 """What every Lamport object shares: group, mailbox, split-step ledger, debug mode, path choice.
 
-``docs/spec/lamport.md`` (Protocol, Publish, Consumer). :class:`LamportBase` is subclassed by
+``docs/spec/lamport.md`` (State, Publish, Consumer). :class:`LamportBase` is subclassed by
 :class:`seam.ops.allreduce.LamportAllReduce` (plain contributions, the core consumer's epilogues),
 :class:`seam.ops.allreduce_moe.FinalizeAllReduceGemmaRMSNormMxfp8` (the MoE finalize publish,
 Consumer A) and :class:`seam.ops.allreduce_mhc.AllReduceMHC` (both publishes, its own mHC

@@ -1,6 +1,6 @@
 """AllReduceMHC: Lamport TP all-reduce fused with the DeepSeek-V4.1 mHC boundary.
 
-``docs/spec/lamport.md`` (protocol, MoE finalize publish, Consumer B). Each call is two
+``docs/spec/lamport.md`` (Publish, Consumer, MoE finalize publish, Consumer B). Each call is two
 launches: the Lamport core's publish (``seam.kernels.lamport``, plain or MoE finalize)
 and the mHC consumer (``seam.kernels.lamport_mhc``). Without peer access the same
 outputs come from an all-gather of the BF16 contributions and the fused mHC kernel,

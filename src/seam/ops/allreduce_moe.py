@@ -33,6 +33,10 @@ class UnfinalizedMoEOutput:
             only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs; without it the kernel skips
             an index outside [0, rows) like -1 and never reads out of bounds).
 
+    A plain container: building one checks nothing. The finalize calls that take it
+    (:class:`FinalizeAllReduceGemmaRMSNormMxfp8`, :func:`finalize_allreduce_gemma_rms_norm_mxfp8`) check every field
+    before any launch and raise TypeError / ValueError naming it.
+
     Spec: ``docs/spec/lamport.md`` (MoE finalize publish).
     """
 
@@ -50,6 +54,10 @@ class MoEOutput:
         shared_output: BF16 [M, hidden] TP-partial shared-expert output, required: the spec adds it
             to every token's sum, and its rows give M (an MoE without a shared expert passes zeros).
         routed_scaling_factor: must be 1.0 (the factor lives in ``expert_weights``).
+
+    A plain container: building one checks nothing. The finalize calls that take it
+    (:class:`FinalizeAllReduceGemmaRMSNormMxfp8`, :func:`finalize_allreduce_gemma_rms_norm_mxfp8`) check every field
+    before any launch and raise TypeError / ValueError naming it.
 
     Spec: ``docs/spec/lamport.md`` (MoE finalize publish).
     """

@@ -21,7 +21,7 @@ def allreduce_gemma_rms_norm_mxfp8(
     residual: torch.Tensor,
     weight: torch.Tensor,
     eps: float,
-    group: LamportAllReduce | None = None,
+    comm: LamportAllReduce | None = None,
     *,
     also_bf16: bool = False,
     defer: bool = False,
@@ -31,13 +31,13 @@ def allreduce_gemma_rms_norm_mxfp8(
 
     Paths:
 
-    * ``group`` None (TP 1): the fused add+norm+quant kernel
+    * ``comm`` None (TP 1): the fused add+norm+quant kernel
       (:func:`seam.gemma_fused_add_rms_norm_mxfp8`, ``docs/spec/norm_act.md``: the RMS of
       the unrounded fp32 sum).
-    * ``group`` a :class:`seam.LamportAllReduce` with peer access: the Lamport fused
+    * ``comm`` a :class:`seam.LamportAllReduce` with peer access: the Lamport fused
       all-reduce, consumer A (``docs/spec/lamport.md``: the RMS of the BF16-rounded
       residual_out).
-    * ``group`` without peer access: ``torch.distributed.all_reduce`` then the fused
+    * ``comm`` without peer access: ``torch.distributed.all_reduce`` then the fused
       kernel (the LamportAllReduce fallback).
     * ``defer=True``: returns None without doing anything, for a caller that owns a fused
       all-reduce + norm kernel of its own and only wants seam where that does not apply
@@ -45,11 +45,11 @@ def allreduce_gemma_rms_norm_mxfp8(
 
     Args:
         x: BF16 [M, hidden] this rank's partial sum (TP 1: the sublayer output), hidden a multiple
-            of 32 and <= 16384 (``group``'s hidden_size). Read only.
+            of 32 and <= 16384 (``comm``'s hidden_size). Read only.
         residual: BF16 [M, hidden]. Read only.
         weight: BF16 [hidden] Gemma weight (scale ``1 + w``).
         eps: RMSNorm epsilon.
-        group: None or the group's :class:`seam.LamportAllReduce` (built once per process;
+        comm: None or the TP group's :class:`seam.LamportAllReduce` (built once per process;
             its capacity bounds M).
         also_bf16: also return the BF16 normed rows (the MoE router needs them).
         defer: return None (see above).
@@ -65,21 +65,21 @@ def allreduce_gemma_rms_norm_mxfp8(
         ``(QuantizedActivation, residual_out, normed)``; None when ``defer``.
 
     Raises:
-        TypeError: ``group`` of another type, ``defer`` or ``also_bf16`` not a bool, ``a_deq`` neither a bool nor a
+        TypeError: ``comm`` of another type, ``defer`` or ``also_bf16`` not a bool, ``a_deq`` neither a bool nor a
             string (with ``defer`` too); otherwise as the path taken. With ``defer`` the tensors are not checked: they
             go to the caller's own kernel.
         ValueError: ``a_deq`` a string other than "auto" (with ``defer`` too); as the path taken (shapes, dtypes, M
             outside the capacity).
     """
-    if group is not None and not isinstance(group, LamportAllReduce):
+    if comm is not None and not isinstance(comm, LamportAllReduce):
         wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
-        hint = wrap if isinstance(group, Group) else ""
-        raise TypeError(f"group must be None or a seam.LamportAllReduce, got {type(group).__name__}{hint}")
+        hint = wrap if isinstance(comm, Group) else ""
+        raise TypeError(f"comm must be None or a seam.LamportAllReduce, got {type(comm).__name__}{hint}")
     if checks.flag("defer", defer):
         # the option flags are the caller's too: a wrong one surfaces while deferring, not once it stops
         checks.flag("also_bf16", also_bf16)
         check_a_deq(a_deq)
         return None
-    if group is None:
+    if comm is None:
         return gemma_norm_mxfp8_activation(x, residual, weight, eps, also_bf16, a_deq)
-    return group.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16, a_deq=a_deq)
+    return comm.all_reduce_gemma_rms_norm_mxfp8(x, residual, weight, eps, also_bf16=also_bf16, a_deq=a_deq)

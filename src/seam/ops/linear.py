@@ -246,7 +246,8 @@ def mxfp8_linear(
     (:class:`seam.MXFP8Weight`) gives BF16 [M, N]; K a multiple of 32. ``A_deq = e4m3 * 2^(s - 127)`` per
     32-element block (likewise W). Every path gives ``f32(A_deq) @ f32(W_deq)^T`` up to fp32 summation order,
     rounded to BF16 once; which kernel runs depends on M, K, N and the GPU (Paths, below).
-    Spec: ``docs/spec/integration.md`` (the hand-off), ``docs/spec/mxfp8.md`` (the quantization).
+    Spec: ``docs/spec/integration.md`` (QuantizedActivation, MXFP8 linear that accepts pre-quantized input),
+    ``docs/spec/mxfp8.md`` (the quantization).
 
     Example::
 
