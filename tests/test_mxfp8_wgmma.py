@@ -656,8 +656,9 @@ def test_smem_steps_at_the_measured_picks():
 
 def test_bf16_mul_at_the_measured_picks():
     """Run 132 (H200): BF16-multiply dequantization where the decode kernel's program converts steps into
-    shared memory before its PDL wait or has an SM to itself (faster at each measured shape), not where two
-    programs share an SM without such steps (slower there); run 134: the ring kernel always."""
+    shared memory before its PDL wait or has an SM to itself (faster at each measured shape; by its registers: the
+    64-row tile's programs of 2-3 steps with 2 early steps, run 344), not where two programs share an SM without such
+    steps (slower there); run 134: the ring kernel always."""
     faster = [(1, 6144, 2048), (8, 6144, 2048), (64, 6144, 2048), (1, 6144, 768), (8, 6144, 768), (32, 6144, 768),
               (64, 2560, 6144), (64, 4992, 6144)]
     slower = [(1, 2560, 6144), (8, 2560, 6144), (16, 2560, 6144), (8, 4992, 6144), (8, 1536, 6144)]
@@ -675,7 +676,8 @@ def test_bf16_mul_at_the_measured_picks():
                 if t.split_k <= k // 128 and t.num_stages <= mxfp8_wgmma.max_stages(t.block_m, k, t.split_k):
                     rules = wgmma_launch(t.block_m, k, t.split_k, t.num_stages)
                     alone = mxfp8_wgmma.shared_bytes(t.block_m, k, t.split_k, t.num_stages, rules.smem_steps) > \
-                        mxfp8_wgmma.TWO_PER_SM_BYTES
+                        mxfp8_wgmma.TWO_PER_SM_BYTES or rules.early_steps == 2 and \
+                        mxfp8_wgmma.max_steps(k, t.split_k) > 1
                     assert rules.bf16_mul == (rules.smem_steps > 0 or alone), (t, k)
 
 
@@ -701,6 +703,34 @@ def test_one_launch_rule_set_per_tile():
     assert wgmma_launch(128, 6144, 11, 2) == WgmmaLaunch(1, 8, 0, 1, bf16_mul=True)  # streams where given A_deq
     assert wgmma_launch(72, 6144, 6, 4) == WgmmaLaunch(1, 4, 0, 1, bf16_mul=True)
     assert wgmma_launch(96, 2048, 2, 4) == WgmmaLaunch(1, 2, 0, 1, bf16_mul=True)
+
+
+def test_two_early_steps_of_several_take_bf16_multiplies():
+    """The 64-row tile's programs of 2-3 K steps take 2 early steps; their registers keep one program per SM, so they
+    dequantize by BF16 multiplies (through fp32 they spilled; run 344). One-step programs, two per SM, keep fp32."""
+    for k, sk in [(896, 4), (1536, 6), (896, 3), (3584, 10), (2432, 10), (1920, 8)]:
+        rules = wgmma_launch(64, k, sk, 2)
+        assert rules.early_steps == 2 and rules.bf16_mul, (k, sk, rules)
+    rules = wgmma_launch(64, 1536, 12, 1)
+    assert rules.early_steps == 2 and not rules.bf16_mul
+    t = pick_wgmma_tile(33, 2432, 896, 132)
+    assert (t.block_m, t.split_k, t.num_stages, t.warp_specialized) == (64, 4, 2, False)
+    assert wgmma_launch(64, 896, t.split_k, t.num_stages).bf16_mul
+
+
+@needs_tool
+def test_two_early_steps_of_several_compile_for_sm90_without_spills():
+    """Those launches as launched (BF16 multiplies), on E4M3 rows and on A_deq: no spills (fp32: 255 registers and
+    16-24 bytes of spills)."""
+    runs = [(2, 4, 896, False), (2, 4, 896, True), (2, 3, 896, False), (2, 10, 3584, True)]
+    results = with_tool(
+        f"for st, sk, k, a_deq in {runs!r}:\n"
+        "    r = tool.resources('wgmma', 64, split_k=sk, num_stages=st, k=k, a_deq=a_deq, warp_specialized=False)\n"
+        "    print(json.dumps([st, sk, k, a_deq, r]))\n"
+    )
+    assert len(results) == len(runs)
+    for *config, r in results:
+        assert r["stack_bytes"] == 0 and r["registers"] <= 168, (config, r)
 
 
 def _streamed(m: int, n: int, k: int, sms: int = 132) -> bool:

@@ -572,7 +572,9 @@ def two_token_tiles_split(m: int, tiles: int, steps: int, sms: int, streamed_spl
     -> 8.72 | 12.18 | 12.15; N 2048 x K 1536 (split 2) 10.02 | 11.36 | 11.30 -> 6.96 | 10.61 | 9.58; N 4096 x K
     256 6.67 | 8.07 | 7.89 -> 2.68 | 6.14 | 4.86. Not measured: K 128 (one step; left out), 129-256 tokens, MXFP8 or
     BF16 rows without A_deq (the tiles' path writes it first, as the streamed tile's does), SM counts other than
-    132; the fused QKV op's partials keep the streamed tiles (:func:`pick_wgmma_tile`)."""
+    132. The fused QKV op's partials keep the streamed tiles (:func:`pick_wgmma_tile`): there two tiles lost at 97-128
+    tokens (H200, run 344, the op given A_deq, N 2560 at split 3 1.06-1.08x back to back, 1.02-1.03x fenced; N 4992
+    1.45-1.81x at splits 1-3), whose epilogue sums the partials anyway."""
     if not TWO_TOKEN_TILES_MIN_TILES <= tiles <= sms // 2 or steps < 2:
         return None
     if steps * mxfp8_wgmma.BLOCK_K.value < STREAMED_MIN_K:

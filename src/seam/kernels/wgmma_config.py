@@ -246,8 +246,9 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
     :func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`): tiles above :data:`RESIDENT_MAX_M` rows always (the ring
     kernel, which converts every step into shared memory, and the decode kernel's streamed tile, one program per
     SM: measured so in runs 176-177); the decode kernel's other tiles where it converts steps into shared memory
-    before its PDL wait (``smem_steps``) or where its program has an SM to itself
-    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`).
+    before its PDL wait (``smem_steps``) or where its program has an SM to itself: by its shared memory
+    (:data:`~seam.kernels.mxfp8_wgmma.TWO_PER_SM_BYTES`), or by its registers, the 64-row tile's programs of 2-3 K steps
+    that take 2 early steps (:func:`wgmma_early_steps`).
 
     Fewer instructions per step (220 against 293 in the 8-token loop's sm_90 SASS; none of the fp32
     multiplies and widenings), but more of them on the integer pipe. H200 (2026-12-04, ``docs/benchmarks-log.md``
@@ -259,8 +260,19 @@ def wgmma_bf16_mul(block_m: int, k: int, split_k: int, stages: int, smem_steps: 
     11.39 -> 12.28, N 1536 x K 6144 M 8 7.71 -> 8.12 / 6.92 -> 7.11 (at M 32 mixed: 0.93-0.96 on BF16 x,
     1.09-1.13 on A_deq). The ring kernel given A_deq (run 134): 1.2-4.2% faster at every picked tile measured
     (N 2560, 3072, 4992, 1536 x K 6144 and N 6144 x K 2048, 65-256 tokens; N 4992 M 256 42.41 -> 40.79).
+
+    The 64-row tile's programs of 2-3 K steps with 2 early steps hold 255 registers through fp32 and spill 16-24
+    bytes (sm_90; 140-168 registers by BF16 multiplies, no spills): one program per SM either way. H200
+    (2026-12-07, ``docs/benchmarks-log.md`` run 344, the GEMM alone, weights past L2, 33 and 64 tokens on MXFP8 rows
+    and given A_deq, 12 of the 13 such launches the picker takes at 2-64 tokens on 132 SMs, in 9 shapes from N 896 x
+    K 2432 to N 4352 x K 896): BF16 multiplies took 0.82-0.93x the fp32 time back to back and 0.89-0.96x fenced at
+    all 30 points (N 2432 x K 896 M 33 6.19 -> 5.64 us, N 1280 x K 3584 M 64 given A_deq 7.28 -> 5.95). One early
+    step through fp32 instead (no spills either) was 1.08-1.36x back to back, but where the programs' partials are
+    summed apart (split 10) 0.81-0.89x, within 0.03 of BF16 multiplies.
     """
     if block_m > RESIDENT_MAX_M:
+        return True
+    if wgmma_early_steps(block_m, k, split_k, smem_steps) == 2 and mxfp8_wgmma.max_steps(k, split_k) >= 2:
         return True
     return smem_steps > 0 or mxfp8_wgmma.shared_bytes(block_m, k, split_k, stages, smem_steps) > \
         mxfp8_wgmma.TWO_PER_SM_BYTES
