@@ -1149,7 +1149,7 @@ def test_warp_specialized_partials_are_the_landed_kernels_gpu(monkeypatch, m, n,
                                       (64, 6144, 2048, True), (48, 200, 2048, True), (64, 1536, 6144, False),
                                       (64, 6144, 768, True), (33, 6144, 256, True), (40, 4096, 1024, True),
                                       (50, 3000, 512, True), (36, 6144, 128, True), (64, 2048, 768, False),
-                                      (48, 6144, 1536, False)])
+                                      (48, 6144, 1536, False), (64, 2048, 1536, False)])
 def test_bit_exact_64_row_tile_given_a_deq_gpu(monkeypatch, m, n, k, ws):
     """33-64 tokens given A_deq: the picked tile (warp-specialized at the one-wave split where it is at most 6 and K
     >= 2048, unsplit at K <= 1024 where ws_whole_k says, else the plain decode kernel's) gives the exact sums'
@@ -1167,7 +1167,8 @@ def test_bit_exact_64_row_tile_given_a_deq_gpu(monkeypatch, m, n, k, ws):
 @pytest.mark.gpu
 @pytest.mark.parametrize("bf16_rows", [False, True])
 @pytest.mark.parametrize("m,n,k,ws", [(64, 6144, 768, True), (33, 3072, 768, True), (40, 3000, 512, True),
-                                      (36, 6144, 128, True), (64, 4096, 1024, False), (48, 2048, 768, False)])
+                                      (36, 6144, 128, True), (64, 4096, 1024, False), (48, 2048, 768, False),
+                                      (33, 2432, 896, False)])
 def test_bit_exact_64_row_tile_on_rows_gpu(monkeypatch, m, n, k, ws, bf16_rows):
     """33-64 tokens on MXFP8 rows without A_deq, or on BF16 rows: where ws_whole_k takes the shape (K <= 768) the
     unsplit warp-specialized tile runs after its path's own A_deq launch, else the plain decode kernel; both give the
@@ -1421,16 +1422,21 @@ def test_random_and_edge_rows_match_the_tl_kernel_gpu(m):
 @pytest.mark.parametrize("n,k", [(2560, 6144), (6144, 2048), (200, 2048)])
 @pytest.mark.parametrize("m", [65, 72, 73, 80, 81, 96, 100, 128])
 def test_bit_exact_streamed_tile_gpu(m, n, k):
-    """Exact sums at the picked 64 + tail and 128-token tiles: on MXFP8 rows and on BF16 rows (A_deq written by
-    its dequantization launch, BF16 rows quantized there) and given the producer's A_deq, the exact bytes."""
+    """Exact sums at the 64 + tail and 128-token tiles (the fused QKV op's picks; mxfp8_linear's too but at 97-128
+    tokens on N 2560 and 6144, where it picks two 64-token tiles, also run): on MXFP8 rows and on BF16 rows (A_deq
+    written by its dequantization launch, BF16 rows quantized there) and given the producer's A_deq, the exact
+    bytes."""
     x, w, want = exact_block_inputs(m, n, k, seed=m + n)
+    streamed = pick_wgmma_tile(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, partials=True)
+    assert streamed.block_m == (STREAMED_BLOCK_M if m > 96 else 72 if m <= 72 else 80 if m <= 80 else 96)
     tile = pick_tile(m, n, k, x.device)
-    assert tile.wgmma and tile.block_m == (STREAMED_BLOCK_M if m > 96 else 72 if m <= 72 else 80 if m <= 80 else 96)
-    assert not tile.ring
+    assert tile == streamed or (m > 96 and n > 200 and tile.block_m == RESIDENT_MAX_M and tile.warp_specialized)
     xq, xs = seam.mxfp8_quantize(x)
     given = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
-    for got in linear_both_paths(x, w, tile) + [seam.mxfp8_linear(given, w, tile=tile)]:
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), tile
+    for t in {tile, streamed}:
+        assert t.wgmma and not t.ring
+        for got in linear_both_paths(x, w, t) + [seam.mxfp8_linear(given, w, tile=t)]:
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), t
 
 
 @pytest.mark.gpu
@@ -1457,22 +1463,27 @@ def test_poisoned_split_k_workspace_never_reaches_the_output_gpu(monkeypatch, m,
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(65, 2560, 6144), (90, 6144, 2048), (128, 6144, 2048), (100, 200, 2048)])
 def test_streamed_tile_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
-    """At the picked 64 + tail and 128-token tiles (warp-specialized at these splits), BF16-multiply dequantization
-    (what a quantized weight gets) and the fp32 path (a weight that does not allow it) give the same bytes on
-    random sums."""
+    """At the picked 64 + tail and 128-token tiles (warp-specialized at these splits), and where the picker takes two
+    64-token tiles at 97-128 tokens at those too and at the 128-token tile (the QKV op's pick), BF16-multiply
+    dequantization (what a quantized weight gets) and the fp32 path (a weight that does not allow it) give the same
+    bytes on random sums."""
     w = _wide_scale_weight(n, k, seed=m + n)
     x = (torch.randn(m, k, generator=torch.Generator().manual_seed(m)) * 4).to(torch.bfloat16).cuda()
-    tile = pick_tile(m, n, k, x.device)
-    assert tile.block_m > RESIDENT_MAX_M and not tile.ring
+    tiles = [pick_tile(m, n, k, x.device)]
+    if tiles[0].block_m == RESIDENT_MAX_M:  # two 64-token tiles
+        tiles.append(pick_wgmma_tile(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count,
+                                     partials=True))
+    assert tiles[-1].block_m > RESIDENT_MAX_M and not any(t.ring for t in tiles)
     launched = []
     for module, name in ((mxfp8_wgmma, "launch_mxfp8_linear_wgmma"), (mxfp8_wgmma_ws, "launch_mxfp8_linear_wgmma_ws")):
         monkeypatch.setattr(module, name, lambda *args, _l=getattr(module, name), **kw:
                             launched.append(kw["bf16_mul"]) or _l(*args, **kw))
-    on = seam.mxfp8_linear(x, w)
+    on = [seam.mxfp8_linear(x, w, tile=t) for t in tiles]
     monkeypatch.setattr(mxfp8_wgmma, "bf16_mul_exact", lambda facts: False)  # read by mxfp8_linear
-    off = seam.mxfp8_linear(x, w)
-    assert launched == [True, False]
-    assert torch.equal(on.view(torch.int16), off.view(torch.int16))
+    off = [seam.mxfp8_linear(x, w, tile=t) for t in tiles]
+    assert launched == [True] * len(tiles) + [False] * len(tiles)
+    for a, b in zip(on, off):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
 
 
 @pytest.mark.gpu
@@ -1652,7 +1663,7 @@ def _wide_scale_weight(n: int, k: int, seed: int) -> seam.MXFP8Weight:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n,k", [(6144, 768), (6144, 2048), (2560, 6144), (200, 512)])
+@pytest.mark.parametrize("n,k", [(6144, 768), (6144, 2048), (2560, 6144), (200, 512), (2432, 896)])
 @pytest.mark.parametrize("m", [1, 8, 13, 33, 64])
 def test_bf16_mul_writes_the_fp32_paths_bytes_gpu(monkeypatch, m, n, k):
     """At the decode kernel's pick (where the 16-row kernel takes the shape, the tile BF16 rows get there),
