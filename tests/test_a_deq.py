@@ -634,7 +634,7 @@ def test_a_deq_pays_on_hopper_where_the_gluon_gemms_read_it(monkeypatch):
                for m in range(65, 129))  # streamed
     # at 65-128 tokens below K 2048 two 64-token tiles or a streamed tile read it, where they take the shape; the
     # prefill path, else, does not (a_deq_pays knows K, not N)
-    assert mxfp8_gemm_config.pick_wgmma_tile(100, 3072, 768, 132).reads_a_deq
+    assert mxfp8_gemm_config.pick_wgmma_tile(100, 3072, 768, 132).reads_a_deq(768)
     assert mxfp8_gemm_config.pick_wgmma_tile(100, 896, 768, 132) is None
     assert not any(wgmma_config.a_deq_pays(m, 6100, cpu) for m in range(1, 500))
     assert resolve_a_deq("auto", 2, 6144, cpu) and not resolve_a_deq("auto", 1, 6144, cpu)

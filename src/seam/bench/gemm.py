@@ -54,7 +54,6 @@ import seam
 from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
-from seam.kernels import mxfp8_dequant
 from seam.kernels.mxfp8_gemm_config import pick_tile
 from seam.kernels.wgmma_config import A_DEQ_MAX_M
 from seam.ops.linear import wants_a_deq
@@ -158,12 +157,12 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
     tile, tl_tile = pick_tile(m, n, k, dev), pick_tile(m, n, k, dev, tl_only=True)
     one = torch.ones((), device=dev)
     r = {"layer": layer, "N": n, "K": k, "M": m, "tile": _tile_name(tile)}
-    reads_a_deq = wants_a_deq(m, weight, dev)
-    if reads_a_deq and (deq_tile := pick_tile(m, n, k, dev, a_deq=True)) != tile:
+    reads_a_deq, deq_tile = wants_a_deq(m, weight, dev), pick_tile(m, n, k, dev, a_deq=True)
+    if reads_a_deq and deq_tile != tile:
         r["tile"] += f"; A_deq: {_tile_name(deq_tile)}"  # the `seam A_deq` column's
     r["seam"] = graph_time_us(lambda: seam.mxfp8_linear(act, mx(), out=out))
     r["seam A_deq"] = "-"
-    if reads_a_deq or (m > A_DEQ_MAX_M and mxfp8_dequant.reads_a_deq(k)):
+    if reads_a_deq or (m > A_DEQ_MAX_M and deq_tile.reads_a_deq(k)):
         with_deq = seam.QuantizedActivation(xq, xs, torch.bfloat16, (m, k), a_deq=a_deq_from_mxfp8(xq, xs))
         r["seam A_deq"] = graph_time_us(lambda: seam.mxfp8_linear(with_deq, mx(), out=out))
     r["seam bf16 x"] = graph_time_us(lambda: seam.mxfp8_linear(x, mx(), out=out))

@@ -72,7 +72,7 @@ def launch_gluon(
         launch_mxfp8_mma_rows(xq, xs, wq, ws, out, tile.num_warps, use_pdl, bf16_mul=weight_bf16_mul,
                               block_m=tile.block_m)
         return out
-    if not a_deq_readable(a_deq) or not tile.reads_a_deq:
+    if not a_deq_readable(a_deq) or not tile.reads_a_deq(xq.shape[1]):
         a_deq = None
     else:
         xq, xs = a_deq, None

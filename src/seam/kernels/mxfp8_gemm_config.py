@@ -23,7 +23,7 @@ import torch
 import triton
 
 from seam import runtime
-from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
+from seam.kernels import mxfp8_dequant, mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.wgmma_config import (
     RESIDENT_MAX_M,
     STREAMED_BLOCK_M,
@@ -80,12 +80,15 @@ class Tile:
         """A ``wgmma`` tile of the 16-row kernel (``block_n`` 16, :mod:`seam.kernels.mxfp8_mma_rows`)."""
         return self.wgmma and self.block_n == mxfp8_mma_rows.BLOCK_N.value
 
-    @property
-    def reads_a_deq(self) -> bool:
-        """Whether this tile's path reads a given (TMA-readable) A_deq in place of the MXFP8 rows: the prefill path,
-        the Gluon decode kernel and its warp-specialized form do; the 16-row kernel, the ring kernel and the tl kernel
-        ignore it (``seam.kernels.gluon_launch.launch_gluon``, ``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``)."""
-        return self.bf16_mm or (self.wgmma and not (self.ring or self.mma_rows))
+    def reads_a_deq(self, k: int) -> bool:
+        """Whether this tile's path reads a given (TMA-readable) A_deq in place of the MXFP8 rows at K ``k``: the
+        Gluon decode kernel and its warp-specialized form do, the prefill path where it multiplies in A_deq's K order
+        (:func:`seam.kernels.mxfp8_dequant.reads_a_deq`: from K 2048); the 16-row kernel, the ring kernel and the tl
+        kernel ignore it (``seam.kernels.gluon_launch.launch_gluon``,
+        ``seam.kernels.mxfp8_gemm.launch_mxfp8_linear``)."""
+        if self.bf16_mm:
+            return mxfp8_dequant.reads_a_deq(k)
+        return self.wgmma and not (self.ring or self.mma_rows)
 
     def to_args(self) -> tuple:
         """The fields in order, as the flat arguments of a custom op (which cannot take a Tile)."""

@@ -12,7 +12,7 @@ from seam import checks, runtime
 from seam.formats.activation import QuantizedActivation
 from seam.formats.mxfp8 import ScaleLayout
 from seam.formats.mxfp8_weight import MXFP8Weight, measure_byte_facts
-from seam.kernels import mxfp8_dequant, mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
+from seam.kernels import mxfp8_mma_rows, mxfp8_wgmma, mxfp8_wgmma_ring, mxfp8_wgmma_ws, wgmma_config
 from seam.kernels.gluon_launch import a_deq_readable, dequantizes_first
 from seam.kernels.mxfp8_gemm import launch_mxfp8_linear
 from seam.kernels.mxfp8_gemm_config import BF16_MM_TILE, GEMV_TILE, MMA_ROWS_TILE, Tile, pick_tile
@@ -442,7 +442,7 @@ def mxfp8_linear(
 def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     """Whether the producer of an M-token activation for :func:`mxfp8_linear` with ``weight`` on ``device`` should
     write its A_deq: where the producers' "auto" rule would (:func:`seam.ops.a_deq.resolve_a_deq`) and the GEMM
-    picked there with one reads it (``Tile.reads_a_deq``; the prefill path from K 2048 only).
+    picked there with one reads it (``Tile.reads_a_deq``: the prefill path from K 2048 only).
     "auto" knows M and K, not the consumer: it writes A_deq at K 3072-6144 from two tokens for the decode kernel,
     which the 16-row kernel, when it takes the layer, never reads (an unread A_deq made the norm + MXFP8 -> gate_up
     chain 1.0-1.5 us slower, H100, ``docs/benchmarks-log.md`` runs 278 and 284), and at 65-128 tokens from K 256,
@@ -456,10 +456,7 @@ def wants_a_deq(m: object, weight: MXFP8Weight, device: torch.device) -> bool:
     if m < 1:
         raise ValueError(f"m must be a positive token count, got {m}")
     n, k = weight.values.shape
-    tile = pick_tile(m, n, k, device, a_deq=True)
-    if not tile.reads_a_deq or tile.bf16_mm and not mxfp8_dequant.reads_a_deq(k):
-        return False
-    return resolve_a_deq("auto", m, k, device)
+    return pick_tile(m, n, k, device, a_deq=True).reads_a_deq(k) and resolve_a_deq("auto", m, k, device)
 
 
 def check_quantized_rows(name: str, qa: QuantizedActivation) -> torch.device:

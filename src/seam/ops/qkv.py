@@ -551,7 +551,7 @@ def qkv_warmup(
 def tiles_fed_a_deq(picks: dict[int, Tile], a_deq: bool | str, k: int, device: torch.device) -> set[Tile]:
     """The Gluon decode tiles among ``picks`` (M -> tile) that get an A_deq where the activations' producers
     take ``a_deq`` (:func:`seam.ops.a_deq.resolve_a_deq`)."""
-    return {t for m, t in picks.items() if t.wgmma and t.reads_a_deq and resolve_a_deq(a_deq, m, k, device)}
+    return {t for m, t in picks.items() if t.wgmma and t.reads_a_deq(k) and resolve_a_deq(a_deq, m, k, device)}
 
 
 def _run_once_each(
