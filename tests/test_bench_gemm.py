@@ -63,13 +63,13 @@ def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
                      "best seam / cuBLAS BF16 chain": 27.0 / 25.0}]
 
 
-def test_gemm_table_splits_times_from_ratios(monkeypatch):
+def test_gemm_table_splits_times_from_ratios(monkeypatch, device):
     """The per-call times and their ratios print as two tables (one of 20 columns wrapped cell by cell in a
-    terminal), each row's layer and shape in both; every column is one the bench writes into a row (a CPU row here,
-    the timer stubbed: nothing it times runs)."""
+    terminal), each row's layer and shape in both; every column is one the bench writes into a row (a row on the
+    device seam's kernels run on here, the timer stubbed: nothing it times runs)."""
     monkeypatch.setattr(gemm, "graph_time_us", lambda fn, **_: 2.0)
     monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
-    written = gemm._row("down", 256, 256, 24, torch.device("cpu"), torch.Generator().manual_seed(0), False)
+    written = gemm._row("down", 256, 256, 24, device, torch.Generator().manual_seed(0), False)
     assert set(gemm.TIME_COLS + gemm.RATIO_COLS) <= set(written)
     row = dict(written, **{"seam A_deq": 4.15, "cuBLAS FP8": 4.67, "seam A_deq / cuBLAS FP8": 4.15 / 4.67})
     times, ratios = gemm._gemm_tables([row])

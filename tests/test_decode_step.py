@@ -68,7 +68,7 @@ def test_gpu_full_shapes(m):
     assert mhc_ok(compare_mhc(MhcBoundary(MhcShape(), m, dev)))
 
 
-def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch):
+def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch, device):
     """``seam bench step`` (one token) prints a line as each boundary finishes, writes step.json into $SEAM_OUT and
     names the file it wrote."""
     monkeypatch.setenv("SEAM_OUT", str(tmp_path))
@@ -81,7 +81,8 @@ def test_bench_step_writes_its_results_where_it_says(tmp_path, monkeypatch):
     # what "agree" checks, and the shapes, in words (not the dataclass repr)
     assert "minimax residual rel L2 <= 0.05, q rel L2 <= 0.08, kv bytes differ % <= 20" in buf.getvalue()
     assert "mhc residual max ulp <= 0, layer input rel L2 <= 0.01" in buf.getvalue()
-    assert "MiniMax-M3.1 boundary (tp 2, hidden 256," in buf.getvalue() and "MiniMaxShape(" not in buf.getvalue()
+    shape = "tp 4, hidden 6144," if device.type == "cuda" else "tp 2, hidden 256,"  # the full shapes on a GPU
+    assert f"MiniMax-M3.1 boundary ({shape}" in buf.getvalue() and "MiniMaxShape(" not in buf.getvalue()
 
 
 @pytest.mark.gpu
