@@ -426,6 +426,16 @@ def test_row_major_checkpoint_scales_are_swizzled_on_load(device, assign):
     odd_k = {"weight_values": torch.zeros(n, 100, dtype=torch.uint8, device=device), "weight_scales": row_major}
     with pytest.raises(RuntimeError, match="size mismatch for weight_values"):  # torch's own check, collected
         _layer(device, seed=0).load_state_dict(odd_k, assign=assign)
+    # values of another K than the layer's: their size mismatch is the error, not the scales' form (which
+    # would name the wrong K's sizes); the layer's own swizzled scales, matching, stay out with them
+    layer = _layer(device, seed=0)
+    before = layer.weight_scales.clone()
+    wide_k = {"weight_values": torch.zeros(n, k + 32, dtype=torch.uint8, device=device),
+              "weight_scales": source.weight_scales}
+    with pytest.raises(RuntimeError, match="size mismatch for weight_values") as err:
+        layer.load_state_dict(wide_k, assign=assign)
+    assert "weight_scales: not loaded, since a weight's values and scales load together" in str(err.value)
+    assert "expected the weight scales" not in str(err.value) and bytes_equal(layer.weight_scales, before)
     for bad in (row_major.t(), row_major.flatten(), row_major[:, :-1]):
         with pytest.raises(RuntimeError, match=rf"weight_scales: expected the weight scales flat 128x4-swizzled "
                            rf"\[{seam.mxfp8_scale_numel(n, k)}\] or row-major \[{n}, {k // 32}\]"):

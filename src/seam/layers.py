@@ -141,8 +141,9 @@ class MXFP8Linear(torch.nn.Module):
         a flattened row-major tensor has the same size: keep row-major scales 2-D). Returns the refused keys."""
         key, scales = prefix + "weight_scales", state_dict.get(prefix + "weight_scales")
         values = state_dict.get(prefix + "weight_values", self.weight_values)
-        if not isinstance(scales, torch.Tensor) or not isinstance(values, torch.Tensor) or values.dim() != 2:
-            return []
+        if (not isinstance(scales, torch.Tensor) or not isinstance(values, torch.Tensor)
+                or values.shape != self.weight_values.shape):
+            return []  # torch's size check reports the values, and the scales load only with them (_load_together)
         n, k = values.shape
         if k <= 0 or k % 32:
             return []  # no MXFP8 weight: torch's size check reports the values

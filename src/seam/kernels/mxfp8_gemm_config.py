@@ -881,8 +881,8 @@ QKV_TOKEN_TILES_MAX_M = 1024
 def pick_qkv_tile(m: int, n: int, k: int, device: torch.device, *, tl_only: bool = False) -> Tile:
     """The fused QKV op's tile for M tokens: :func:`pick_tile`'s Gluon decode or prefill tile where it
     picks one (the op then runs that GEMM into an fp32 accumulator and the epilogue kernel on it,
-    ``seam.kernels.qkv_epilogue.launch_qkv``; the warp-specialized token tiles' partials the epilogue reads across
-    token tiles, the wide tiles' included), but the prefill path's above :data:`QKV_TOKEN_TILES_MAX_M` tokens (where
+    ``seam.kernels.qkv_epilogue.launch_qkv_epilogue``; the warp-specialized token tiles' partials the epilogue reads
+    across token tiles, the wide tiles' included), but the prefill path's above :data:`QKV_TOKEN_TILES_MAX_M` tokens (where
     torch has it: ``bf16_mm_supported``; else the token tiles stay); else,
     or with ``tl_only``, its tl choice refit to the registers the fused kernel's epilogue takes.
 
