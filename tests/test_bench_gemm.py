@@ -64,10 +64,11 @@ def test_norm_chain_times_decode_and_prefill_rows(monkeypatch, device):
 
 
 def test_gemm_table_splits_times_from_ratios(monkeypatch, device):
-    """The per-call times and their ratios print as two tables (one of 20 columns wrapped cell by cell in a
+    """The per-call times and their ratios print as two tables (one of 21 columns wrapped cell by cell in a
     terminal), each row's layer and shape in both; every column is one the bench writes into a row (a row on the
     device seam's kernels run on here, the timer stubbed: nothing it times runs)."""
     monkeypatch.setattr(gemm, "graph_time_us", lambda fn, **_: 2.0)
+    monkeypatch.setattr(gemm, "weight_stream_us", lambda nbytes, dev: 1.6)
     monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
     written = gemm._row("down", 256, 256, 24, device, torch.Generator().manual_seed(0), False)
     assert set(gemm.TIME_COLS + gemm.RATIO_COLS) <= set(written)
@@ -79,3 +80,4 @@ def test_gemm_table_splits_times_from_ratios(monkeypatch, device):
     assert not set(gemm.TIME_COLS[4:]) & set(gemm.RATIO_COLS)  # no column in both
     assert list(ratios.columns[gemm.RATIO_COLS.index("seam A_deq / cuBLAS FP8")].cells) == ["0.89"]
     assert list(times.columns[gemm.TIME_COLS.index("seam A_deq")].cells) == ["4.15"]
+    assert list(ratios.columns[gemm.RATIO_COLS.index("seam / weight stream")].cells) == ["1.25"]  # 2.0 / 1.6

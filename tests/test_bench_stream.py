@@ -3,7 +3,9 @@ every word of its destination, nothing outside them, and what it writes depends 
 
 from __future__ import annotations
 
+import functools
 import io
+import operator
 
 import pytest
 import torch
@@ -131,3 +133,22 @@ def test_swiglu_and_quant_bench_rows_have_stream(monkeypatch, device, name, time
     assert row["stream us"] == 1.5 and row[ratio_key] == 1.5 / times[seam_key]
     assert row["floor us"] == pytest.approx((read + written) / 4.23e6 + 0.54)
     assert row[ratio_key.replace("stream", "floor")] == row["floor us"] / times[seam_key]
+
+
+@pytest.mark.parametrize("n_src", [4096, 10000])
+def test_read_kernel_reads_every_word_once(device, n_src):
+    """The GEMM benchmark's weight stream: program p writes the XOR of source words [4096 p, 4096 p + 4096) (the last
+    slab cut at the end: the guard words past it, which would change the XOR, are not read)."""
+    g = torch.Generator().manual_seed(n_src)
+    src_buf = torch.full((n_src + GUARD,), 1 << 20, dtype=torch.int32)
+    src_buf[:n_src] = torch.randint(-(1 << 30), 1 << 30, (n_src,), generator=g, dtype=torch.int32)
+    programs = -(-n_src // stream.READ_SLAB)
+    out = torch.full((programs,), -7, dtype=torch.int32, device=device)
+    stream.launch_read(src_buf.to(device)[:n_src], out)
+    slabs = torch.nn.functional.pad(src_buf[:n_src], (0, programs * stream.READ_SLAB - n_src)).view(programs, -1)
+    assert out.cpu().tolist() == [functools.reduce(operator.xor, slab.tolist()) for slab in slabs]
+
+
+def test_weight_stream_us_refuses_no_bytes():
+    with pytest.raises(ValueError, match="nbytes must be positive, got 0"):
+        stream.weight_stream_us(0, device="cpu")

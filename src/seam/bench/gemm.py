@@ -30,8 +30,11 @@ back-to-back calls, ``timing.graph_time_us``; weights rotated over copies exceed
   import or there is no CUDA device (the reason is printed once), ``mismatch <err>`` where its output is off
   x @ W_deq^T (``_humming_us``), ``error`` where it raised (printed);
 * ``floor``: MXFP8 weight bytes (values + scales) / 4.23 TB/s + one 0.54 us launch;
+* ``weight stream``: one launch that only reads as many bytes, rotated past L2, 16 KB a program, with no PDL
+  (``seam.bench.stream.weight_stream_us``; issue 18's targets are ratios to it);
 * ``seam TFLOP/s``: 2 M N K / ``seam``; ``seam / cuBLAS FP8``, ``seam A_deq / cuBLAS FP8``, ``seam / humming``,
-  ``seam / cuBLAS BF16``, ``seam A_deq / cuBLAS BF16``, ``seam / tl`` and ``floor / seam``: ratios, in a second table
+  ``seam / cuBLAS BF16``, ``seam A_deq / cuBLAS BF16``, ``seam / tl``, ``seam / weight stream`` and ``floor / seam``:
+  ratios, in a second table
   after the times.
 
 A last table times seam's norm -> GEMM chain (``allreduce_gemma_rms_norm_mxfp8`` at TP 1, i.e. the fused norm + MXFP8
@@ -52,6 +55,7 @@ from rich.table import Table
 
 import seam
 from seam.bench.linear import SHAPES as TP4_SHAPES  # the MiniMax-M3.1 TP4 layers: gate_up, down, o_proj, qkv
+from seam.bench.stream import weight_stream_us
 from seam.bench.timing import floor_us, graph_time_us, rotating
 from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.kernels.mxfp8_gemm_config import pick_tile
@@ -177,6 +181,8 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
             print(f"humming at {layer} M {m}: {type(exc).__name__}: {exc}")
             r["humming"] = "error"
     r["floor"] = floor_us(weight_bytes)
+    r["weight stream"] = weight_stream_us(weight_bytes, dev)
+    r["seam / weight stream"] = r["seam"] / r["weight stream"]
     r["seam / tl"] = r["seam"] / r["seam tl"]
     r["seam / cuBLAS FP8"] = r["seam"] / r["cuBLAS FP8"]
     r["seam / humming"] = r["seam"] / r["humming"] if isinstance(r["humming"], float) else float("nan")
@@ -281,9 +287,10 @@ def _table(title: str, rows: list[dict], cols: list[str]) -> Table:
 #: The GEMM table's times (us) and, in a second table, their ratios: one table of both was 20 columns, which a
 #: terminal wraps cell by cell.
 TIME_COLS = ["layer", "N", "K", "M", "tile", "seam", "seam A_deq", "seam bf16 x", "seam tl", "cuBLAS FP8", "cuBLAS BF16",
-             "humming", "floor"]
+             "humming", "floor", "weight stream"]
 RATIO_COLS = ["layer", "N", "K", "M", "seam / cuBLAS FP8", "seam A_deq / cuBLAS FP8", "seam / humming",
-              "seam / cuBLAS BF16", "seam A_deq / cuBLAS BF16", "seam / tl", "floor / seam", "seam TFLOP/s"]
+              "seam / cuBLAS BF16", "seam A_deq / cuBLAS BF16", "seam / tl", "seam / weight stream", "floor / seam",
+              "seam TFLOP/s"]
 
 
 def _gemm_tables(rows: list[dict]) -> list[Table]:
@@ -307,7 +314,7 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
             # progress, so a run cut short still reports what it measured
             console.print(f"{layer} M {m}: seam {r['seam']:.2f} us ({r['tile']}), tl {r['seam tl']:.2f}, "
                           f"cuBLAS FP8 {r['cuBLAS FP8']:.2f}, BF16 {r['cuBLAS BF16']:.2f}, "
-                          f"humming {_cell(r['humming'])}")
+                          f"humming {_cell(r['humming'])}, weight stream {r['weight stream']:.2f}")
     for table in _gemm_tables(rows):
         console.print(table)
     decode, prefill = tuple(m for m in ms if m <= 128), tuple(m for m in ms if m > A_DEQ_MAX_M)

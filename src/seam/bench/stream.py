@@ -1,4 +1,5 @@
-"""The stream peer: the time one launch takes to read and write an op's bytes with no math between.
+"""The stream peers: the time one launch takes to read and write an op's bytes with no math between (the norm,
+SwiGLU and quantize benchmarks), and to read a GEMM's weight bytes (:func:`weight_stream_us`).
 
 The floor (``timing.floor_us``) counts an op's bytes at the copy bandwidth of a 1 GiB copy plus one
 empty launch; a launch that moves a few MB may not reach it (its one pass over the data pays a DRAM
@@ -20,7 +21,7 @@ import triton
 import triton.language as tl
 
 from seam import runtime
-from seam.bench.timing import graph_time_us
+from seam.bench.timing import graph_time_us, rotating
 
 #: (words written per program, num_warps, dependents launched at the start) tried; the stream time is the best.
 CONFIGS = tuple((block, warps, early) for block in (256, 512, 1024, 2048) for warps in (4, 8)
@@ -90,3 +91,35 @@ def stream_us(read_bytes: int, write_bytes: int, device: torch.device | str = "c
     src = torch.zeros(words(read_bytes), dtype=torch.int32, device=device)
     dst = torch.empty(words(write_bytes), dtype=torch.int32, device=device)
     return min(graph_time_us(lambda c=c: launch_stream(src, dst, *c)) for c in CONFIGS)
+
+
+#: Words one program of the weight stream reads: 16 KB, one 128 x 128 E4M3 tile, as issue 18's probe read them.
+READ_SLAB = 4096
+
+
+@triton.jit
+def read_kernel(src_ptr, out_ptr, n_src, SLAB: tl.constexpr):
+    # one slab a program, folded by XOR into one word so that no load is dead
+    pid = tl.program_id(0).to(tl.int64)
+    r = pid * SLAB + tl.arange(0, SLAB)
+    tl.store(out_ptr + pid, tl.xor_sum(tl.load(src_ptr + r, mask=r < n_src, other=0), axis=0))
+
+
+def launch_read(src: torch.Tensor, out: torch.Tensor) -> None:
+    """One launch reading every word of ``src`` (int32, 1-D), :data:`READ_SLAB` a program, each program's XOR in
+    ``out`` (int32, at least ``ceil(src.numel() / READ_SLAB)`` words)."""
+    read_kernel[(triton.cdiv(src.numel(), READ_SLAB),)](src, out, src.numel(), SLAB=READ_SLAB, num_warps=4)
+
+
+def weight_stream_us(nbytes: int, device: torch.device | str = "cuda") -> float:
+    """The GEMM benchmark's stream peer: graph-replay time (``timing.graph_time_us``, us per call) of one launch that
+    only reads ``nbytes`` (a weight's values and scales, rounded up to :func:`words`) from copies rotated past L2,
+    16 KB a program (:func:`launch_read`), with no PDL. Issue 18 states its decode targets as ratios to this time.
+    A GEMM that requests its weights before its PDL wait can run under it back to back (docs/benchmarks-log.md run
+    347)."""
+    if nbytes <= 0:
+        raise ValueError(f"nbytes must be positive, got {nbytes}")
+    n = words(nbytes)
+    src = rotating(lambda: torch.zeros(n, dtype=torch.int32, device=device), 4 * n)
+    out = torch.empty(triton.cdiv(n, READ_SLAB), dtype=torch.int32, device=device)
+    return graph_time_us(lambda: launch_read(src(), out))
