@@ -68,9 +68,8 @@ def test_gemm_table_splits_times_from_ratios(monkeypatch, device):
     terminal), each row's layer and shape in both; every column is one the bench writes into a row (a row on the
     device seam's kernels run on here, the timer stubbed: nothing it times runs)."""
     monkeypatch.setattr(gemm, "graph_time_us", lambda fn, **_: 2.0)
-    monkeypatch.setattr(gemm, "weight_stream_us", lambda nbytes, dev: 1.6)
     monkeypatch.setattr(gemm, "rotating", lambda make, nbytes: (lambda obj: (lambda: obj))(make()))
-    written = gemm._row("down", 256, 256, 24, device, torch.Generator().manual_seed(0), False)
+    written = gemm._row("down", 256, 256, 24, device, torch.Generator().manual_seed(0), False, weight_stream=1.6)
     assert set(gemm.TIME_COLS + gemm.RATIO_COLS) <= set(written)
     row = dict(written, **{"seam A_deq": 4.15, "cuBLAS FP8": 4.67, "seam A_deq / cuBLAS FP8": 4.15 / 4.67})
     times, ratios = gemm._gemm_tables([row])

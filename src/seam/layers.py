@@ -144,9 +144,7 @@ class MXFP8Linear(torch.nn.Module):
         if (not isinstance(scales, torch.Tensor) or not isinstance(values, torch.Tensor)
                 or values.shape != self.weight_values.shape):
             return []  # torch's size check reports the values, and the scales load only with them (_load_together)
-        n, k = values.shape
-        if k <= 0 or k % 32:
-            return []  # no MXFP8 weight: torch's size check reports the values
+        n, k = values.shape  # the layer's, so K is a multiple of 32 (MXFP8Weight)
         row_major, numel = [n, k // 32], mxfp8_scale_numel(n, k)
         if list(scales.shape) == row_major:  # uint8 here: other dtypes were viewed or refused above
             state_dict[key] = swizzle_scales(scales)

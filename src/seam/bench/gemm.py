@@ -147,7 +147,10 @@ def _humming_us(weight: seam.MXFP8Weight, x: torch.Tensor) -> float | str:
     return graph_time_us(lambda: gemm(copies()))
 
 
-def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generator, with_humming: bool) -> dict:
+def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generator, with_humming: bool,
+         weight_stream: float) -> dict:
+    """One row of the GEMM tables; ``weight_stream``: the layer's :func:`~seam.bench.stream.weight_stream_us` (the
+    same at every M, so timed once a layer)."""
     w_bf16 = (torch.randn(n, k, generator=g) * k**-0.5).to(torch.bfloat16).to(dev)
     weight = seam.MXFP8Weight.from_bf16(w_bf16)
     weight_bytes = n * k + weight.scales.numel()
@@ -181,7 +184,7 @@ def _row(layer: str, n: int, k: int, m: int, dev: torch.device, g: torch.Generat
             print(f"humming at {layer} M {m}: {type(exc).__name__}: {exc}")
             r["humming"] = "error"
     r["floor"] = floor_us(weight_bytes)
-    r["weight stream"] = weight_stream_us(weight_bytes, dev)
+    r["weight stream"] = weight_stream
     r["seam / weight stream"] = r["seam"] / r["weight stream"]
     r["seam / tl"] = r["seam"] / r["seam tl"]
     r["seam / cuBLAS FP8"] = r["seam"] / r["cuBLAS FP8"]
@@ -308,8 +311,9 @@ def run(console, ms: tuple[int, ...] = MS) -> list[dict]:
         console.print(f"humming column left out: {humming_missing}")
     rows = []
     for layer, n, k in SHAPES:
+        stream = weight_stream_us(n * k + seam.mxfp8_scale_numel(n, k), dev)
         for m in ms:
-            rows.append(_row(layer, n, k, m, dev, g, with_humming=humming_missing is None))
+            rows.append(_row(layer, n, k, m, dev, g, with_humming=humming_missing is None, weight_stream=stream))
             r = rows[-1]
             # progress, so a run cut short still reports what it measured
             console.print(f"{layer} M {m}: seam {r['seam']:.2f} us ({r['tile']}), tl {r['seam tl']:.2f}, "
