@@ -59,10 +59,11 @@ def test_either_remedy_runs_the_kernels(imports, env):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="native kernels are asked for on a machine without CUDA")
-@pytest.mark.parametrize("value", ["0", ""])
+@pytest.mark.parametrize("value", ["0", "", "off"])
 def test_native_kernels_without_cuda_are_refused_before_any_launch(value):
-    """TRITON_INTERPRET=0 (or empty) where torch sees no CUDA: every op, `seam info` and `seam verify` say
-    so and what to do, instead of a device error that asks for CUDA tensors or a traceback."""
+    """TRITON_INTERPRET=0 (or empty, or another value Triton reads as off) where torch sees no CUDA: every op,
+    `seam info` and `seam verify` say so and what to do, instead of a device error that asks for CUDA tensors or a
+    traceback."""
     code = ("import torch, seam, seam.cli" + _QUANTIZE + "\nseam.cli.main(['info'])"
             "\nprint('verify status', seam.cli.main(['verify', '--only', 'mxfp8_quantize']))")
     out = _run(code, TRITON_INTERPRET=value)
@@ -70,3 +71,12 @@ def test_native_kernels_without_cuda_are_refused_before_any_launch(value):
     assert f"RuntimeError untouched=True: {want}" in out
     assert f"kernels: cannot run in this process: {want}" in out
     assert "verify status 2" in out
+
+
+@pytest.mark.parametrize("value", ["1", "true", "TRUE", "on", "Yes", "y", "0", "", "off", "false", "no", "2", " 1"])
+def test_interpret_is_read_as_triton_reads_it(monkeypatch, value):
+    """seam decides CPU interpretation from TRITON_INTERPRET exactly as Triton does (``off`` is off, not on)."""
+    import triton.knobs
+
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    assert seam.runtime.interpret_requested(value) == triton.knobs.env_bool("TRITON_INTERPRET").get()

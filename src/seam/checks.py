@@ -228,11 +228,12 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
         raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}")
     try:
         v = float(value)
+        shown = str(v)
     except OverflowError:  # an int past the float range
-        v = math.inf
+        v, shown = math.inf, f"an int of {abs(value).bit_length()} bits"
     if not abs(v) <= _FP32_MAX or (positive and v <= 0):
         raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the "
-                         f"kernels use it), got {v}")
+                         f"kernels use it), got {shown}")
     return v
 
 

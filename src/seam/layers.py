@@ -58,6 +58,11 @@ class MXFP8Linear(torch.nn.Module):
         self.weight = weight
         self._prequant: tuple | None = None  # (weakref, data_ptr, shape, stride, versions, qa)
 
+    def __getstate__(self) -> dict:
+        # A pending hand-off names a live tensor of this process (a weakref, which pickle refuses): a pickled or
+        # saved layer starts without one, and without the weight record, built again from its buffers.
+        return {**self.__dict__, "_prequant": None, "_weight": None}
+
     @property
     def weight(self) -> MXFP8Weight:
         """The :class:`seam.MXFP8Weight` [N, K] of the buffers, wherever they are now (built again only
@@ -111,21 +116,22 @@ class MXFP8Linear(torch.nn.Module):
         self._weight = None  # built again: inference-tensor buffers have no version counter to show the copy
 
     def _load_together(self, state_dict, prefix, refused, error_msgs) -> list[str]:
-        """A weight's values and scales load together or not at all: where one is absent, refused above, or of
-        another shape than its buffer (torch's size check then reports it), the other is taken out of
-        ``state_dict`` too, with a message, so the layer keeps its whole weight rather than half of a new one
-        (torch loads every other key before it raises). Returns the keys taken out."""
+        """A weight's values and scales load together or not at all: where one is refused above or of another shape
+        than its buffer (torch's size check then reports it), the other is taken out of ``state_dict`` too, with a
+        message, so the layer keeps its whole weight rather than half of a new one (torch loads every other key
+        before it raises). A half whose partner is absent loads, as torch loads any key that is there (a
+        checkpoint loaded shard by shard, ``strict=False``), and torch reports the other in ``missing_keys``.
+        Returns the keys taken out."""
         keys = [prefix + name for name in self._BYTE_DTYPES]
         present = [key for key in keys if key in state_dict]
         if not present:
             return []
         held = {prefix + name: getattr(self, name) for name in self._BYTE_DTYPES}
-        bad = [key for key in keys if key in refused or key not in state_dict
-               or not isinstance(state_dict[key], torch.Tensor) or state_dict[key].shape != held[key].shape]
+        bad = [key for key in keys if key in refused or (key in state_dict and (
+            not isinstance(state_dict[key], torch.Tensor) or state_dict[key].shape != held[key].shape))]
         if not bad:
             return []
-        why = ", ".join(f"{key} {'refused' if key in refused else 'absent' if key not in state_dict else 'mismatched'}"
-                        for key in bad)
+        why = ", ".join(f"{key} {'refused' if key in refused else 'mismatched'}" for key in bad)
         out = []
         for key in present:
             if key not in bad:

@@ -25,14 +25,25 @@ from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 if os.environ.get("TRITON_INTERPRET") is None and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
+#: The values Triton reads as true in a boolean environment variable, in any case (its ``getenv_bool``).
+TRITON_TRUE = ("1", "true", "on", "yes", "y")
+
+
+def interpret_requested(value: str | None) -> bool:
+    """Whether Triton reads ``TRITON_INTERPRET=value`` (None: unset) as on, as Triton itself does: ``off``,
+    ``false``, ``2`` are off."""
+    return value is not None and value.lower() in TRITON_TRUE
+
+
 #: True when Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``).
-INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+INTERPRET: bool = interpret_requested(os.environ.get("TRITON_INTERPRET"))
 
 
 def _kernels_unavailable() -> str | None:
     """Why seam's kernels cannot run in this process, or None: native kernels asked for (TRITON_INTERPRET
-    set to 0 or empty) where torch sees no CUDA device, or seam's kernels would be decorated in the other
-    mode than Triton's own library, which triton decorated when it was imported before seam."""
+    set to a value Triton reads as off: 0, empty, off, ...) where torch sees no CUDA device, or seam's kernels
+    would be decorated in the other mode than Triton's own library, which triton decorated when it was imported
+    before seam."""
     if not INTERPRET and not torch.cuda.is_available():
         value = os.environ.get("TRITON_INTERPRET")
         return (

@@ -285,8 +285,9 @@ def mxfp8_linear(
             144, 160, 192 or 256), a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` requiring grad while grad mode is on (as torch's out= arguments; fine
             under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
-            MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose bytes changed since its record
-            was built by writes no version counter shows (:meth:`seam.MXFP8Weight.byte_facts`).
+            MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose byte facts (NaN codes present,
+            the largest scale byte: :meth:`seam.MXFP8Weight.byte_facts`) changed since its record was built, by
+            writes no version counter shows (other writes keep the facts and go unseen).
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
 
@@ -472,7 +473,7 @@ def check_quantized_rows(name: str, qa: QuantizedActivation) -> torch.device:
 def _weight_bf16_mul(weight: MXFP8Weight, device: torch.device) -> bool:
     """Whether the weight's byte facts allow the Hopper GEMMs' BF16 multiplies
     (:func:`seam.kernels.mxfp8_wgmma.bf16_mul_exact`). With ``SEAM_DEBUG`` the facts are measured again (a host
-    sync): a write that moved no version counter since the record was built raises ValueError."""
+    sync): a write that moved no version counter since the record was built and changed them raises ValueError."""
     facts = weight.byte_facts()
     if facts is not None and runtime.debug_checks(device) and facts != measure_byte_facts(weight.values, weight.scales):
         raise ValueError("weight's bytes changed since its MXFP8Weight was built, by a write its version counters do "
