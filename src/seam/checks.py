@@ -7,7 +7,6 @@ Python type or dtype, ``ValueError`` for shapes, devices, strides, alignment, ra
 from __future__ import annotations
 
 import enum
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
@@ -226,14 +225,13 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     kernels use it. Raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}")
+    want = f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the kernels use it)"
     try:
         v = float(value)
-        shown = str(v)
     except OverflowError:  # an int past the float range
-        v, shown = math.inf, f"an int of {abs(value).bit_length()} bits"
+        raise ValueError(f"{want}, got an int of {abs(value).bit_length()} bits") from None
     if not abs(v) <= _FP32_MAX or (positive and v <= 0):
-        raise ValueError(f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the "
-                         f"kernels use it), got {shown}")
+        raise ValueError(f"{want}, got {v}")
     return v
 
 
