@@ -383,3 +383,20 @@ def test_help_is_plain_text(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
     assert "``" not in out and "seam COMMAND --help" in " ".join(out.split())
+
+
+def test_bench_help_lists_each_benchmark_with_its_default_token_counts(capsys):
+    """`seam bench --help` says what each benchmark times and which M it runs without --m (its module's MS)."""
+    import importlib
+
+    from seam.cli import _bench_names
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--help"])
+    assert exit_.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "``" not in out
+    for name in _bench_names():
+        module = importlib.import_module(f"seam.bench.{name}")
+        ms = " ".join(map(str, getattr(module, "MS", getattr(module, "MS_GPU", ()))))
+        assert f" {name}: " in out and f"(default M: {ms}" in out, name

@@ -8,6 +8,7 @@ import os
 import pkgutil
 import platform
 import sys
+import textwrap
 
 import seam
 from seam import runtime
@@ -43,6 +44,23 @@ def _bench_names() -> list[str]:
 
 
 _MULTI_PROCESS = {"dist": "torchrun --nproc-per-node N -m seam.bench.dist --tp N"}
+
+
+def _bench_list() -> str:
+    """One entry per benchmark for ``seam bench --help``: the first sentence of its module's docstring and its
+    default token counts (``MS``; step's depend on the device: ``MS_GPU`` / ``MS_CPU``)."""
+    lines = []
+    for name in _bench_names():
+        module = importlib.import_module(f"seam.bench.{name}")
+        what = " ".join((module.__doc__ or "").split("\n\n")[0].split()).removeprefix("Benchmark: ")
+        what = what.split(". ")[0].rstrip(".").replace("``", "")
+        if hasattr(module, "MS"):
+            ms = " ".join(map(str, module.MS))
+        else:
+            ms = f"{' '.join(map(str, module.MS_GPU))} on a GPU, {' '.join(map(str, module.MS_CPU))} on CPU"
+        lines += textwrap.wrap(f"{name}: {what} (default M: {ms})", 100, initial_indent="  ", break_on_hyphens=False,
+                               subsequent_indent="      ")
+    return "\n".join(lines)
 
 
 def _bench(name: str, ms: list[int] | None) -> int:
@@ -148,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
                         "the CPU cores, at most 8; under the interpreter 1)")
     bench_help = "GPU benchmarks, one per op (step also runs on CPU)"
     bench = sub.add_parser("bench", help=bench_help, description=bench_help,
-                           epilog="gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional "
-                           "package humming-kernels is installed; step also writes step.json (and on a GPU step.png) "
-                           "to $SEAM_OUT (default ./out); results: BENCHMARKS.md")
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="benchmarks:\n" + _bench_list() + "\n\n" + "\n".join(textwrap.wrap(
+                               "gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional package "
+                               "humming-kernels is installed; step also writes step.json (and on a GPU step.png) to "
+                               "$SEAM_OUT (default ./out); results: BENCHMARKS.md", 100, break_on_hyphens=False)))
     bench.add_argument("name", help=f"benchmark name: {', '.join(_bench_names())}")
     bench.add_argument("--m", type=_token_count, nargs="+", action="extend", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run); "
