@@ -225,14 +225,19 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     kernels use it. Raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}")
-    want = f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the kernels use it)"
     try:
         v = float(value)
     except OverflowError:  # an int past the float range
-        raise ValueError(f"{want}, got an int of {abs(value).bit_length()} bits") from None
+        raise ValueError(_not_finite(name, positive, f"an int of {abs(value).bit_length()} bits")) from None
     if not abs(v) <= _FP32_MAX or (positive and v <= 0):
-        raise ValueError(f"{want}, got {v}")
+        raise ValueError(_not_finite(name, positive, v))
     return v
+
+
+def _not_finite(name: str, positive: bool, got: object) -> str:
+    # built only where finite_float raises: it runs on every eager call, and under tracing
+    return (f"{name} must be a finite{' positive' if positive else ''} float (in fp32, where the kernels use it), "
+            f"got {got}")
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

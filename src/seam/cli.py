@@ -142,6 +142,8 @@ def _writable(path: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from seam.verify.runner import families
 
+    args_in = sys.argv[1:] if argv is None else argv
+
     parser = argparse.ArgumentParser(
         prog="seam", description="seam: fused layer-boundary kernels for quantized MoE decode. Commands: seam info, "
         "seam verify, seam bench NAME (also python -m seam ...); seam COMMAND --help for each one's options.")
@@ -167,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     bench_help = "GPU benchmarks, one per op (step also runs on CPU)"
     bench = sub.add_parser("bench", help=bench_help, description=bench_help,
                            formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog="benchmarks:\n" + _bench_list() + "\n\n" + "\n".join(textwrap.wrap(
+                           # the benchmark list imports every benchmark module: only where it can be asked for
+                           epilog=("benchmarks:\n" + _bench_list() + "\n\n" if "bench" in args_in else "")
+                           + "\n".join(textwrap.wrap(
                                "gemm adds vLLM's Hopper MXFP8 GEMM (W8A16) as a peer column where the optional package "
                                "humming-kernels is installed; step also writes step.json (and on a GPU step.png) to "
                                "$SEAM_OUT (default ./out); results: BENCHMARKS.md", 100, break_on_hyphens=False)))
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--m", type=_token_count, nargs="+", action="extend", metavar="M",
                        help="token counts to run instead of the benchmark's default list (a short run); "
                        "repeat it to add more")
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(args_in)
     if extra:  # argparse would name the top-level usage; the command's own is the one that helps
         sub.choices.get(args.cmd, parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.cmd is None:
