@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import seam
 from seam.compare import bytes_equal
+from seam.formats.a_deq import a_deq_from_mxfp8
 from seam.formats.mxfp8 import mxfp8_quantize_ref, swizzled_offsets, ue8m0_to_float
 
 LAYOUTS = ["swizzled", "row_major"]
@@ -326,6 +327,32 @@ def test_quantized_activation_record(device):
         seam.QuantizedActivation(v.unsqueeze(-1), s)
     with pytest.raises(TypeError, match="values must be a torch.Tensor"):
         seam.QuantizedActivation([1.0], s)
+
+
+@pytest.mark.parametrize("m", [0, 1, 3, 130])
+def test_quantized_activation_dequantize_is_each_value_times_its_block_scale(device, m):
+    """dequantize() is f32(e4m3) * 2^(s - 127) of every element in natural K order (BF16 rounds that once), with
+    swizzled or row-major scales, with A_deq beside them (which it does not read), for cut rows too; device is the
+    values'."""
+    k = 128
+    x = torch.randn(m, k).bfloat16()
+    if m:
+        x[0, 0] = 1e4  # one dominating element: its block's other values go subnormal or to zero
+        x[-1, 32:64] = 0  # an all-zero block
+    x = x.to(device)
+    v, s = seam.mxfp8_quantize(x)
+    rv, rs = seam.mxfp8_quantize(x, scale_layout="row_major")
+    want = rv.float() * torch.exp2(rs.float() - 127).repeat_interleave(32, dim=1)
+    qa = seam.QuantizedActivation(v, s, a_deq=a_deq_from_mxfp8(v, s))
+    for rec in (qa, qa.with_layout("row_major"), seam.QuantizedActivation(rv, rs, layout="row_major")):
+        assert rec.device == x.device
+        got = rec.dequantize()
+        assert got.dtype == torch.float32 and got.shape == (m, k) and torch.equal(got, want)
+        assert torch.equal(rec.dequantize(torch.bfloat16), want.bfloat16())
+    if m >= 3:
+        assert torch.equal(qa.rows(1, 3).dequantize(), want[1:3])
+    with pytest.raises(TypeError, match="dtype"):
+        qa.dequantize(torch.int32)
 
 
 @pytest.mark.parametrize("m, k", [(0, 128), (1, 128), (40, 128), (130, 128), (33, 96), (129, 160)])

@@ -13,6 +13,7 @@ from seam.formats.mxfp8 import (
     UE8M0_DTYPES,
     ScaleLayout,
     check_swizzled_scales,
+    mxfp8_dequantize,
     scale_numel,
     swap_hint,
     swizzle_scales,
@@ -118,6 +119,21 @@ class QuantizedActivation:
         a_deq = "None" if self.a_deq is None else "[M, K] BF16"
         return (f"QuantizedActivation(M={m}, K={k}, dtype={self.dtype}, layout='{self.layout.value}', "
                 f"device={self.values.device}, a_deq={a_deq})")
+
+    @property
+    def device(self) -> torch.device:
+        """The device of ``values`` (``scales`` and ``a_deq`` are on it too)."""
+        return self.values.device
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The rows ``f32(e4m3) * 2^(s - 127)`` as ``dtype`` [M, K] (fp32 is exact; BF16 / FP16 round once), in
+        natural K order whatever ``a_deq`` holds: :func:`seam.mxfp8_dequantize` of ``values`` and ``scales`` in
+        their ``layout``, as :meth:`seam.MXFP8Weight.dequantize` for a weight.
+
+        Raises:
+            TypeError: dtype not a floating torch.dtype.
+        """
+        return mxfp8_dequantize(self.values, self.scales, scale_layout=self.layout, dtype=dtype)
 
     def rows(self, start: int, stop: int) -> QuantizedActivation:
         """Rows [start, stop) as an activation of their own, e.g. a micro-batch of a larger batch.
