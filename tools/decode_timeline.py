@@ -15,8 +15,8 @@ Cases: ``stream``; ``partials`` (the pick's kernel storing its split-K partials 
 ``linear``, PDL-chained). ``--stages`` / ``--split`` override the picked tile's ring depth and K split.
 
 Times are us from the call's release (its first program past the PDL wait), medians over the analysed calls (the
-stamps moved in 0.256 us steps on the H100 of docs/benchmarks-log.md runs 352-353, which ran this tool's stamps from
-a scratch script). ``us`` is the stamped graph's replay time per call: the stamps take registers (126 against 107 at
+stamps are subtracted as integers: docs/benchmarks-log.md runs 352-353 ran these stamps from a scratch script that
+rounded each to 256 ns first). ``us`` is the stamped graph's replay time per call: the stamps take registers (126 against 107 at
 the 8-row tile, still two programs an SM). A stamp anchor that no longer matches the kernels' source stops the tool
 with the anchor's text.
 """
@@ -157,6 +157,14 @@ def _measure(args: argparse.Namespace) -> dict:
     def us(ns) -> float:
         return float(ns) / 1e3
 
+    def med(t) -> float:
+        return statistics.median(t.tolist())
+
+    def since(times, base: int):
+        """int64 %globaltimer stamps as ns after ``base``, in doubles: subtracted first, since a double of an
+        epoch-based stamp (~1.8e18 ns) holds only multiples of 256 ns."""
+        return (times - base).double()
+
     def stream(n: int, k: int) -> dict:
         words = triton.cdiv(n * k + n * k // 32, 16384) * 4096
         srcs = copies_of(lambda: torch.zeros(words, dtype=torch.int32, device=dev), 4 * words)
@@ -165,7 +173,8 @@ def _measure(args: argparse.Namespace) -> dict:
         stamps = torch.zeros(calls, programs * 4, dtype=torch.int64, device=dev)
         t = replay_us([lambda c=c: _stamped_read[(programs,)](srcs[c % len(srcs)], sink, stamps[c], words, SLAB=4096,
                                                               num_warps=4) for c in range(calls)])
-        s = stamps.view(calls, programs, 4).cpu().double()
+        raw = stamps.view(calls, programs, 4).cpu()[..., :2]
+        s = since(raw, int(raw.min()))
         spans = [us(s[c, :, 1].max() - s[c, :, 0].min()) for c in range(first, last)]
         return {"us": t, "programs": programs, "span": statistics.median(spans)}
 
@@ -177,7 +186,12 @@ def _measure(args: argparse.Namespace) -> dict:
         residual = torch.randn(m, k, generator=g).to(torch.bfloat16).to(dev)
         norm_w = torch.randn(k, generator=g).to(torch.bfloat16).to(dev)
         xq, xs = seam.mxfp8_quantize(x)
-        tile = pick_tile(m, n, k, dev)
+        act = None
+        if case == "chain":  # the norm's rows, with the A_deq its "auto" writes, which mxfp8_linear's pick reads
+            act = seam.allreduce_gemma_rms_norm_mxfp8(x, residual, norm_w, 1e-6)[0]
+        # each case's own pick: the fused QKV op's for the partials, mxfp8_linear's given or without A_deq
+        tile = pick_tile(m, n, k, dev, mma_rows=case != "partials", partials=case == "partials",
+                         a_deq=act is not None and act.a_deq is not None)
         tile = dataclasses.replace(tile, num_stages=args.stages or tile.num_stages, split_k=args.split or tile.split_k)
         if not tile.wgmma or tile.mma_rows or tile.ring or tile.warp_specialized:
             raise RuntimeError(f"M={m}, N={n}, K={k} picks {tile}, not the plain decode kernel this tool stamps")
@@ -209,17 +223,19 @@ def _measure(args: argparse.Namespace) -> dict:
         result = {"us": replay_us([lambda c=c: call(c) for c in range(calls)]), "tile": str(tile)}
         if case == "chain":
             result["norm us"] = replay_us([norm] * calls)
-        s, ss = stamps.view(calls, programs, 8).cpu().double(), sum_stamps.view(calls, -1, 4).cpu().double()
-        has_sum = bool((ss[first, :, 0] > 0).all())
+        raw, sum_raw = stamps.view(calls, programs, 8).cpu(), sum_stamps.view(calls, -1, 4).cpu()
+        has_sum = bool((sum_raw[first, :, 0] > 0).all())
+        base = int(raw[..., :5].min())
+        s, ss, sm = since(raw[..., :5], base), since(sum_raw[..., :3], base), raw[..., 5]
         rows = []
         for c in range(first, last):
             t, rel = s[c], s[c, :, 1].min()
             prev_end = max(s[c - 1, :, 4].max(), ss[c - 1, :, 2].max() if has_sum else 0)
-            per_sm = torch.bincount(t[:, 5].long())[t[:, 5].long()]
-            row = {"release after previous end": us(rel - prev_end), "staged p50": us((t[:, 2] - t[:, 1]).median()),
-                   "loop p50": us((t[:, 3] - t[:, 2]).median()), "store p50": us((t[:, 4] - t[:, 3]).median()),
-                   "end p50, alone on an SM": us(t[per_sm == 1, 4].median() - rel) if (per_sm == 1).any() else None,
-                   "end p50, two on an SM": us(t[per_sm == 2, 4].median() - rel) if (per_sm == 2).any() else None,
+            per_sm = torch.bincount(sm[c])[sm[c]]  # this call's programs on each program's SM
+            row = {"release after previous end": us(rel - prev_end), "staged p50": us(med(t[:, 2] - t[:, 1])),
+                   "loop p50": us(med(t[:, 3] - t[:, 2])), "store p50": us(med(t[:, 4] - t[:, 3])),
+                   "end p50, alone on an SM": us(med(t[per_sm == 1, 4]) - rel) if (per_sm == 1).any() else None,
+                   "end p50, two on an SM": us(med(t[per_sm == 2, 4]) - rel) if (per_sm == 2).any() else None,
                    "last end": us(t[:, 4].max() - rel)}
             if has_sum:
                 row["sum released"] = us(ss[c, :, 1].min() - rel)
@@ -235,7 +251,10 @@ def _measure(args: argparse.Namespace) -> dict:
         for case in args.case:
             for m in ([None] if case == "stream" else args.m):
                 name = f"{case} N {n} x K {args.k}" + ("" if m is None else f", M {m}")
-                found[name] = stream(n, args.k) if m is None else gemm(case, n, args.k, m)
+                try:
+                    found[name] = stream(n, args.k) if m is None else gemm(case, n, args.k, m)
+                except RuntimeError as exc:  # e.g. a pick this tool does not stamp: reported, the other cases run
+                    found[name] = {"error": str(exc)}
                 print(name, json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in found[name].items()}),
                       flush=True)
     return found
