@@ -24,6 +24,7 @@ with the anchor's text.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -120,7 +121,7 @@ def _measure(args: argparse.Namespace) -> dict:
     import triton
 
     import seam
-    from seam.bench.timing import L2_BYTES
+    from seam.bench.timing import graph_time_us, rotating
     from seam.kernels import mxfp8_wgmma, split_k_sum
     from seam.kernels.gluon_launch import launch_gluon
     from seam.kernels.mxfp8_gemm_config import pick_tile
@@ -131,28 +132,11 @@ def _measure(args: argparse.Namespace) -> dict:
         raise RuntimeError(f"seam here is not the stamped copy: {mxfp8_wgmma.__file__}")
     dev, calls, first, last = torch.device("cuda"), args.calls, args.calls // 4, args.calls - 3
 
-    def replay_us(thunks) -> float:
-        thunks[0]()
-        torch.cuda.synchronize()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(side), torch.cuda.graph(graph, stream=side):
-            for f in thunks:
-                f()
-        torch.cuda.current_stream().wait_stream(side)
-        times = []
-        for _ in range(12):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            graph.replay()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b) * 1e3 / len(thunks))
-        return statistics.median(times[2:])
-
-    def copies_of(make, nbytes: int) -> list:
-        return [make() for _ in range(max(2, -(-2 * L2_BYTES // nbytes)))]
+    def timed(call) -> float:
+        """``graph_time_us`` of ``calls`` back-to-back calls, call(c) writing stamp buffer c: the eager warm-up takes
+        0, the graph 1, 2, ..., calls - 1, then 0 (the analysed calls are consecutive)."""
+        count = itertools.count()
+        return graph_time_us(lambda: call(next(count) % calls), iters=calls)
 
     def us(ns) -> float:
         return float(ns) / 1e3
@@ -167,12 +151,11 @@ def _measure(args: argparse.Namespace) -> dict:
 
     def stream(n: int, k: int) -> dict:
         words = triton.cdiv(n * k + n * k // 32, 16384) * 4096
-        srcs = copies_of(lambda: torch.zeros(words, dtype=torch.int32, device=dev), 4 * words)
+        src = rotating(lambda: torch.zeros(words, dtype=torch.int32, device=dev), 4 * words)
         programs = words // 4096
         sink = torch.empty(programs, dtype=torch.int32, device=dev)
         stamps = torch.zeros(calls, programs * 4, dtype=torch.int64, device=dev)
-        t = replay_us([lambda c=c: _stamped_read[(programs,)](srcs[c % len(srcs)], sink, stamps[c], words, SLAB=4096,
-                                                              num_warps=4) for c in range(calls)])
+        t = timed(lambda c: _stamped_read[(programs,)](src(), sink, stamps[c], words, SLAB=4096, num_warps=4))
         raw = stamps.view(calls, programs, 4).cpu()[..., :2]
         s = since(raw, int(raw.min()))
         spans = [us(s[c, :, 1].max() - s[c, :, 0].min()) for c in range(first, last)]
@@ -181,7 +164,7 @@ def _measure(args: argparse.Namespace) -> dict:
     def gemm(case: str, n: int, k: int, m: int) -> dict:
         g = torch.Generator().manual_seed(0)
         w = seam.MXFP8Weight.from_bf16((torch.randn(n, k, generator=g) * k**-0.5).to(torch.bfloat16).to(dev))
-        weights = copies_of(lambda: (w.values.clone(), w.scales.clone()), n * k + w.scales.numel())
+        weights = rotating(lambda: (w.values.clone(), w.scales.clone()), n * k + w.scales.numel())
         x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(dev)
         residual = torch.randn(m, k, generator=g).to(torch.bfloat16).to(dev)
         norm_w = torch.randn(k, generator=g).to(torch.bfloat16).to(dev)
@@ -206,7 +189,7 @@ def _measure(args: argparse.Namespace) -> dict:
 
         def call(c: int):
             mxfp8_wgmma.STAMP, split_k_sum.STAMP = stamps[c], sum_stamps[c]
-            wq, ws = weights[c % len(weights)]
+            wq, ws = weights()
             if case == "partials":
                 return launch_gluon(xq, xs, wq, ws, None, tile, True, partials=True, weight_bf16_mul=bf16_mul)
             act = norm() if case == "chain" else seam.QuantizedActivation(xq, xs)
@@ -220,9 +203,9 @@ def _measure(args: argparse.Namespace) -> dict:
             err = ((out.float() - want).norm() / want.norm()).item()
             if not err < 1e-2:
                 raise RuntimeError(f"the stamped kernel's product is off by {err:.1e}")
-        result = {"us": replay_us([lambda c=c: call(c) for c in range(calls)]), "tile": str(tile)}
+        result = {"us": timed(call), "tile": str(tile)}
         if case == "chain":
-            result["norm us"] = replay_us([norm] * calls)
+            result["norm us"] = graph_time_us(norm, iters=calls)
         raw, sum_raw = stamps.view(calls, programs, 8).cpu(), sum_stamps.view(calls, -1, 4).cpu()
         has_sum = bool((sum_raw[first, :, 0] > 0).all())
         base = int(raw[..., :5].min())
