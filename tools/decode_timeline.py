@@ -12,7 +12,10 @@ column of ``seam bench gemm``)::
 
 Cases: ``stream``; ``partials`` (the pick's kernel storing its split-K partials only, as the fused QKV op runs it);
 ``linear`` (``mxfp8_linear``'s launches, with its split-K sum); ``chain`` (seam's add + Gemma RMSNorm + MXFP8, then
-``linear``, PDL-chained). ``--stages`` / ``--split`` override the picked tile's ring depth and K split.
+``linear``, PDL-chained). ``--stages`` / ``--split`` override the picked tile's ring depth and K split;
+``--before-wait N`` requests only the ring's first N stages before the PDL wait and the rest right after the
+activations' copies (docs/benchmarks-log.md run 353 requested them ahead of those copies, which then waited behind
+them; a tile that converts weight steps into shared memory before the wait keeps all its stages there).
 
 Times are us from the call's release (its first program past the PDL wait), medians over the analysed calls (the
 stamps are subtracted as integers: docs/benchmarks-log.md runs 352-353 ran these stamps from a scratch script that
@@ -55,6 +58,19 @@ _SUM_STORE = """    _sp = stamp_ptr.to(tl.pointer_type(tl.int64)) + (tile * tl.n
 _STORE_TILE = """    store_tile(acc, acc_t, out_ptr, ws_ptr, counter_ptr, tile, kid, n0, 0, M, N, stride_om, BN, MP, TAIL, SPLIT_K,
                COMBINE, PARTIALS, COMBINERS, num_warps)
 """
+_RING = """    for s in gl.static_range(STAGES):
+        _issue_step(w_desc, s_desc, w_ring, s_ring, bars, s, lo + s, n0, K_STEPS, s < n_steps)
+"""
+
+
+def _ring(condition: str) -> str:
+    """The ring's first requests, only for the stages where ``condition`` holds."""
+    return _RING.replace("        _issue_step", f"        if {condition}:\n            _issue_step")
+
+
+_ACTIVATIONS = """    else:
+        _issue_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ)
+"""
 _SUM_OUT = "    tl.store(out_ptr + m.to(tl.int64) * stride_om + n, to_bf16_rne(total), mask=n < N)\n"
 #: (module, anchor, replacement): each anchor must occur exactly once in seam's source.
 PATCHES = (
@@ -71,8 +87,18 @@ PATCHES = (
     ("mxfp8_wgmma.py", _STORE_TILE, f"    _t3 = {_NOW}\n{_STORE_TILE}    _t4 = {_NOW}\n{_DECODE_STORE}"),
     ("mxfp8_wgmma.py", "        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, m, n, out.stride(0),\n",
      "        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, STAMP, m, n, out.stride(0),\n"),
-    ("mxfp8_wgmma.py", "\ndef launch_mxfp8_linear_wgmma(", "\nSTAMP = None  # the next launch's stamps\n\n\n"
+    ("mxfp8_wgmma.py", "\ndef launch_mxfp8_linear_wgmma(", "\nSTAMP = None  # the next launch's stamps\n"
+     "BEFORE_WAIT = None  # ring stages the next launch requests before its PDL wait (None: all)\n\n\n"
      "def launch_mxfp8_linear_wgmma("),
+    # --before-wait: the stages past BEFORE_WAIT requested right after the activations' copies, not ahead of the wait
+    # (all stages where weight steps are converted into shared memory before the wait: those wait for their stages)
+    ("mxfp8_wgmma.py", "    TAIL: gl.constexpr,  # 64 + TAIL tiles",
+     "    BEFORE_WAIT: gl.constexpr,\n    TAIL: gl.constexpr,  # 64 + TAIL tiles"),
+    ("mxfp8_wgmma.py", _RING, _ring("s < BEFORE_WAIT")),
+    ("mxfp8_wgmma.py", _ACTIVATIONS, _ACTIVATIONS + _ring("s >= BEFORE_WAIT")),
+    ("mxfp8_wgmma.py", "TAIL=tail, num_warps=NUM_WARPS,\n",
+     "TAIL=tail, num_warps=NUM_WARPS,\n"
+     "        BEFORE_WAIT=stages if BEFORE_WAIT is None or smem_steps else min(BEFORE_WAIT, stages),\n"),
     ("split_k_sum.py", "def split_k_sum_kernel(part_ptr, out_ptr, N,", "def split_k_sum_kernel(part_ptr, out_ptr, stamp_ptr, N,"),
     ("split_k_sum.py", "    if USE_PDL:  # the next kernel", f"    _t0 = {_NOW}\n    _t1 = _t0\n    if USE_PDL:  # the next kernel"),
     ("split_k_sum.py", "        tl.extra.cuda.gdc_wait()\n", f"        tl.extra.cuda.gdc_wait()\n        _t1 = {_NOW}\n"),
@@ -189,6 +215,7 @@ def _measure(args: argparse.Namespace) -> dict:
 
         def call(c: int):
             mxfp8_wgmma.STAMP, split_k_sum.STAMP = stamps[c], sum_stamps[c]
+            mxfp8_wgmma.BEFORE_WAIT = args.before_wait
             wq, ws = weights()
             if case == "partials":
                 return launch_gluon(xq, xs, wq, ws, None, tile, True, partials=True, weight_bf16_mul=bf16_mul)
@@ -203,7 +230,8 @@ def _measure(args: argparse.Namespace) -> dict:
             err = ((out.float() - want).norm() / want.norm()).item()
             if not err < 1e-2:
                 raise RuntimeError(f"the stamped kernel's product is off by {err:.1e}")
-        result = {"us": timed(call), "tile": str(tile)}
+        result = {"us": timed(call), "tile": str(tile),
+                  "stages before the wait": "all" if args.before_wait is None else args.before_wait}
         if case == "chain":
             result["norm us"] = graph_time_us(norm, iters=calls)
         raw, sum_raw = stamps.view(calls, programs, 8).cpu(), sum_stamps.view(calls, -1, 4).cpu()
@@ -253,11 +281,15 @@ def main(argv: list[str] | None = None) -> int:
                         choices=["stream", "partials", "linear", "chain"])
     parser.add_argument("--stages", type=int, default=0, help="ring depth in place of the pick's")
     parser.add_argument("--split", type=int, default=0, help="K split in place of the pick's")
+    parser.add_argument("--before-wait", type=int, help="ring stages requested before the PDL wait, the rest right "
+                        "after the activations' copies (default: all before it, as the kernel does)")
     parser.add_argument("--calls", type=int, default=24, help="calls per graph (the middle ones are analysed)")
     parser.add_argument("--json", type=Path, help="also write every statistic here")
     args = parser.parse_args(argv)
     if any(not 1 <= m <= 64 for m in args.m) or args.k % 128 or args.calls < 12:
         parser.error("M must be 1-64, K a multiple of 128, --calls at least 12")
+    if args.before_wait is not None and args.before_wait < 0:
+        parser.error("--before-wait must be 0 or more")
     if os.environ.get(_STAMPED):
         found = _measure(args)
         if args.json:
