@@ -358,3 +358,44 @@ def test_a_dispatch_mode_that_traces_nothing_keeps_the_checks(device):
         assert not base.any()
         got_values, got_scales = seam.mxfp8_quantize(x)
     assert bytes_equal(got_values, want_values) and bytes_equal(got_scales, want_scales)
+
+
+def test_flop_counter_mode_counts_the_gemms(device):
+    """FlopCounterMode counts 2 M N K for ``mxfp8_linear`` (BF16 rows or a QuantizedActivation) and for the QKV op's
+    GEMM, 0 for its epilogue alone on a given accumulator; the outputs are the eager call's."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from seam.formats import nvfp4
+    from seam.ops.qkv import qkv_epilogue
+
+    m, k, n = 3, 128, 20 * 128  # nkv 1
+    x = torch.randn(m, k, device=device).bfloat16()
+    w = seam.MXFP8Weight.from_bf16((torch.randn(n, k) * 0.05).bfloat16().to(device))
+    xq, xsf = seam.mxfp8_quantize(x)
+    want = seam.mxfp8_linear(x, w)
+    epilogue = dict(positions=torch.tensor([3, 0, 1], device=device), cos_sin_cache=torch.randn(8, 64, device=device)
+                    .bfloat16(), norms=[torch.randn(128, device=device).bfloat16() for _ in range(4)])
+    slots = torch.tensor([5, -1, 2], device=device)
+
+    def outputs():
+        return dict(kv_cache=nvfp4.empty_kv_cache(2, 1, 4, device), index_cache=nvfp4.empty_index_cache(2, 4, device),
+                    index_q_out=torch.zeros(m, 128, dtype=torch.float8_e4m3fn, device=device),
+                    q_out=torch.zeros(m, 16 * 128, dtype=torch.bfloat16, device=device))
+
+    counted = {}
+    for name, call in {
+        "rows": lambda: seam.mxfp8_linear(x, w),
+        "quantized": lambda: seam.mxfp8_linear(seam.QuantizedActivation(xq, xsf), w),
+        "qkv": lambda: seam.qkv_index_fused_epilogue(
+            xq, xsf, w.values, w.scales, epilogue["positions"], epilogue["cos_sin_cache"], *epilogue["norms"], 1e-6,
+            slot_mapping=slots, index_slot_mapping=slots, **outputs()),
+        "epilogue": lambda: qkv_epilogue(
+            want.float(), epilogue["positions"], epilogue["cos_sin_cache"], *epilogue["norms"], 1e-6,
+            slot_mapping=slots, index_slot_mapping=slots, **outputs()),
+    }.items():
+        with FlopCounterMode(display=False) as mode:
+            out = call()
+        counted[name] = mode.get_total_flops()
+        if name == "rows":
+            assert bytes_equal(out, want)
+    assert counted == {"rows": 2 * m * n * k, "quantized": 2 * m * n * k, "qkv": 2 * m * n * k, "epilogue": 0}

@@ -110,7 +110,12 @@ def _launch(
     launch_mxfp8_linear(x, xs, wq, ws, out, tile, a_deq, weight_bf16_mul)
 
 
-_linear = register("mxfp8_linear", ("out",), _launch)
+def gemm_flops(x: list[int] | None, xs, wq: list[int], *rest, **kwargs) -> int:
+    """2 M N K, from the shapes of ``x`` [M, K] and ``wq`` [N, K] (0 without ``x``: no GEMM)."""
+    return 0 if x is None else 2 * x[0] * x[1] * wq[0]
+
+
+_linear = register("mxfp8_linear", ("out",), _launch, flops=gemm_flops)
 
 
 #: Most token tiles a warp-specialized tile override may run (CUDA's limit on a grid's second axis).

@@ -34,7 +34,7 @@ from seam.kernels.qkv_config import (
 )
 from seam.kernels.qkv_epilogue import launch_qkv_epilogue, qkv_scratch
 from seam.ops.a_deq import check_a_deq, check_a_deq_bytes, resolve_a_deq
-from seam.ops.linear import check_tile
+from seam.ops.linear import check_tile, gemm_flops
 from seam.ops.registry import register
 
 
@@ -93,7 +93,9 @@ def _launch(
     )
 
 
-_qkv = register("qkv_index_fused_epilogue", ("kv_cache", "index_cache", "index_q_out", "q_out", "q_fp8_out"), _launch)
+# the GEMM's FLOPs where it runs (xq given); the epilogue alone on a given accumulator counts 0, as torch's norms do
+_qkv = register("qkv_index_fused_epilogue", ("kv_cache", "index_cache", "index_q_out", "q_out", "q_fp8_out"), _launch,
+                flops=gemm_flops)
 
 
 def nkv_from_n(n: int, name: str = "wq.shape[0]") -> int:

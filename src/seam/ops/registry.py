@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import register_flop_formula
 
 from seam import runtime
 
@@ -39,7 +40,8 @@ def _quiet_numpy(launcher: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None]):
+def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None],
+             flops: Callable[..., int] | None = None):
     """Register ``launcher`` (annotated, returning None) as ``torch.ops.seam.<name>``.
 
     The launcher's parameters are flat (tensors, optional tensors and scalars: the schema is
@@ -49,12 +51,16 @@ def register(name: str, mutates: tuple[str, ...], launcher: Callable[..., None])
     (:func:`seam.runtime.dispatching`) and calls ``launcher`` directly otherwise; its
     ``op`` is the ``torch.ops.seam`` op and its
     ``op_args(*args, **kwargs)`` the op's positional arguments for such a call (defaults filled in).
-    Under the interpreter both run it without NumPy's floating-point warnings.
+    Under the interpreter both run it without NumPy's floating-point warnings. ``flops``: the op's FLOPs for
+    ``torch.utils.flop_counter.FlopCounterMode``, from its arguments with every tensor given as its shape (None
+    where absent), as ``register_flop_formula`` calls it; without it the mode counts the op as 0.
     """
     schema = _schema_without_defaults(launcher, mutates)
     run = _quiet_numpy(launcher) if runtime.INTERPRET else launcher
     op = torch.library.custom_op(f"seam::{name}", run, mutates_args=mutates, schema=schema)
     op.register_fake(_no_output)
+    if flops is not None:
+        register_flop_formula(getattr(torch.ops.seam, name))(lambda *args, out_shape=None, **kw: flops(*args, **kw))
     signature = inspect.signature(launcher).parameters
     if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in signature.values()):
         raise TypeError(f"{name}: a registered launcher takes positional parameters only")
