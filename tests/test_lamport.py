@@ -252,6 +252,17 @@ def test_finalize_one_call_single_rank():
         assert_armed(op)
 
 
+def test_expert_weights_of_the_other_dtype_name_the_finalize_fp32_weights():
+    op = seam.init_fused_moe_finalize(hidden_size=128, max_num_tokens=4, top_k=2, fp32_weights=False,
+                                      group=SimulatedGroup(1))
+    moe = make_moe(3, 128, 2, rows=5, seed=1, fp32_weights=True)
+    residual, weight = _rand(3, 128, seed=2), _rand(128, seed=3)
+    with pytest.raises(TypeError, match="expert_weights must have dtype torch.bfloat16, got torch.float32: this "
+                                        "finalize was built with fp32_weights=False"):
+        seam.finalize_allreduce_gemma_rms_norm_mxfp8(moe, residual, weight, EPS)
+    assert_armed(op)
+
+
 def test_finalize_with_nothing_routed_to_a_rank():
     """A rank none of whose experts got a token (gemm2_permuted with 0 rows, every index -1) contributes its
     shared output: the split publish / collect and the one-call API (built with debug on) both take it."""
@@ -574,7 +585,11 @@ def test_bad_moe_inputs_raise_before_launch():
     r = good.routed
     cases = [
         (MoEOutput(UnfinalizedMoEOutput(r.gemm2_permuted, r.expert_weights.bfloat16(), r.expanded_idx_to_permuted_idx),
-                   good.shared_output), TypeError, "expert_weights must have dtype torch.float32"),
+                   good.shared_output), TypeError,
+         "expert_weights must have dtype torch.float32, got torch.bfloat16: this finalize was built with "
+         "fp32_weights=True"),
+        (MoEOutput(UnfinalizedMoEOutput(r.gemm2_permuted, r.expert_weights.half(), r.expanded_idx_to_permuted_idx),
+                   good.shared_output), TypeError, "expert_weights must have dtype torch.float32, got torch.float16$"),
         (MoEOutput(UnfinalizedMoEOutput(r.gemm2_permuted, r.expert_weights[:, :1].contiguous(),
                                         r.expanded_idx_to_permuted_idx), good.shared_output),
          ValueError, r"expert_weights must have shape \[3, 2\]"),

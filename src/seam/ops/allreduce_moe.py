@@ -27,7 +27,8 @@ class UnfinalizedMoEOutput:
     Attributes:
         gemm2_permuted: BF16 [rows, hidden], the unweighted expert GEMM2 output in the
             MoE's permuted order; rows may be 0 (nothing routed to this rank's experts: every index -1).
-        expert_weights: FP32 (or BF16) [M, top_k], routed scaling already folded in.
+        expert_weights: FP32 [M, top_k], or BF16 for a finalize built with ``fp32_weights=False``; routed
+            scaling already folded in.
         expanded_idx_to_permuted_idx: int32 [M, top_k], the row of gemm2_permuted for
             (token, k), in [0, rows); -1 where the expert is not on this rank (range-checked
             only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs; without it the kernel skips
@@ -147,6 +148,10 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
             shape=(-1, self.hidden_size), device=self.device, align=16,
         )
         wdtype = torch.float32 if self.fp32_weights else torch.bfloat16
+        other = torch.bfloat16 if self.fp32_weights else torch.float32
+        if isinstance(routed.expert_weights, torch.Tensor) and routed.expert_weights.dtype == other:
+            raise TypeError(f"moe_output.routed.expert_weights must have dtype {wdtype}, got {other}: this finalize "
+                            f"was built with fp32_weights={self.fp32_weights}")
         checks.tensor(
             "moe_output.routed.expert_weights", routed.expert_weights, dtype=wdtype,
             shape=(m, self.top_k), device=self.device,
