@@ -177,6 +177,18 @@ def test_zero_eps_zero_row(device):
     assert torch.isnan(n).all() and bytes_equal(ro, x)
 
 
+def test_a_nan_in_x_reaches_the_mxfp8_rows_as_448_at_scale_0_not_as_nan(device):
+    """README, "Non-finite values": the NaN row's normed and residual_out keep the NaN; its MXFP8 bytes are the
+    finite +448 (0x7e) at scale 0 (the block's amax ignores NaN), so its dequantized rows are 448 x 2^-127."""
+    x, r, w = _inputs(2, 64, device, seed=5)
+    x[0, 9] = float("nan")
+    v, s, n, ro = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True, scale_layout="row_major")
+    assert torch.isnan(n[0]).all() and torch.isnan(ro[0, 9]) and not torch.isnan(n[1]).any()
+    assert (v[0].view(torch.uint8) == 0x7E).all() and (s[0] == 0).all()
+    deq = seam.QuantizedActivation(v, s, layout="row_major").dequantize()
+    assert torch.isfinite(deq).all() and (deq[0] == 448 * 2.0**-127).all()
+
+
 def test_gemma_rms_norm_and_add_norm(device):
     x, r, w = _inputs(9, 160, device)
     ok, summary = ulp_summary(seam.gemma_rms_norm(x, w, EPS).cpu(), ref.gemma_rms_norm_ref(x.cpu(), w.cpu(), EPS))
