@@ -2,7 +2,8 @@
 
 attention output -> residual add + post-attention Gemma RMSNorm + MXFP8 -> shared expert (gate_up on the norm's
 MXFP8 rows, SwiGLU-OAI + MXFP8, down) -> MoE finalize + residual add + next layer's Gemma RMSNorm + MXFP8 -> QKV
-projection with q/k Gemma RMSNorm, RoPE and the NVFP4 KV-cache insert.
+projection with q/k Gemma RMSNorm, RoPE and the NVFP4 KV-cache insert; then step 5 again through seam's
+pure-PyTorch reference (``seam.ref``), to show what it wrote is right.
 
 Runs on a GPU, or on a CPU under the Triton interpreter at these small shapes (seconds); with the README's
 environment (``PYTHON``):
@@ -16,6 +17,7 @@ At TP > 1 the same calls take a ``seam.LamportAllReduce`` and ``init_fused_moe_f
 import torch
 
 import seam  # before triton / torch.compile
+from seam.compare import bf16_ulp_diff
 from seam.formats.nvfp4 import empty_index_cache, empty_kv_cache
 
 dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -79,3 +81,17 @@ seam.qkv_index_fused_epilogue(
 
 print(f"device {dev}: residual {list(residual.shape)}, q {list(q.shape)}, index_q {list(index_q.shape)}, "
       f"nonzero cache bytes {int(kv_cache.count_nonzero()) + int(index_cache.count_nonzero())}")
+
+# Check step 5 against seam's pure-PyTorch reference on the same MXFP8 rows: the GEMM in fp32 (torch's summation
+# order, not the kernel's), then the spec's epilogue. q may differ by a BF16 ulp where the two sums round apart.
+want_q, want_index_q = torch.empty_like(q), torch.empty_like(index_q)
+want_kv, want_index = empty_kv_cache(BLOCKS, NKV, BLOCK_SIZE, dev), empty_index_cache(BLOCKS, BLOCK_SIZE, dev)
+seam.ref.qkv.qkv_epilogue_ref(
+    seam.ref.qkv.qkv_gemm_ref(qa.values, qa.scales, w_qkv.values, w_qkv.scales), positions, cos_sin_cache,
+    q_norm_w, k_norm_w, index_q_norm_w, index_k_norm_w, EPS, slot_mapping=slots, index_slot_mapping=slots,
+    kv_cache=want_kv, index_cache=want_index, index_q_out=want_index_q, q_out=want_q)
+caches = torch.cat((kv_cache.flatten(), index_cache.flatten())).view(torch.uint8)
+want_caches = torch.cat((want_kv.flatten(), want_index.flatten())).view(torch.uint8)
+print(f"against seam.ref: q within {int(bf16_ulp_diff(q, want_q).max())} BF16 ulp, "
+      f"index_q bytes equal {float((index_q.view(torch.uint8) == want_index_q.view(torch.uint8)).float().mean()):.1%}, "
+      f"cache bytes equal {float((caches == want_caches).float().mean()):.1%}")
