@@ -52,27 +52,30 @@ def test_bad_arguments_exit_2_before_any_copy(argv, says, capsys):
     assert exc.value.code == 2 and says in capsys.readouterr().err
 
 
-def _compile_stamped(src, before_wait: int) -> dict:
-    """The stamped 8-row tile at the one-token pick (split 12, 2 stages) compiled for sm_90 with ``before_wait``
-    ring stages requested before the PDL wait: its resources, its PTX's stamp count and the TMA copies it issues
-    before the wait."""
+def _compile_stamped(src, before_wait: int, split_k: int = 12, k: int = 6144) -> dict | str:
+    """The stamped 8-row tile (by default at the one-token pick: split 12, 2 stages) compiled for sm_90 with
+    ``before_wait`` ring stages requested before the PDL wait: its resources, its PTX's stamp count and where its
+    TMA copies stand against the wait; or the compiler's error text where it refuses the kernel."""
     probe = ("import json, sm90_resources\n"
              "compile_ = sm90_resources._compile\n"  # the stamped kernel's one constexpr more
              "sm90_resources._compile = lambda fn, types, consts, *a, **k: compile_(fn, types, "
              f"{{**consts, 'BEFORE_WAIT': {before_wait}}}, *a, **k)\n"
-             "r = sm90_resources.resources('wgmma', 8, split_k=12, num_stages=2, k=6144, ptx=True)\n"
-             "head = r['ptx'].split('griddepcontrol.wait')[0]\n"
+             f"r = sm90_resources.resources('wgmma', 8, split_k={split_k}, num_stages=2, k={k}, ptx=True)\n"
+             "head, tail = r['ptx'].split('griddepcontrol.wait')\n"
              "print(json.dumps({**r, 'ptx': r['ptx'].count('%globaltimer'), "
-             "'copies before the wait': head.count('cp.async.bulk.tensor')}))\n")
+             "'copies before the wait': head.count('cp.async.bulk.tensor'), "
+             "'copies after it, before the first stage wait': "
+             "tail.split('mbarrier.try_wait')[0].count('cp.async.bulk.tensor'), "
+             "'copies': r['ptx'].count('cp.async.bulk.tensor')}))\n")
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.pathsep.join([str(src), str(TOOL.parent)]))
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout)
+    return json.loads(out.stdout) if out.returncode == 0 else out.stderr
 
 
 @needs_tool
 def test_the_stamped_decode_kernel_fits_two_programs_per_sm_without_spills(tmp_path):
     r = _compile_stamped(_tool().stamp_source(tmp_path), before_wait=2)
+    assert isinstance(r, dict), r[-2000:]
     assert r["ptx"] == 5, r  # the stamped copy was compiled, not seam's own
     assert r["registers"] <= 128 and r["stack_bytes"] == 0, r
 
@@ -83,8 +86,25 @@ def test_before_wait_moves_the_ring_requests_past_the_pdl_wait(tmp_path):
     each), none at 0; the kernel still fits two programs an SM."""
     src = _tool().stamp_source(tmp_path)
     found = {n: _compile_stamped(src, n) for n in (0, 1, 2)}
+    assert all(isinstance(r, dict) for r in found.values()), found
     copies = [found[n]["copies before the wait"] for n in (0, 1, 2)]
-    assert copies[0] == 0 and 0 < copies[1] < copies[2], copies
-    assert copies[2] == 2 * copies[1], copies  # the same requests for each stage
+    assert copies == [0, 2, 4], copies  # a weight tile and its scales a stage
+    # the others right after the wait, before any stage is waited for (none left out: the same copies in all)
+    after = [found[n]["copies after it, before the first stage wait"] - found[2]["copies after it, before the first "
+                                                                               "stage wait"] for n in (0, 1, 2)]
+    assert after == [4, 2, 0] and len({found[n]["copies"] for n in (0, 1, 2)}) == 1, found
     for r in found.values():
         assert r["registers"] <= 128 and r["stack_bytes"] == 0, r
+
+
+@needs_tool
+def test_before_wait_keeps_the_stages_a_tile_waits_for_before_the_wait(tmp_path):
+    """At K 2048, split 2 the tile converts one weight step into shared memory before the wait, waiting for its stage
+    there: the stamped kernel refuses to compile without that stage requested first (the tool's launch requests it).
+    With it, that step's stage and the step its slot takes next go ahead of the wait (4 copies), the other stage after
+    it (6 with both stages first), and no copy is left out."""
+    src = _tool().stamp_source(tmp_path)
+    refused = _compile_stamped(src, 0, split_k=2, k=2048)
+    assert isinstance(refused, str) and "a stage waited for before the PDL wait is requested there" in refused
+    found = [_compile_stamped(src, n, split_k=2, k=2048) for n in (1, 2)]
+    assert [r["copies before the wait"] for r in found] == [4, 6] and found[0]["copies"] == found[1]["copies"], found

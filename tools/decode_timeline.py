@@ -15,7 +15,8 @@ Cases: ``stream``; ``partials`` (the pick's kernel storing its split-K partials 
 ``linear``, PDL-chained). ``--stages`` / ``--split`` override the picked tile's ring depth and K split;
 ``--before-wait N`` requests only the ring's first N stages before the PDL wait and the rest right after the
 activations' copies (docs/benchmarks-log.md run 353 requested them ahead of those copies, which then waited behind
-them; a tile that converts weight steps into shared memory before the wait keeps all its stages there).
+them; a tile that converts weight steps into shared memory before the wait still requests those steps' stages there;
+each case reports the stages its launches requested before the wait).
 
 Times are us from the call's release (its first program past the PDL wait), medians over the analysed calls (the
 stamps are subtracted as integers: docs/benchmarks-log.md runs 352-353 ran these stamps from a scratch script that
@@ -71,6 +72,17 @@ def _ring(condition: str) -> str:
 _ACTIVATIONS = """    else:
         _issue_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ)
 """
+_BEFORE_WAIT_RULE = """STAMP = None  # the next launch's stamps
+BEFORE_WAIT = None  # ring stages the next launch requests before its PDL wait (None: all)
+BEFORE_WAIT_USED = None  # what the last launch requested there
+
+
+def _before_wait(stages, smem_steps):
+    global BEFORE_WAIT_USED
+    BEFORE_WAIT_USED = stages if BEFORE_WAIT is None else max(min(BEFORE_WAIT, stages), smem_steps)
+    return BEFORE_WAIT_USED
+
+"""
 _SUM_OUT = "    tl.store(out_ptr + m.to(tl.int64) * stride_om + n, to_bf16_rne(total), mask=n < N)\n"
 #: (module, anchor, replacement): each anchor must occur exactly once in seam's source.
 PATCHES = (
@@ -87,18 +99,19 @@ PATCHES = (
     ("mxfp8_wgmma.py", _STORE_TILE, f"    _t3 = {_NOW}\n{_STORE_TILE}    _t4 = {_NOW}\n{_DECODE_STORE}"),
     ("mxfp8_wgmma.py", "        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, m, n, out.stride(0),\n",
      "        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, STAMP, m, n, out.stride(0),\n"),
-    ("mxfp8_wgmma.py", "\ndef launch_mxfp8_linear_wgmma(", "\nSTAMP = None  # the next launch's stamps\n"
-     "BEFORE_WAIT = None  # ring stages the next launch requests before its PDL wait (None: all)\n\n\n"
-     "def launch_mxfp8_linear_wgmma("),
+    ("mxfp8_wgmma.py", "\ndef launch_mxfp8_linear_wgmma(", f"\n{_BEFORE_WAIT_RULE}\n\ndef launch_mxfp8_linear_wgmma("),
     # --before-wait: the stages past BEFORE_WAIT requested right after the activations' copies, not ahead of the wait
-    # (all stages where weight steps are converted into shared memory before the wait: those wait for their stages)
+    # (at least the weight steps converted into shared memory before the wait: those wait for their stages there)
     ("mxfp8_wgmma.py", "    TAIL: gl.constexpr,  # 64 + TAIL tiles",
      "    BEFORE_WAIT: gl.constexpr,\n    TAIL: gl.constexpr,  # 64 + TAIL tiles"),
+    ("mxfp8_wgmma.py", "    BN: gl.constexpr = 16 * num_warps\n",
+     "    gl.static_assert(BEFORE_WAIT >= SMEM_STEPS, 'a stage waited for before the PDL wait is requested there')\n"
+     "    BN: gl.constexpr = 16 * num_warps\n"),
     ("mxfp8_wgmma.py", _RING, _ring("s < BEFORE_WAIT")),
     ("mxfp8_wgmma.py", _ACTIVATIONS, _ACTIVATIONS + _ring("s >= BEFORE_WAIT")),
     ("mxfp8_wgmma.py", "TAIL=tail, num_warps=NUM_WARPS,\n",
      "TAIL=tail, num_warps=NUM_WARPS,\n"
-     "        BEFORE_WAIT=stages if BEFORE_WAIT is None or smem_steps else min(BEFORE_WAIT, stages),\n"),
+     "        BEFORE_WAIT=_before_wait(stages, smem_steps),\n"),
     ("split_k_sum.py", "def split_k_sum_kernel(part_ptr, out_ptr, N,", "def split_k_sum_kernel(part_ptr, out_ptr, stamp_ptr, N,"),
     ("split_k_sum.py", "    if USE_PDL:  # the next kernel", f"    _t0 = {_NOW}\n    _t1 = _t0\n    if USE_PDL:  # the next kernel"),
     ("split_k_sum.py", "        tl.extra.cuda.gdc_wait()\n", f"        tl.extra.cuda.gdc_wait()\n        _t1 = {_NOW}\n"),
@@ -230,8 +243,7 @@ def _measure(args: argparse.Namespace) -> dict:
             err = ((out.float() - want).norm() / want.norm()).item()
             if not err < 1e-2:
                 raise RuntimeError(f"the stamped kernel's product is off by {err:.1e}")
-        result = {"us": timed(call), "tile": str(tile),
-                  "stages before the wait": "all" if args.before_wait is None else args.before_wait}
+        result = {"us": timed(call), "tile": str(tile), "stages before the wait": mxfp8_wgmma.BEFORE_WAIT_USED}
         if case == "chain":
             result["norm us"] = graph_time_us(norm, iters=calls)
         raw, sum_raw = stamps.view(calls, programs, 8).cpu(), sum_stamps.view(calls, -1, 4).cpu()
