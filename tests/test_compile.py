@@ -362,7 +362,8 @@ def test_a_dispatch_mode_that_traces_nothing_keeps_the_checks(device):
 
 def test_flop_counter_mode_counts_the_gemms(device):
     """FlopCounterMode counts 2 M N K for ``mxfp8_linear`` (BF16 rows or a QuantizedActivation) and for the QKV op's
-    GEMM, 0 for its epilogue alone on a given accumulator; the outputs are the eager call's."""
+    GEMM, 0 for its epilogue alone on a given accumulator; under the mode the BF16 rows' product is the eager
+    call's."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from seam.formats import nvfp4

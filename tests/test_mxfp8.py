@@ -83,6 +83,12 @@ def test_edge_block_semantics():
     assert vb["neg_zero"].eq(0x80).all() and s["neg_zero"] == 0
     assert s["huge"] == 247  # 3e38 / 448 = 1.3 * 2^119: exponent 246, bumped
     assert vb["dominated"][1:].eq(0).all()  # 1e-3 * 2^-1 underflows E4M3
+    # read back (README, "Non-finite values"): an inf of either sign is +inf, the rest of its block 0; a NaN finite
+    back = dict(zip(names, seam.mxfp8_dequantize(*mxfp8_quantize_ref(x, scale_layout="row_major"),
+                                                 scale_layout="row_major", dtype=torch.float32)))
+    for name in ("plus_inf", "minus_inf"):
+        assert back[name][0] == float("inf") and back[name][1:].eq(0).all(), name
+    assert torch.isfinite(back["nan"]).all() and back["all_nan"].eq(448 * 2.0**-127).all()
 
 
 @pytest.mark.parametrize("m", [1, 127, 128, 129])

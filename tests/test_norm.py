@@ -177,16 +177,21 @@ def test_zero_eps_zero_row(device):
     assert torch.isnan(n).all() and bytes_equal(ro, x)
 
 
-def test_a_nan_in_x_reaches_the_mxfp8_rows_as_448_at_scale_0_not_as_nan(device):
-    """README, "Non-finite values": the NaN row's normed and residual_out keep the NaN; its MXFP8 bytes are the
-    finite +448 (0x7e) at scale 0 (the block's amax ignores NaN), so its dequantized rows are 448 x 2^-127."""
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_x_reaches_the_mxfp8_rows_finite(value, device):
+    """README, "Non-finite values": residual_out keeps the NaN / inf; normed is NaN across a NaN's row, and NaN at an
+    inf with +-0 in the rest of its row (the RMS is inf). The MXFP8 rows store those NaNs as the finite +448 (0x7e)
+    at scale 0 (the block's amax ignores NaN), so they read back as 448 x 2^-127, the +-0 as +-0."""
     x, r, w = _inputs(2, 64, device, seed=5)
-    x[0, 9] = float("nan")
+    x[0, 9] = value
     v, s, n, ro = seam.gemma_fused_add_rms_norm_mxfp8(x, r, w, EPS, also_bf16=True, scale_layout="row_major")
-    assert torch.isnan(n[0]).all() and torch.isnan(ro[0, 9]) and not torch.isnan(n[1]).any()
-    assert (v[0].view(torch.uint8) == 0x7E).all() and (s[0] == 0).all()
+    assert torch.isnan(ro[0, 9]) if value != value else ro[0, 9].item() == value
+    nan = torch.isnan(n[0])
+    assert nan.all() if value != value else (nan.nonzero().flatten().tolist() == [9] and (n[0][~nan] == 0).all())
+    assert not torch.isnan(n[1]).any() and (s[0] == 0).all()
+    assert (v[0].view(torch.uint8)[nan] == 0x7E).all() and (v[0].float()[~nan] == 0).all()
     deq = seam.QuantizedActivation(v, s, layout="row_major").dequantize()
-    assert torch.isfinite(deq).all() and (deq[0] == 448 * 2.0**-127).all()
+    assert torch.isfinite(deq).all() and (deq[0][nan] == 448 * 2.0**-127).all()
 
 
 def test_gemma_rms_norm_and_add_norm(device):

@@ -61,7 +61,7 @@ def _kernels_unavailable() -> str | None:
         return (
             "seam's kernels need the Triton interpreter here (no CUDA device, or TRITON_INTERPRET=1), but "
             "triton was imported before seam without TRITON_INTERPRET=1 (directly, or by torch._dynamo / "
-            "torch.compile), so Triton's own functions (tl.max, tl.sum, ...) cannot run in the interpreter "
+            "torch.compile / torch.utils.flop_counter), so Triton's own functions (tl.max, tl.sum, ...) cannot run in the interpreter "
             "in this process: set TRITON_INTERPRET=1 before triton is imported, or import seam first"
         )
     return (

@@ -185,8 +185,9 @@ def fused_add_rms_norm_mxfp8(
     (plain RMSNorm, DeepSeek; the default here) or ``1 + f32(w)`` (``gemma=True``), then
     ``(values, scales) = mxfp8_quantize(normed)`` of that same BF16 ``normed``, bit for
     bit, with or without ``also_bf16``. Spec: ``docs/spec/norm_act.md`` (... + MXFP8
-    output) and ``docs/spec/mxfp8.md``. NaN and +-inf do not survive in the MXFP8 rows (they become +448 in
-    their block, as :func:`seam.mxfp8_quantize` says); ``normed`` and ``residual_out`` keep them.
+    output) and ``docs/spec/mxfp8.md``. A NaN in a row makes its whole normed row NaN; an inf makes that element NaN
+    and the rest of the row +-0 (the RMS is inf). The MXFP8 rows store those NaNs as +448 at scale 0 (as
+    :func:`seam.mxfp8_quantize` says), finite when read back; ``normed`` and ``residual_out`` keep them.
 
     Args:
         x: BF16 [M, hidden], hidden a multiple of 32 and <= 16384, rows contiguous at any row stride

@@ -114,8 +114,8 @@ def swiglu_oai_mxfp8(
     ``act = g * sigmoid(alpha * g) * (u + beta)`` (no BF16 round trip), or of ``bf16(act)``
     with ``round_to_bf16`` (then bit-identical to ``mxfp8_quantize(swiglu_oai(gate_up))``).
 
-    Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI + MXFP8), ``docs/spec/mxfp8.md``. A NaN or +-inf activation
-    becomes +448 in its block of the MXFP8 rows (as :func:`seam.mxfp8_quantize` says), not a NaN.
+    Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI + MXFP8), ``docs/spec/mxfp8.md``. A NaN or +-inf activation is
+    stored as +448 in its block (as :func:`seam.mxfp8_quantize` says): a NaN reads back finite, an inf as +inf.
     The default differs from the unfused chain in about 2% of E4M3 bytes and is at least
     as close to the exact activation. Plain SwiGLU (``silu(gate) * up``): ``alpha=1.0, beta=0.0, limit=None``.
 
