@@ -400,3 +400,20 @@ def test_bench_help_lists_each_benchmark_with_its_default_token_counts(capsys):
         module = importlib.import_module(f"seam.bench.{name}")
         ms = " ".join(map(str, getattr(module, "MS", getattr(module, "MS_GPU", ()))))
         assert f" {name}: " in out and f"(default M: {ms}" in out, name
+
+
+def test_bench_step_on_cpu_refuses_an_m_it_would_take_hours_on(monkeypatch, capsys):
+    """Without a GPU the interpreter's time grows with M: above ``CPU_MAX_M`` one line, status 2, nothing run; at it
+    the benchmark runs."""
+    import torch
+
+    import seam.bench.step as step
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(step, "run", lambda *args, **kwargs: pytest.fail("the benchmark ran"))
+    assert main(["bench", "step", "--m", "1", "100000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("seam bench step: --m 100000 on CPU") and f"M <= {step.CPU_MAX_M}" in err
+    ran = []
+    monkeypatch.setattr(step, "run", lambda *args, **kwargs: ran.append(kwargs["ms"]))
+    assert main(["bench", "step", "--m", str(step.CPU_MAX_M)]) == 0 and ran == [(step.CPU_MAX_M,)]

@@ -78,6 +78,11 @@ def _bench(name: str, ms: list[int] | None) -> int:
         print(f"seam bench {name} needs a CUDA GPU (this machine has none); `seam verify` checks every op on CPU, "
               f"and {' and '.join(f'`seam bench {n}`' for n in on_cpu)} also runs here", file=sys.stderr)
         return 2
+    cpu_max_m = getattr(module, "CPU_MAX_M", None)
+    if cpu_max_m is not None and ms and max(ms) > cpu_max_m and not torch.cuda.is_available():
+        print(f"seam bench {name}: --m {max(ms)} on CPU: the interpreter's time grows with M, so this machine takes "
+              f"M <= {cpu_max_m} (at most minutes); larger M needs a GPU", file=sys.stderr)
+        return 2
     if runtime.KERNELS_UNAVAILABLE:  # every benchmark launches kernels (checked past the GPU's absence: its fix)
         print(f"seam bench: the kernels cannot run in this process: {runtime.KERNELS_UNAVAILABLE}", file=sys.stderr)
         return 2

@@ -487,6 +487,9 @@ def _plot(results: dict[str, list[dict]], path: pathlib.Path) -> None:
 
 #: ``seam bench step`` also runs without a GPU: reduced shapes under the interpreter, agreement only (no timings).
 RUNS_ON_CPU = True
+#: The most tokens ``seam bench step`` takes there: its time grows with M (2 CPU cores, 2026-12-07: M 1 / 16 / 64
+#: took 9.8 / 27.8 / 92.1 s for both boundaries), so M 256 takes about 6 minutes and M 100000 would take days.
+CPU_MAX_M = 256
 
 
 def out_folder() -> pathlib.Path:
