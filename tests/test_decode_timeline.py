@@ -108,3 +108,48 @@ def test_before_wait_keeps_the_stages_a_tile_waits_for_before_the_wait(tmp_path)
     assert isinstance(refused, str) and "a stage waited for before the PDL wait is requested there" in refused
     found = [_compile_stamped(src, n, split_k=2, k=2048) for n in (1, 2)]
     assert [r["copies before the wait"] for r in found] == [4, 6] and found[0]["copies"] == found[1]["copies"], found
+
+
+def _stamps(calls: int, base: int):
+    """Synthetic %globaltimer stamps at an epoch-sized ``base`` (int64 ns, most not multiples of 256): the decode
+    kernel's [calls, 4 programs, 8] (programs 0-1 on one SM, 2 and 3 alone) and a sum launch's [calls, 2, 4]."""
+    import torch
+
+    raw, sums = torch.zeros(calls, 4, 8, dtype=torch.int64), torch.zeros(calls, 2, 4, dtype=torch.int64)
+    for c in range(calls):
+        o = base + 10_000 * c + 3
+        for p in range(4):
+            wait = o + 1000 + 2 * p
+            staged = wait + 1500 + p
+            loop = staged + 3000
+            raw[c, p] = torch.tensor([o + p, wait, staged, loop, loop + 250 + p, (7, 7, 8, 9)[p], 0, 0])
+        for q in range(2):
+            sums[c, q] = torch.tensor([o + 6000, o + 6100 + 10 * q, o + 7000 + 5 * q, 3])
+    return raw, sums
+
+
+def test_call_stats_reads_the_stamps_to_the_nanosecond():
+    """Each statistic from hand-computed stamps, to the ns: a double of an epoch-sized stamp would round each to
+    256 ns (docs/benchmarks-log.md runs 352-353)."""
+    import torch
+
+    tool = _tool()
+    raw, sums = _stamps(6, 1_800_000_000_000_000_000)
+    alone = tool.call_stats(raw, torch.zeros_like(sums), 2, 5)
+    want = {"release after previous end": 5.238, "staged p50": 1.5015, "loop p50": 3.0, "store p50": 0.2515,
+            "end p50, alone on an SM": 4.76, "end p50, two on an SM": 4.752, "last end": 4.762}
+    assert alone.keys() == want.keys() and all(abs(alone[k] - v) < 1e-9 for k, v in want.items()), alone
+    summed = tool.call_stats(raw, sums, 2, 5)  # the previous call ends with its sum launch
+    want.update({"release after previous end": 3.995, "sum released": 5.1, "sum last end": 6.005})
+    assert summed.keys() == want.keys() and all(abs(summed[k] - v) < 1e-9 for k, v in want.items()), summed
+
+
+def test_stream_span_is_first_start_to_last_end():
+    import torch
+
+    base = 1_800_000_000_000_000_000
+    raw = torch.zeros(5, 3, 4, dtype=torch.int64)
+    for c in range(5):
+        for p in range(3):
+            raw[c, p, :2] = torch.tensor([base + 9000 * c + 3 * p + 1, base + 9000 * c + 7777 + p + 1])
+    assert abs(_tool().stream_span(raw, 1, 4) - 7.779) < 1e-9

@@ -152,6 +152,61 @@ if os.environ.get(_STAMPED):  # the run on the stamped copy: seam first, so that
         tl.store(stamp_ptr + pid * 4 + 1, t1)
 
 
+def _since(times, base: int):
+    """int64 %globaltimer stamps as ns after ``base``, in doubles: subtracted first, since a double of an epoch-based
+    stamp (~1.8e18 ns) holds only multiples of 256 ns."""
+    return (times - base).double()
+
+
+def _us(ns) -> float:
+    return float(ns) / 1e3
+
+
+def _median(t) -> float:
+    return statistics.median(t.tolist())
+
+
+def stream_span(raw, first: int, last: int) -> float:
+    """The weight stream's span, us: for each call ``first`` to ``last - 1`` the time from its first program's start
+    to its last program's end, the median of those. ``raw``: int64 [calls, programs, 4], (start, end, ...) stamps."""
+    s = _since(raw[..., :2], int(raw[..., :2].min()))
+    return statistics.median(_us(s[c, :, 1].max() - s[c, :, 0].min()) for c in range(first, last))
+
+
+def call_stats(raw, sum_raw, first: int, last: int) -> dict:
+    """The decode kernel's per-call times, us, each the median over calls ``first`` to ``last - 1``, times of one
+    call after its release (its first program past the PDL wait). ``raw``: int64 [calls, programs, 8], each program's
+    stamps (start, PDL wait passed, activations staged, K loop done, end) and its SM; ``sum_raw``: int64 [calls,
+    programs, 4] of the split-K sum launch (start, wait passed, end, SM), all 0 where the calls have none.
+    "release after previous end": from the previous call's last program (its sum launch's, where it has one), so in
+    the chain case it holds the norm launched between them."""
+    import torch
+
+    has_sum = bool((sum_raw[first, :, 0] > 0).all())
+    base = int(raw[..., :5].min())
+    s, sm = _since(raw[..., :5], base), raw[..., 5]
+    ss = _since(sum_raw[..., :3], base) if has_sum else None
+    rows = []
+    for c in range(first, last):
+        t, rel = s[c], s[c, :, 1].min()
+        prev_end = max(s[c - 1, :, 4].max(), ss[c - 1, :, 2].max()) if has_sum else s[c - 1, :, 4].max()
+        per_sm = torch.bincount(sm[c])[sm[c]]  # this call's programs on each program's SM
+        row = {"release after previous end": _us(rel - prev_end), "staged p50": _us(_median(t[:, 2] - t[:, 1])),
+               "loop p50": _us(_median(t[:, 3] - t[:, 2])), "store p50": _us(_median(t[:, 4] - t[:, 3])),
+               "end p50, alone on an SM": _us(_median(t[per_sm == 1, 4]) - rel) if (per_sm == 1).any() else None,
+               "end p50, two on an SM": _us(_median(t[per_sm == 2, 4]) - rel) if (per_sm == 2).any() else None,
+               "last end": _us(t[:, 4].max() - rel)}
+        if has_sum:
+            row["sum released"] = _us(ss[c, :, 1].min() - rel)
+            row["sum last end"] = _us(ss[c, :, 2].max() - rel)
+        rows.append(row)
+    found = {}
+    for key in rows[0]:
+        vals = [r[key] for r in rows if r[key] is not None]
+        found[key] = statistics.median(vals) if vals else None
+    return found
+
+
 def _measure(args: argparse.Namespace) -> dict:
     """Run on the stamped copy (imports seam from it)."""
     import dataclasses
@@ -177,17 +232,6 @@ def _measure(args: argparse.Namespace) -> dict:
         count = itertools.count()
         return graph_time_us(lambda: call(next(count) % calls), iters=calls)
 
-    def us(ns) -> float:
-        return float(ns) / 1e3
-
-    def med(t) -> float:
-        return statistics.median(t.tolist())
-
-    def since(times, base: int):
-        """int64 %globaltimer stamps as ns after ``base``, in doubles: subtracted first, since a double of an
-        epoch-based stamp (~1.8e18 ns) holds only multiples of 256 ns."""
-        return (times - base).double()
-
     def stream(n: int, k: int) -> dict:
         words = triton.cdiv(n * k + n * k // 32, 16384) * 4096
         src = rotating(lambda: torch.zeros(words, dtype=torch.int32, device=dev), 4 * words)
@@ -195,10 +239,7 @@ def _measure(args: argparse.Namespace) -> dict:
         sink = torch.empty(programs, dtype=torch.int32, device=dev)
         stamps = torch.zeros(calls, programs * 4, dtype=torch.int64, device=dev)
         t = timed(lambda c: _stamped_read[(programs,)](src(), sink, stamps[c], words, SLAB=4096, num_warps=4))
-        raw = stamps.view(calls, programs, 4).cpu()[..., :2]
-        s = since(raw, int(raw.min()))
-        spans = [us(s[c, :, 1].max() - s[c, :, 0].min()) for c in range(first, last)]
-        return {"us": t, "programs": programs, "span": statistics.median(spans)}
+        return {"us": t, "programs": programs, "span": stream_span(stamps.view(calls, programs, 4).cpu(), first, last)}
 
     def gemm(case: str, n: int, k: int, m: int) -> dict:
         g = torch.Generator().manual_seed(0)
@@ -246,27 +287,8 @@ def _measure(args: argparse.Namespace) -> dict:
         result = {"us": timed(call), "tile": str(tile), "stages before the wait": mxfp8_wgmma.BEFORE_WAIT_USED}
         if case == "chain":
             result["norm us"] = graph_time_us(norm, iters=calls)
-        raw, sum_raw = stamps.view(calls, programs, 8).cpu(), sum_stamps.view(calls, -1, 4).cpu()
-        has_sum = bool((sum_raw[first, :, 0] > 0).all())
-        base = int(raw[..., :5].min())
-        s, ss, sm = since(raw[..., :5], base), since(sum_raw[..., :3], base), raw[..., 5]
-        rows = []
-        for c in range(first, last):
-            t, rel = s[c], s[c, :, 1].min()
-            prev_end = max(s[c - 1, :, 4].max(), ss[c - 1, :, 2].max() if has_sum else 0)
-            per_sm = torch.bincount(sm[c])[sm[c]]  # this call's programs on each program's SM
-            row = {"release after previous end": us(rel - prev_end), "staged p50": us(med(t[:, 2] - t[:, 1])),
-                   "loop p50": us(med(t[:, 3] - t[:, 2])), "store p50": us(med(t[:, 4] - t[:, 3])),
-                   "end p50, alone on an SM": us(med(t[per_sm == 1, 4]) - rel) if (per_sm == 1).any() else None,
-                   "end p50, two on an SM": us(med(t[per_sm == 2, 4]) - rel) if (per_sm == 2).any() else None,
-                   "last end": us(t[:, 4].max() - rel)}
-            if has_sum:
-                row["sum released"] = us(ss[c, :, 1].min() - rel)
-                row["sum last end"] = us(ss[c, :, 2].max() - rel)
-            rows.append(row)
-        for key in rows[0]:
-            vals = [r[key] for r in rows if r[key] is not None]
-            result[key] = statistics.median(vals) if vals else None
+        result.update(call_stats(stamps.view(calls, programs, 8).cpu(), sum_stamps.view(calls, -1, 4).cpu(), first,
+                                 last))
         return result
 
     found = {}
