@@ -263,6 +263,17 @@ def test_expert_weights_of_the_other_dtype_name_the_finalize_fp32_weights():
     assert_armed(op)
 
 
+def test_a_refused_init_keeps_the_earlier_finalize():
+    from seam.ops import allreduce_moe
+
+    op = seam.init_fused_moe_finalize(hidden_size=128, max_num_tokens=4, top_k=2, fp32_weights=True,
+                                      group=SimulatedGroup(1))
+    with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 32, got 100"):
+        seam.init_fused_moe_finalize(hidden_size=100, max_num_tokens=4, top_k=2, fp32_weights=True,
+                                     group=SimulatedGroup(1))
+    assert allreduce_moe._fused_moe_finalize is op
+
+
 def test_finalize_with_nothing_routed_to_a_rank():
     """A rank none of whose experts got a token (gemm2_permuted with 0 rows, every index -1) contributes its
     shared output: the split publish / collect and the one-call API (built with debug on) both take it."""

@@ -320,6 +320,11 @@ def init_fused_moe_finalize(
     initialized); at TP 1 without torch.distributed pass ``seam.SimulatedGroup(1)``.
     Returns the instance that :func:`finalize_allreduce_gemma_rms_norm_mxfp8` uses.
 
+    Raises:
+        As :class:`FinalizeAllReduceGemmaRMSNormMxfp8`: TypeError / ValueError for bad sizes or types, or where another
+        rank passed other sizes, flags or debug (every rank raises); RuntimeError where ``group`` is None and
+        torch.distributed is not initialized. An earlier instance stays in use where this one is refused.
+
     Spec: ``docs/spec/integration.md`` (its ``init_*`` / ``supports_*`` functions), ``docs/spec/lamport.md`` (MoE
     finalize publish).
     """
