@@ -790,6 +790,8 @@ def _bad_cases(p: Problem, xq, xsf):
         ("q_fp8_scale huge", dict(q_fp8_scale=1e38), ValueError, r"q_fp8_scale must be in \[2\^-126"),
         ("q_fp8_scale inf in fp32", dict(q_fp8_scale=1e39), ValueError, "q_fp8_scale must be a finite positive"),
         ("k_scale tiny", dict(k_scale=1e-45), ValueError, r"k_scale must be in \[2\^-126"),
+        ("k_scale tensor", dict(k_scale=torch.tensor(0.5)), TypeError,
+         r"k_scale must be a float or int \(not a bool\), got torch.Tensor \(a tensor's value: pass float\(t\)"),
         ("tile", dict(tile=LARGE_TILE.__class__(16, 64, 128, 4, 1)), ValueError, "block_n"),
         ("tile registers", dict(tile=dataclasses.replace(small_tile(3), max_registers=300)), ValueError,
          "max_registers"),

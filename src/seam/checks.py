@@ -224,7 +224,9 @@ def finite_float(name: str, value: object, *, positive: bool = False) -> float:
     scalar, but not a bool (numerically an int, but a flag passed by mistake); finite in fp32, where the
     kernels use it. Raise TypeError/ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}")
+        # an engine keeps such scalars (KV-cache scales) as tensors: a launch reads a Python number, at the call
+        hint = " (a tensor's value: pass float(t), read at the call)" if isinstance(value, torch.Tensor) else ""
+        raise TypeError(f"{name} must be a float or int (not a bool), got {type_name(value)}{hint}")
     try:
         v = float(value)
     except OverflowError:  # an int past the float range

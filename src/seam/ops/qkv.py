@@ -301,12 +301,15 @@ def qkv_index_fused_epilogue(
         kv_cache: uint8 [num_blocks, 2*nkv, block_size, 72], written in place; pages
             packed inside, any page stride that is a multiple of 32 and at least a page
             (2*nkv*block_size*72 bytes); 32-byte aligned; block_size a multiple of 4.
-        index_cache: uint8 [num_blocks, block_size, 72], written in place; same rules.
+        index_cache: uint8 [num_blocks', block_size, 72], written in place; same rules, with the block_size of
+            ``kv_cache`` (its num_blocks' may differ: ``index_slot_mapping`` is checked against its own size).
         index_q_out: float8_e4m3fn [M, nkv*128] contiguous, written.
         q_out: optional BF16 [M, 16*nkv*128] contiguous, written.
         q_fp8_out: optional float8_e4m3fn [M, 16*nkv*128] contiguous, written.
         q_fp8_scale, k_scale, v_scale: dequantization scales in [2^-126, 2^126] (so each
-            and its fp32 reciprocal are normal numbers, which the GPU does not flush).
+            and its fp32 reciprocal are normal numbers, which the GPU does not flush); Python floats, read at the
+            call (so fixed in a captured CUDA graph: pass ``float(t)`` for an engine's scale tensor).
+            ``q_fp8_scale`` applies to ``q_fp8_out`` only.
         tile: tile override (tests); default ``seam.kernels.mxfp8_gemm_config.pick_qkv_tile``:
             ``mxfp8_linear``'s Gluon or prefill tile where it picks one (at 129-384 tokens the warp-specialized
             kernel's token tiles or a wide tile of 136-256 tokens, the ring kernel's tile or the prefill path; at
@@ -508,7 +511,7 @@ def qkv_warmup(
     warm up with the nkv that will serve, docs/benchmarks-log.md run 52). Under the Triton interpreter (CPU) nothing
     compiles, so no dummy problem runs: the arguments are still checked and the tiles
     returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
-    that the fused kernel and :func:`qkv_epilogue` need at any M <= max_tokens, so call it
+    that the fused kernel and :func:`seam.ops.qkv.qkv_epilogue` (the epilogue alone) need at any M <= max_tokens, so call it
     before capturing CUDA graphs. ``a_deq`` (True, "auto" or False, as the activations' producers take it,
     e.g. :func:`seam.allreduce_gemma_rms_norm_mxfp8`): each Gluon decode tile that such calls feed an
     A_deq (True: every one; "auto", the default: those picked at the M where the producers write it) also
