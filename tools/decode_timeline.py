@@ -72,7 +72,7 @@ def _ring(condition: str) -> str:
 _ACTIVATIONS = """    else:
         _issue_activations(x_desc, xs_desc, x_smem, xs_smem, x_bars, lo, n_steps, MP, MAX_STEPS, A_BF16, A_DEQ)
 """
-_BEFORE_WAIT_RULE = """STAMP = None  # the next launch's stamps
+_LAUNCH_GLOBALS = """STAMP = None  # the next launch's stamps
 BEFORE_WAIT = None  # ring stages the next launch requests before its PDL wait (None: all)
 BEFORE_WAIT_USED = None  # what the last launch requested there
 
@@ -99,7 +99,7 @@ PATCHES = (
     ("mxfp8_wgmma.py", _STORE_TILE, f"    _t3 = {_NOW}\n{_STORE_TILE}    _t4 = {_NOW}\n{_DECODE_STORE}"),
     ("mxfp8_wgmma.py", "        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, m, n, out.stride(0),\n",
      "        w_desc, s_desc, x_desc, xt_desc, xs_desc, out, work, counters, STAMP, m, n, out.stride(0),\n"),
-    ("mxfp8_wgmma.py", "\ndef launch_mxfp8_linear_wgmma(", f"\n{_BEFORE_WAIT_RULE}\n\ndef launch_mxfp8_linear_wgmma("),
+    ("mxfp8_wgmma.py", "\ndef launch_mxfp8_linear_wgmma(", f"\n{_LAUNCH_GLOBALS}\n\ndef launch_mxfp8_linear_wgmma("),
     # --before-wait: the stages past BEFORE_WAIT requested right after the activations' copies, not ahead of the wait
     # (at least the weight steps converted into shared memory before the wait: those wait for their stages there)
     ("mxfp8_wgmma.py", "    TAIL: gl.constexpr,  # 64 + TAIL tiles",

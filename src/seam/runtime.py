@@ -61,8 +61,9 @@ def _kernels_unavailable() -> str | None:
         return (
             "seam's kernels need the Triton interpreter here (no CUDA device, or TRITON_INTERPRET=1), but "
             "triton was imported before seam without TRITON_INTERPRET=1 (directly, or by torch._dynamo / "
-            "torch.compile / torch.utils.flop_counter), so Triton's own functions (tl.max, tl.sum, ...) cannot run in the interpreter "
-            "in this process: set TRITON_INTERPRET=1 before triton is imported, or import seam first"
+            "torch.compile / torch.utils.flop_counter), so Triton's own functions (tl.max, tl.sum, ...) cannot "
+            "run in the interpreter in this process: set TRITON_INTERPRET=1 before triton is imported, or import "
+            "seam first"
         )
     return (
         "triton was imported before seam with TRITON_INTERPRET=1, but seam's kernels were compiled "

@@ -511,8 +511,8 @@ def qkv_warmup(
     warm up with the nkv that will serve, docs/benchmarks-log.md run 52). Under the Triton interpreter (CPU) nothing
     compiles, so no dummy problem runs: the arguments are still checked and the tiles
     returned. Also allocates the per-device workspace (split-K partials, staged NVFP4 rows)
-    that the fused kernel and :func:`seam.ops.qkv.qkv_epilogue` (the epilogue alone) need at any M <= max_tokens, so call it
-    before capturing CUDA graphs. ``a_deq`` (True, "auto" or False, as the activations' producers take it,
+    that the fused kernel and :func:`seam.ops.qkv.qkv_epilogue` (the epilogue alone) need at any M <= max_tokens,
+    so call it before capturing CUDA graphs. ``a_deq`` (True, "auto" or False, as the activations' producers take it,
     e.g. :func:`seam.allreduce_gemma_rms_norm_mxfp8`): each Gluon decode tile that such calls feed an
     A_deq (True: every one; "auto", the default: those picked at the M where the producers write it) also
     runs once on an A_deq, the kernel variant that reads it being compiled separately.
