@@ -58,7 +58,7 @@ class QuantizedActivation:
             shape is not given), tensor shapes
             or byte counts that do not match it (swizzled scales not flat included), scales or a_deq on another
             device than values, a_deq not contiguous or given where K is not a multiple of 128 or with
-            row-major scales.
+            row-major scales, an unknown ``layout`` (TypeError where it is not a str or ScaleLayout).
 
     Spec: ``docs/spec/integration.md`` (QuantizedActivation), ``docs/spec/mxfp8.md`` (Scale layouts).
     """
@@ -191,7 +191,8 @@ class QuantizedActivation:
 
     def require_layout(self, layout: ScaleLayout | str, name: str = "x") -> None:
         """Raise ValueError if the scales are not in ``layout`` (what a consumer reads); the message names
-        :meth:`with_layout`, which converts them."""
+        :meth:`with_layout`, which converts them. ``layout`` as :meth:`with_layout` takes it (TypeError /
+        ValueError otherwise)."""
         layout = ScaleLayout.parse(layout, "layout")
         if self.layout is not layout:
             raise ValueError(

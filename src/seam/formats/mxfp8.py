@@ -31,7 +31,7 @@ UE8M0_DTYPES = tuple(d for d in (torch.uint8, getattr(torch, "float8_e8m0fnu", N
 
 
 class ScaleLayout(str, enum.Enum):
-    """Where scale byte (row r, block column c) lives."""
+    """Where scale byte (row r, block column c) lives. Spec: ``docs/spec/mxfp8.md`` (Scale layouts)."""
 
     ROW_MAJOR = "row_major"  #: uint8 [M, K/32]
     SWIZZLED = "swizzled"  #: flat uint8 [mxfp8_scale_numel(M, K)], 128x4 atoms, padding zero
@@ -177,8 +177,9 @@ def unswizzle_scales(scales: torch.Tensor, num_tokens: int, hidden_size: int) ->
     [num_tokens, hidden_size // 32].
 
     Raises:
-        TypeError: scales not a uint8 or float8_e8m0fnu tensor.
-        ValueError: scales not flat with ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes.
+        TypeError: scales not a uint8 or float8_e8m0fnu tensor; ``num_tokens`` or ``hidden_size`` not an int.
+        ValueError: ``num_tokens`` negative, ``hidden_size`` not a positive multiple of 32, or scales not flat
+            with ``mxfp8_scale_numel(num_tokens, hidden_size)`` bytes.
 
     Spec: ``docs/spec/mxfp8.md`` (Scale layouts).
     """
@@ -271,7 +272,7 @@ def mxfp8_dequantize(
 
     Raises:
         TypeError: values not float8_e4m3fn (or its uint8 bytes), scales not uint8 or
-            float8_e8m0fnu, dtype not a floating torch.dtype.
+            float8_e8m0fnu, dtype not a floating torch.dtype, ``scale_layout`` not a str or ScaleLayout.
         ValueError: shapes that do not fit the layout, scales on another device than values, an
             unknown ``scale_layout``.
 
