@@ -83,10 +83,13 @@ def mxfp8_quantize(
         (values float8_e4m3fn [M, K], scales uint8).
 
     Raises:
-        TypeError: x not a tensor or not BF16/FP16/FP32, out not a tuple or list of two buffers.
+        TypeError: x not a tensor or not BF16/FP16/FP32, out not a tuple or list of two buffers,
+            scale_layout not a str or :class:`seam.ScaleLayout`.
         ValueError: x not 2-D, K not a multiple of 32, non-unit column stride, device
-            without kernels, or out buffers of the wrong size/alignment, not contiguous, requiring
-            grad while grad mode is on, or overlapping x or each other (a wrong out dtype is a TypeError).
+            without kernels, an unknown scale_layout, or out buffers of the wrong size/alignment, not contiguous,
+            requiring grad while grad mode is on, or overlapping x or each other (a wrong out dtype is a TypeError).
+
+    Spec: ``docs/spec/mxfp8.md`` (Quantize one block, Scale layouts).
     """
     layout = ScaleLayout.parse(scale_layout)
     checks.tensor("x", x, dtype=FLOAT_INPUTS, contiguous=False)

@@ -209,7 +209,8 @@ def fused_add_rms_norm_mxfp8(
             very same tensors: updated in place, as in :func:`fused_add_rms_norm`).
 
     Returns:
-        (values, scales, residual_out), or (values, scales, normed, residual_out).
+        (values float8_e4m3fn [M, hidden], scales uint8 in ``scale_layout``, residual_out BF16 [M, hidden]), or
+        with ``also_bf16`` (values, scales, normed BF16 [M, hidden], residual_out).
 
     Raises:
         TypeError: wrong dtypes, eps/flags of the wrong type, ``out`` of the wrong arity.

@@ -18,7 +18,7 @@ from seam.ops.registry import register
 
 
 class GateUpLayout(str, enum.Enum):
-    """Where gate and up live in the [M, 2I] gate_up tensor."""
+    """Where gate and up live in the [M, 2I] gate_up tensor. Spec: ``docs/spec/norm_act.md`` (SwiGLU-OAI)."""
 
     SPLIT = "split"  #: gate = columns [0, I), up = [I, 2I)
     INTERLEAVED = "interleaved"  #: gate = even columns, up = odd (gpt-oss)
