@@ -5,7 +5,7 @@ takes BF16 input (quantized inside) or a :class:`seam.QuantizedActivation` (used
 and supports the pre-quantized hand-off: a producer that already wrote the MXFP8 rows of
 the layer's input (the fused add+norm+quant, the fused all-reduce consumer) registers
 them with :meth:`MXFP8Linear.set_prequant`; the next forward whose BF16 input is that
-same tensor (same ``data_ptr``, shape and dtype, still alive and not written since) uses
+same tensor (same ``data_ptr``, shape, strides and dtype, still alive and not written since) uses
 them once instead of quantizing again.
 """
 
@@ -208,7 +208,7 @@ class MXFP8Linear(torch.nn.Module):
             qa: its MXFP8 rows (swizzled scales), e.g. from
                 ``seam.gemma_fused_add_rms_norm_mxfp8``.
 
-        The registration is keyed on x's ``data_ptr`` and shape (the seed's contract) and also
+        The registration is keyed on x's ``data_ptr`` and shape (the seed's contract) and strides, and also
         requires x to be alive and x, ``qa.values``, ``qa.scales`` (and ``qa.a_deq``) unmodified at the forward
         (version counters unchanged; seam's ops bump them too): a static buffer refilled by
         the next step, or a freed temporary whose address was reused, falls back to
