@@ -136,13 +136,13 @@ def mhc_post_collapse_rms_norm(
         (residual_output BF16 [M, hc, hidden], layer_input BF16 [M, hidden] or None).
 
     Raises:
-        TypeError: an argument of the wrong type or dtype.
+        TypeError: an argument of the wrong type or dtype (mxfp8_out not a tuple or list of two buffers included).
         RuntimeError: the first call on a device (or one at a hidden size needing more
             scratch) happens during CUDA-graph capture.
         ValueError: wrong shapes, non-contiguous tensors, mixed devices, hidden not a multiple
             of 32, hc not in (1, 2, 4, 8), pre/norm_weight given without the other,
-            mxfp8_out without a layer input, or mxfp8_out buffers of the wrong size or requiring grad
-            while grad mode is on.
+            mxfp8_out without a layer input, or mxfp8_out buffers of the wrong size, not contiguous or 16-byte
+            aligned, overlapping an input or each other, or requiring grad while grad mode is on.
 
     Spec: ``docs/spec/lamport.md`` (Consumer B), ``docs/spec/mxfp8.md``.
     """

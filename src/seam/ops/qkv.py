@@ -519,7 +519,7 @@ def qkv_warmup(
 
     Raises:
         TypeError: nkv, hidden_size, max_tokens or block_size not an int; has_q or has_qfp8 not a bool; a_deq
-            neither a bool nor a string.
+            neither a bool nor a string; device not a torch.device, str or int.
         ValueError: nkv not in {1, 2, 4}, no q output requested, hidden_size not a
             positive multiple of 128, max_tokens outside [1, :data:`WARMUP_MAX_TOKENS`], block_size not a
             positive multiple of 4, a device seam's kernels do not run on here, a_deq a string other than "auto".
