@@ -67,10 +67,17 @@ class Group(abc.ABC):
 
     @abc.abstractmethod
     def create_mailbox(self, hidden: int, capacity: int) -> LamportMailbox:
-        """Allocate and arm the Lamport mailboxes of the driven ranks (collective).
+        """Allocate and arm the Lamport mailboxes of the driven ranks (collective): each BF16
+        ``[3, tp, capacity, hidden]``, every slot the sentinel -0.0, and a stage_state int32 [2] of zeros.
+
+        Args:
+            hidden: row width in BF16 elements (checked by the Lamport ops that call this).
+            capacity: rows per rank slot, the largest M (tokens) of a call.
 
         Raises:
             RuntimeError: no peer access.
+
+        Spec: ``docs/spec/lamport.md`` (State, per rank).
         """
 
     @abc.abstractmethod
@@ -133,6 +140,8 @@ class SimulatedGroup(Group):
         ValueError: ``tp`` outside [1, :data:`MAX_SIMULATED_TP`]; ``device`` one seam's kernels do not run on here
             (meta, or CUDA on a machine without it).
         RuntimeError: seam's kernels cannot run in this process (``seam.runtime.KERNELS_UNAVAILABLE``).
+
+    Spec: ``docs/spec/lamport.md`` (Testing without several GPUs).
     """
 
     def __init__(self, tp: int, device: torch.device | str | None = None) -> None:
@@ -195,6 +204,8 @@ class DistGroup(Group):
         RuntimeError: torch.distributed not initialized; seam's kernels cannot run in this process.
         TypeError: process_group not a ProcessGroup, device not a torch.device, str or int.
         ValueError: no such device, or one seam's kernels cannot run on here.
+
+    Spec: ``docs/spec/lamport.md`` (State, per rank; Errors and safety: peer access and the fallback).
     """
 
     def __init__(self, process_group=None, device: torch.device | str | int | None = None) -> None:
