@@ -298,13 +298,20 @@ def all_reduce(x: torch.Tensor, comm: LamportAllReduce, *, out: torch.Tensor | N
     """``bf16(sum over TP ranks of x)``: :meth:`LamportAllReduce.all_reduce`.
 
     Args:
-        x: BF16 [M, hidden] this rank's contribution, contiguous, 16-byte aligned. Read only.
+        x: BF16 [M, hidden] this rank's contribution, 1 <= M <= capacity, contiguous, 16-byte aligned. Read only.
         comm: the group's :class:`LamportAllReduce`.
-        out: optional BF16 [M, hidden] output, written in place.
+        out: optional BF16 [M, hidden] contiguous buffer, apart from x, written in place.
+
+    Returns:
+        BF16 [M, hidden] (``out`` when given).
 
     Raises:
-        TypeError / ValueError: bad inputs (before any launch); ValueError also in debug mode
-            when the ranks' M differ (on every rank, before any collective). Spec: ``lamport.md``.
+        TypeError / ValueError: bad inputs (before any launch); ValueError also as
+            :meth:`LamportAllReduce.all_reduce` (simulated tp > 1, a pending publish, the ranks' M differing in
+            debug mode, on every rank, before any collective).
+        RuntimeError: debug mode and a peer never published.
+
+    Spec: ``docs/spec/lamport.md`` (Publish, Consumer).
     """
     if not isinstance(comm, LamportAllReduce):
         raise TypeError(f"comm must be a LamportAllReduce, got {type(comm).__name__}")
@@ -336,8 +343,9 @@ def all_reduce_rms_norm(
         gemma: apply the weight as ``1 + w``.
 
     Raises:
-        TypeError / ValueError: bad inputs (before any launch); ValueError also in debug mode
-            when the ranks' M differ (on every rank, before any collective).
+        TypeError / ValueError: bad inputs (before any launch); ValueError also as
+            :meth:`LamportAllReduce.all_reduce` (simulated tp > 1, a pending publish, the ranks' M differing in
+            debug mode, on every rank, before any collective).
         RuntimeError: debug mode and a peer never published.
 
     Spec: ``docs/spec/lamport.md`` (Publish, Consumer; the RMSNorm epilogue of Consumer A).
