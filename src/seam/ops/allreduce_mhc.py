@@ -92,7 +92,7 @@ class AllReduceMHC(LamportBase):
     Python or NumPy ints.
 
     Raises:
-        TypeError: non-int sizes, or group not a Group.
+        TypeError: non-int sizes, quantize_layer_input, residual_only or debug not a bool, or group not a Group.
         ValueError: hidden_size not a multiple of 32, hc_mult not in (1, 2, 4, 8),
             sizes out of range, device not the group's; the group's ranks disagree on the
             sizes or on debug.
@@ -195,8 +195,9 @@ class AllReduceMHC(LamportBase):
         """Publish this rank's TP-partial output ``x`` BF16 [M, hidden] (not modified).
 
         Raises:
-            TypeError: x not a BF16 tensor. ValueError: wrong shape, M outside [1, capacity],
-            rank not driven here; in debug mode, ranks whose M differ (on every rank).
+            TypeError: x not a BF16 tensor. ValueError: wrong shape, not contiguous or 16-byte aligned, M outside
+            [1, capacity], rank not driven here, a publish of this rank pending; in debug mode, ranks whose M
+            differ (on every rank).
         """
         rank = self.group.check_rank(rank)
         self._publish_checked(rank, self._rows("x", x), x)
@@ -233,8 +234,9 @@ class AllReduceMHC(LamportBase):
         """Reduce the published contributions and run the mHC epilogue (args as :meth:`__call__`).
 
         Raises:
-            ValueError: as :meth:`__call__` (M is the pending publish's), or no publish of
-                this rank is pending. A rejected consume leaves the publish pending.
+            TypeError, ValueError: as :meth:`__call__` (M is the pending publish's); ValueError also where no
+                publish of this rank is pending. A rejected consume leaves the publish pending.
+            RuntimeError: debug mode and a peer never published.
         """
         rank = self.group.check_rank(rank)
         m = self._pending_m(rank)  # every mHC input must have the published M rows
@@ -256,7 +258,8 @@ class AllReduceMHC(LamportBase):
         """All-reduce ``x`` over the group and apply the mHC boundary: ``(residual_output, layer_input)``.
 
         Args:
-            x: BF16 [M, hidden] TP-partial sublayer output, 1 <= M <= max_num_tokens.
+            x: BF16 [M, hidden] TP-partial sublayer output, 1 <= M <= max_num_tokens, contiguous, 16-byte
+                aligned (not modified).
             residual: BF16 [M, hc, hidden] residual streams (not modified).
             post: FP32 [M, hc] or [M, hc, 1] post-mix.
             comb: FP32 [M, hc, hc] residual mix, indexed [source, target].
@@ -274,10 +277,11 @@ class AllReduceMHC(LamportBase):
             TypeError: wrong tensor types or dtypes.
             ValueError (before any launch): pre/norm_weight given without the other; None
                 without residual_only; mxfp8_out without quantize_layer_input or with
-                residual-only; wrong shapes of x/residual/post/comb/pre/mxfp8_out; mxfp8_out
-                requiring grad while grad mode is on; M outside
-                [1, max_num_tokens]; a simulated group of tp > 1 (use publish/consume); in
-                debug mode, ranks whose M differ (on every rank, before any collective).
+                residual-only; wrong shapes, strides or alignment of x/residual/post/comb/pre/mxfp8_out;
+                mxfp8_out overlapping an input or each other, or requiring grad while grad mode is on; M outside
+                [1, max_num_tokens]; a simulated group of tp > 1 (use publish/consume); a publish of this rank
+                pending; in debug mode, ranks whose M differ (on every rank, before any collective).
+            RuntimeError: debug mode and a peer never published.
         """
         rank = self.group.check_rank(None)
         m = self._rows("x", x)
