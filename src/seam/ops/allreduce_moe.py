@@ -31,8 +31,8 @@ class UnfinalizedMoEOutput:
             scaling already folded in.
         expanded_idx_to_permuted_idx: int32 [M, top_k], the row of gemm2_permuted for
             (token, k), in [0, rows); -1 where the expert is not on this rank (range-checked
-            only with ``SEAM_LAMPORT_DEBUG=1``: reading it syncs; without it the kernel skips
-            an index outside [0, rows) like -1 and never reads out of bounds).
+            only in the finalize's debug mode, ``debug=True`` or ``SEAM_LAMPORT_DEBUG=1``: reading it syncs;
+            without it the kernel skips an index outside [0, rows) like -1 and never reads out of bounds).
 
     A plain container: building one checks nothing. The finalize calls that take it
     (:class:`FinalizeAllReduceGemmaRMSNormMxfp8`, :func:`finalize_allreduce_gemma_rms_norm_mxfp8`) check every field
@@ -100,6 +100,7 @@ class FinalizeAllReduceGemmaRMSNormMxfp8(LamportBase):
     Raises:
         TypeError / ValueError: bad sizes or types; another rank passed other sizes, flags or
             debug (every rank raises).
+        RuntimeError: ``group`` None before ``torch.distributed.init_process_group()``.
     """
 
     def __init__(
@@ -280,7 +281,7 @@ def supports_fused_moe_finalize(
     Raises:
         TypeError: group not a seam.comm.Group, expert_parallel not a bool, dtype not a torch.dtype.
 
-    Spec: ``docs/spec/integration.md`` (its ``init_*`` / ``supports_*`` functions).
+    Spec: ``docs/spec/integration.md`` (allreduce + norm + quant dispatch: ``supports_fused_moe_finalize``).
     """
     if not isinstance(group, Group):
         raise TypeError(f"group must be a seam.comm.Group, got {type(group).__name__}")
@@ -325,8 +326,8 @@ def init_fused_moe_finalize(
         rank passed other sizes, flags or debug (every rank raises); RuntimeError where ``group`` is None and
         torch.distributed is not initialized. An earlier instance stays in use where this one is refused.
 
-    Spec: ``docs/spec/integration.md`` (its ``init_*`` / ``supports_*`` functions), ``docs/spec/lamport.md`` (MoE
-    finalize publish).
+    Spec: ``docs/spec/integration.md`` (allreduce + norm + quant dispatch: ``init_fused_moe_finalize``),
+    ``docs/spec/lamport.md`` (MoE finalize publish).
     """
     global _fused_moe_finalize
     _fused_moe_finalize = FinalizeAllReduceGemmaRMSNormMxfp8(

@@ -70,6 +70,9 @@ def allreduce_gemma_rms_norm_mxfp8(
             go to the caller's own kernel.
         ValueError: ``a_deq`` a string other than "auto" (with ``defer`` too); as the path taken (shapes, dtypes, M
             outside the capacity).
+        RuntimeError: as the path taken (a Lamport ``comm`` in debug mode whose peer never published).
+
+    Spec: ``docs/spec/integration.md`` (allreduce + norm + quant dispatch).
     """
     if comm is not None and not isinstance(comm, LamportAllReduce):
         wrap = " (wrap it once: seam.LamportAllReduce(hidden_size=..., max_num_tokens=..., group=it))"
