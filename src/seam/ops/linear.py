@@ -24,7 +24,8 @@ from seam.ops.registry import register
 
 
 class LinearQuantize(str, enum.Enum):
-    """Where :func:`mxfp8_linear` quantizes a BF16 activation."""
+    """Where :func:`mxfp8_linear` quantizes a BF16 activation: either place applies ``docs/spec/mxfp8.md``'s rule
+    (Quantize one block), so the GEMM reads the same bytes at the same tile."""
 
     #: ``IN_GEMM`` at M <= :data:`IN_GEMM_MAX_M` and where a launch dequantizes A first (:func:`dequantizes_a`),
     #: else ``SEPARATE``
