@@ -290,10 +290,10 @@ def mxfp8_linear(
             warp_specialized tile that is not a wgmma tile of 32-128 rows (32, 64, 72, 80, 96, 128) or a wide tile (136,
             144, 160, 192 or 256), a bf16_mm tile other than ``BF16_MM_TILE``, an unknown
             ``quantize``, or an ``out`` overlapping x or the weight, or requiring grad while grad mode is on (as
-            torch's out= arguments; fine under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is not the A_deq of ``x``'s
-            MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose byte facts (NaN codes present,
-            the largest scale byte: :meth:`seam.MXFP8Weight.byte_facts`) changed since its record was built, by
-            writes no version counter shows (other writes keep the facts and go unseen).
+            torch's out= arguments; fine under ``torch.no_grad()``); with ``SEAM_DEBUG``, an ``x.a_deq`` that is
+            not the A_deq of ``x``'s MXFP8 rows (``seam.ops.a_deq.check_a_deq_bytes``), or a weight whose byte
+            facts (NaN codes present, the largest scale byte: :meth:`seam.MXFP8Weight.byte_facts`) changed since its
+            record was built, by writes no version counter shows (other writes keep the facts and go unseen).
         RuntimeError: a split-K launch whose workspace would have to be allocated or
             grown during CUDA-graph capture (make an eager call at this M first).
 
