@@ -150,7 +150,7 @@ class LamportAllReduce(LamportBase):
         """Consumer (b): ``(normed, residual_out)``, both BF16 [M, hidden] (formula in the class doc).
 
         Args:
-            residual: BF16 [M, hidden] (M of the pending publish), contiguous. Read only.
+            residual: BF16 [M, hidden] (M of the pending publish), contiguous, 16-byte aligned. Read only.
             weight: BF16 [hidden] RMSNorm weight; applied as ``1 + w`` when ``gemma``.
             eps: finite float or int (not a bool) >= 0.
             gemma: Gemma weight convention.
@@ -179,7 +179,7 @@ class LamportAllReduce(LamportBase):
         """Consumer (a): ``(QuantizedActivation(normed), residual_out[, normed])``.
 
         Args:
-            residual: BF16 [M, hidden] (M of the pending publish), contiguous. Read only.
+            residual: BF16 [M, hidden] (M of the pending publish), contiguous, 16-byte aligned. Read only.
             weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
             eps: finite float or int (not a bool) >= 0.
             also_bf16: also return the BF16 normed rows.

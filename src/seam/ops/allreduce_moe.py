@@ -348,7 +348,7 @@ def finalize_allreduce_gemma_rms_norm_mxfp8(
 
     Args:
         moe_output: this rank's TP-partial MoE output (:class:`MoEOutput`). Read only.
-        residual: BF16 [M, hidden] residual stream. Read only.
+        residual: BF16 [M, hidden] residual stream, contiguous, 16-byte aligned. Read only.
         norm_weight: BF16 [hidden] Gemma RMSNorm weight (scale ``1 + w``).
         norm_eps: RMSNorm epsilon, finite >= 0.
         a_deq: write the activation's A_deq: True, "auto" (default) or False, as

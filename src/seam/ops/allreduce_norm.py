@@ -45,8 +45,9 @@ def allreduce_gemma_rms_norm_mxfp8(
 
     Args:
         x: BF16 [M, hidden] this rank's partial sum (TP 1: the sublayer output), hidden a multiple
-            of 32 and <= 16384 (``comm``'s hidden_size). Read only.
-        residual: BF16 [M, hidden]. Read only.
+            of 32 and <= 16384 (``comm``'s hidden_size). Read only. With ``comm``: contiguous, 16-byte aligned,
+            1 <= M <= its capacity; without: rows contiguous at any row stride.
+        residual: BF16 [M, hidden], the same layout rules as x. Read only.
         weight: BF16 [hidden] Gemma weight (scale ``1 + w``).
         eps: RMSNorm epsilon.
         comm: None or the TP group's :class:`seam.LamportAllReduce` (built once per process;
