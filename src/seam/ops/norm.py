@@ -213,7 +213,8 @@ def fused_add_rms_norm_mxfp8(
         with ``also_bf16`` (values, scales, normed BF16 [M, hidden], residual_out).
 
     Raises:
-        TypeError: wrong dtypes, eps/flags of the wrong type, ``out`` of the wrong arity.
+        TypeError: wrong dtypes, eps/flags of the wrong type, ``out`` of the wrong arity, scale_layout not a str
+            or :class:`seam.ScaleLayout`.
         ValueError: hidden not a multiple of 32 or above 16384, wrong shapes/strides/devices/
             sizes/alignment, eps out of range, unknown scale_layout, overlapping buffers, ``out`` buffers
             not contiguous (a stride-0 residual passed as residual_out included) or requiring grad while grad mode is on.

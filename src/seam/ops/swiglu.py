@@ -84,7 +84,7 @@ def swiglu_oai(
 
     Raises:
         TypeError: gate_up/out of the wrong type or dtype, alpha, beta or limit not a float or int
-            (a bool is refused).
+            (a bool is refused), layout not a str or :class:`seam.GateUpLayout`.
         ValueError: odd 2I, wrong shapes/strides/devices, non-finite scalars, limit below 2^-126,
             unknown layout, ``out`` not contiguous, overlapping gate_up or requiring grad while grad
             mode is on.
