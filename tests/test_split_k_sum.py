@@ -57,10 +57,13 @@ def test_sums_in_split_order_bit_for_bit(device, m, n, split_k, mp):
     """Every output (N not a multiple of 128: the last tile's rows past N; M below the tile's rows) against the
     split-order sum, on partials with -0.0, subnormals, infinities, NaN, overflow and cancellation."""
     p = _edge_partials(-(-n // 128), split_k, mp, device)
-    out = torch.full((m + 1, n + 3), float("nan"), dtype=torch.bfloat16, device=device)[:m, :n]  # strided rows
+    buf = torch.full((m + 1, n + 3), float("nan"), dtype=torch.bfloat16, device=device)
+    out = buf[:m, :n]  # strided rows
     split_k_sum.launch_split_k_sum(p, out, use_pdl=False)
     want = _split_order_sum(p, m, n)
     assert _same_bytes(out, want)
+    # the columns past N (and the row past M) of the buffer are untouched: the store is masked at N
+    assert buf[:m, n:].isnan().all() and buf[m].isnan().all()
     assert torch.equal(out[:, 0].view(torch.int16), torch.zeros(m, dtype=torch.int16, device=device))  # +0.0
 
 
