@@ -150,8 +150,11 @@ def test_edge_values(device):
     out = seam.swiglu_oai(x)
     want = ref.swiglu_oai_ref(x.cpu())
     assert torch.equal(torch.isnan(out.cpu()), torch.isnan(want))
-    finite = ~torch.isnan(want)
-    assert (out.cpu().float()[finite] - want.float()[finite]).abs().max() <= 0.25
+    # ulps, not an absolute bound: 0.25 passed a BF16 output that flushed the tiny row's subnormal activations
+    # (which the MXFP8 rows, scale byte 0 there, cannot show); the edge entries take the reference's bytes
+    ulps = bf16_ulp_diff(out.cpu(), want)
+    assert int(ulps.max()) <= 1 and float((ulps == 0).float().mean()) > 0.9, ulp_summary(out.cpu(), want)
+    assert not ulps[edge].any() and not ulps[2].any(), ulp_summary(out.cpu(), want)
     assert (out[0].cpu() == 0).all() and (out[1].cpu() == 0).all()
     for round_to_bf16 in (False, True):
         v, s = seam.swiglu_oai_mxfp8(x, round_to_bf16=round_to_bf16)
