@@ -207,6 +207,21 @@ def test_round_trip_error_bound(m, cols, log_scale, seed):
     assert bool((ok | underflow).all())
 
 
+@pytest.mark.parametrize("m", [1, 3, 130])
+@pytest.mark.parametrize("k", [2880, 4160])
+def test_rows_wider_than_one_column_program(device, m, k):
+    """K past the quantizer's 2048-column BLOCK_K (gpt-oss's 2880, 4160): several column programs per row, the
+    last one ragged and holding the swizzle padding columns; other tests stay below 2048 on CPU."""
+    g = torch.Generator().manual_seed(m + k)
+    x = torch.randn(m, k, generator=g) * torch.logspace(-4, 4, k)
+    x[0, 2048:2080] = 0.0  # blocks of the second column program: zeros, -0.0, a dominating element, inf, NaN
+    x[0, 2080:2112] = -0.0
+    x[-1, 2112], x[-1, 2113:2144] = 1e4, 1e-6
+    x[-1, 2150], x[0, k - 1] = float("inf"), float("nan")
+    for layout in LAYOUTS:
+        _check_kernel_matches_ref(x.bfloat16().to(device), layout)
+
+
 def test_kernel_random_property(device):
     for seed in range(4):
         g = torch.Generator().manual_seed(seed)
