@@ -151,10 +151,12 @@ def test_edge_values(device):
     want = ref.swiglu_oai_ref(x.cpu())
     assert torch.equal(torch.isnan(out.cpu()), torch.isnan(want))
     # ulps, not an absolute bound: 0.25 passed a BF16 output that flushed the tiny row's subnormal activations
-    # (which the MXFP8 rows, scale byte 0 there, cannot show); the edge entries take the reference's bytes
+    # (which the MXFP8 rows, scale byte 0 there, cannot show). The rows whose values no sigmoid rounding
+    # touches (zeros, -0.0, tiny, underflow) take the reference's bytes; the clamped entries, whose partner is
+    # random, the same 1-ulp rule as the rest.
     ulps = bf16_ulp_diff(out.cpu(), want)
     assert int(ulps.max()) <= 1 and float((ulps == 0).float().mean()) > 0.9, ulp_summary(out.cpu(), want)
-    assert not ulps[edge].any() and not ulps[2].any(), ulp_summary(out.cpu(), want)
+    assert not ulps[:3].any() and not ulps[5, :32].any(), ulp_summary(out.cpu(), want)
     assert (out[0].cpu() == 0).all() and (out[1].cpu() == 0).all()
     for round_to_bf16 in (False, True):
         v, s = seam.swiglu_oai_mxfp8(x, round_to_bf16=round_to_bf16)
