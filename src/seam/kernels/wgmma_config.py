@@ -84,7 +84,9 @@ MMA_ROWS_MAX_K = 768
 #: 2048, 1.01-1.04x at N 1536); between the ranges it lost after a producer (K 1024-2048, above).
 #: Each long K maps to the most of its programs one SM takes in that wave: as many as fitted while it staged its
 #: activations in shared memory (measured there, run 278). Held in registers, more fit (3 at K 4096, 2 at K 6144);
-#: two an SM at K 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286); three at K 4096 were not measured.
+#: two an SM at K 6144 lost at 8 tokens after the norm (N 2560-4096, runs 285-286), and at 1-8 tokens fenced (run 358:
+#: 2.1-3.4 us slower at N 2560-4096, one token included, though 0.65-1.3 us faster back to back at N 2560-3072); three at
+#: K 4096 were not measured.
 MMA_ROWS_LONG_PER_SM = {3072: 2, 4096: 2, 6144: 1}
 MMA_ROWS_LONG_KS = tuple(MMA_ROWS_LONG_PER_SM)
 MMA_ROWS_LONG_MIN_M = 2
