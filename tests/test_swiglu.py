@@ -35,6 +35,14 @@ def _boundary_blocks(act):
     return boundary_blocks(act.cpu())
 
 
+def _within_one_ulp(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Assert BF16 ``got`` within one ulp of the reference ``want`` and more than 90% exact (they differ only where
+    the sigmoids differ by their last bit); return the per-element ulps."""
+    ulps = bf16_ulp_diff(got, want)
+    assert int(ulps.max()) <= 1 and float((ulps == 0).float().mean()) > 0.9, ulp_summary(got, want)
+    return ulps
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m", [1, 127, 128, 129])
 def test_swiglu_bf16_accuracy(device, m, layout):
@@ -45,9 +53,7 @@ def test_swiglu_bf16_accuracy(device, m, layout):
     assert err < 5e-3, err
     # the fp32 reference rounded once (RNE) differs only where the sigmoids differ by an ulp: by one BF16 ulp at
     # most, and rarely (an absolute bound such as 0.25 is many ulps below 32 and let a truncating rounding pass)
-    want = ref.swiglu_oai_ref(x.cpu(), layout=layout)
-    ulps = bf16_ulp_diff(out.cpu(), want)
-    assert int(ulps.max()) <= 1 and float((ulps == 0).float().mean()) > 0.9, ulp_summary(out.cpu(), want)
+    _within_one_ulp(out.cpu(), ref.swiglu_oai_ref(x.cpu(), layout=layout))
 
 
 @pytest.mark.parametrize("scale_layout", SCALE_LAYOUTS)
@@ -154,8 +160,7 @@ def test_edge_values(device):
     # (which the MXFP8 rows, scale byte 0 there, cannot show). The rows whose values no sigmoid rounding
     # touches (zeros, -0.0, tiny, underflow) take the reference's bytes; the clamped entries, whose partner is
     # random, the same 1-ulp rule as the rest.
-    ulps = bf16_ulp_diff(out.cpu(), want)
-    assert int(ulps.max()) <= 1 and float((ulps == 0).float().mean()) > 0.9, ulp_summary(out.cpu(), want)
+    ulps = _within_one_ulp(out.cpu(), want)
     assert not ulps[:3].any() and not ulps[5, :32].any(), ulp_summary(out.cpu(), want)
     assert (out[0].cpu() == 0).all() and (out[1].cpu() == 0).all()
     for round_to_bf16 in (False, True):
